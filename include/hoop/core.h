@@ -1,0 +1,166 @@
+// hoop core types: element types, reduction operators, and the error model.
+//
+// Library functions that can fail return hoop::Status or hoop::Result<T>; they never abort
+// the process. hoop::Error is the one exception type thrown at the public C++ API boundary
+// (by Result<T>::value() on failure, and by the high-level runtime API).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace hoop {
+
+/// Element types understood by every collective. f16 is IEEE binary16, bf16 is bfloat16.
+enum class DataType : std::uint8_t { kU8, kI8, kI32, kI64, kF16, kBF16, kF32, kF64 };
+
+/// Reduction operators. kAvg reduces with a sum and divides by the number of contributors
+/// (integer types: truncating division).
+enum class ReduceOp : std::uint8_t { kSum, kAvg, kMin, kMax, kProd };
+
+inline constexpr DataType kAllDataTypes[] = {DataType::kU8,  DataType::kI8,   DataType::kI32,
+                                             DataType::kI64, DataType::kF16,  DataType::kBF16,
+                                             DataType::kF32, DataType::kF64};
+inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin,
+                                             ReduceOp::kMax, ReduceOp::kProd};
+
+/// Size in bytes of one element of `dtype`.
+std::size_t dtype_size(DataType dtype);
+/// Short name of `dtype` as used on the command line and in tables ("f32", "bf16", ...).
+std::string_view dtype_name(DataType dtype);
+/// Short name of `op` ("sum", "avg", "min", "max", "prod").
+std::string_view op_name(ReduceOp op);
+/// True for f16, bf16, f32 and f64.
+bool dtype_is_float(DataType dtype);
+/// Parses a dtype name (also accepts "float32", "float", "half", "bfloat16", "int32", ...).
+std::optional<DataType> parse_dtype(std::string_view name);
+/// Parses an op name (also accepts "average", "product").
+std::optional<ReduceOp> parse_op(std::string_view name);
+
+/// What went wrong, coarsely; the message says precisely.
+enum class StatusCode : std::uint8_t {
+  kOk,
+  kInvalidArgument,   // the caller passed something unusable (null buffer, bad count, bad env)
+  kTimeout,           // a deadline passed
+  kPeerLost,          // a peer disconnected or died
+  kAuthFailed,        // wrong job secret, job id or protocol version
+  kProtocolError,     // malformed or unexpected bytes on a connection
+  kNotFound,          // a key or file does not exist
+  kMismatch,          // ranks disagree on a collective's parameters
+  kIoError,           // a system call failed
+  kAborted,           // the operation was cancelled because the job is ending
+  kInternal,          // a bug in hoop
+};
+
+/// Name of a status code ("timeout", "peer lost", ...).
+std::string_view status_code_name(StatusCode code);
+
+/// Outcome of an operation: ok, or a code with a message naming the cause.
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  /// The success value.
+  static Status success() { return Status(); }
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+  /// "timeout: rank 3 did not answer within 10 s", or "ok".
+  std::string to_string() const;
+  /// The same status with `context + ": "` put before its message (no-op when ok).
+  Status with_context(std::string_view context) const;
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+/// Convenience constructors, one per failure code.
+Status invalid_argument(std::string message);
+Status timeout_error(std::string message);
+Status peer_lost(std::string message);
+Status auth_failed(std::string message);
+Status protocol_error(std::string message);
+Status not_found(std::string message);
+Status mismatch_error(std::string message);
+Status io_error(std::string message);
+Status aborted(std::string message);
+Status internal_error(std::string message);
+/// io_error whose message ends with strerror(errnum).
+Status errno_error(std::string_view what, int errnum);
+
+/// The exception thrown at the public C++ API boundary; carries the Status.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(Status status);
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+};
+
+/// A value of type T, or the Status that explains why there is none.
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
+    if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "Result built from ok Status");
+  }
+
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  /// Ok when a value is held.
+  Status status() const { return ok() ? Status() : std::get<Status>(v_); }
+  /// The value; throws hoop::Error when there is none.
+  T& value() & {
+    throw_if_error();
+    return std::get<T>(v_);
+  }
+  const T& value() const& {
+    throw_if_error();
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    throw_if_error();
+    return std::get<T>(std::move(v_));
+  }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+ private:
+  void throw_if_error() const {
+    if (!ok()) throw Error(std::get<Status>(v_));
+  }
+  std::variant<T, Status> v_;
+};
+
+/// Throws hoop::Error when `status` is not ok.
+void throw_if_error(const Status& status);
+
+}  // namespace hoop
+
+/// Returns early from the enclosing function when `expr` (a Status) is not ok.
+#define HOOP_RETURN_IF_ERROR(expr)            \
+  do {                                        \
+    ::hoop::Status hoop_status_ = (expr);     \
+    if (!hoop_status_.ok()) return hoop_status_; \
+  } while (0)
+
+#define HOOP_CONCAT_INNER_(a, b) a##b
+#define HOOP_CONCAT_(a, b) HOOP_CONCAT_INNER_(a, b)
+/// Declares `lhs` from a Result expression, or returns its Status from the enclosing function.
+#define HOOP_ASSIGN_OR_RETURN(lhs, expr) \
+  HOOP_ASSIGN_OR_RETURN_IMPL_(HOOP_CONCAT_(hoop_result_, __LINE__), lhs, expr)
+#define HOOP_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                \
+  if (!tmp.ok()) return tmp.status();               \
+  lhs = std::move(tmp).value()

@@ -1,0 +1,105 @@
+// hoop rendezvous: an authenticated TCP key-value store, and bootstrap from the launcher's
+// environment (hooprun, mpirun, Slurm, or plain HOOP_* variables).
+//
+// Every connection to the store authenticates with an HMAC-SHA256 challenge over the job
+// secret and checks the protocol version and the job id; nothing a client sends before that
+// is trusted, and every frame length is checked before anything is allocated for it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hoop/core.h"
+
+namespace hoop {
+
+/// Settings shared by a store server and its clients.
+struct StoreOptions {
+  /// The job secret; the HMAC key of the handshake. Must not be empty.
+  std::string secret;
+  /// Identifies the job; a client of another job is refused.
+  std::string job_id;
+  /// Deadline for connecting (retrying while the server is not up yet) and for each call.
+  std::chrono::milliseconds timeout{30000};
+  /// Largest key + value a frame may carry; bigger frames are refused before allocating.
+  std::size_t max_value_bytes = std::size_t{64} << 20;
+};
+
+/// Counters a server keeps about the connections it refused (for logs and tests).
+struct StoreServerStats {
+  std::uint64_t accepted = 0;          // connections that passed the handshake
+  std::uint64_t auth_failures = 0;     // wrong secret, job id or protocol version
+  std::uint64_t protocol_errors = 0;   // garbage, oversized frames, handshake timeouts
+};
+
+/// The store server. Serves every client from one event-loop thread with non-blocking
+/// sockets, so an idle, slow or malicious client never delays the others.
+class StoreServer {
+ public:
+  /// Binds `bind_host:port` (port 0 picks a free port) and starts serving in the background.
+  static Result<std::unique_ptr<StoreServer>> start(const std::string& bind_host,
+                                                    std::uint16_t port, StoreOptions options);
+  virtual ~StoreServer() = default;
+
+  /// The port actually bound.
+  virtual std::uint16_t port() const = 0;
+  /// Counters of accepted and refused connections.
+  virtual StoreServerStats stats() const = 0;
+  /// Stops serving and closes every connection; pending waits fail on the clients. Idempotent.
+  virtual void stop() = 0;
+};
+
+/// A client connection to the store. Calls are thread-safe (serialized) and each one
+/// returns within the options' timeout (or the timeout given to wait).
+class Store {
+ public:
+  /// Connects and authenticates, retrying a refused connection until options.timeout.
+  /// `rank` is only used to name this client in the server's log (-1: unknown).
+  static Result<std::unique_ptr<Store>> connect(const std::string& host, std::uint16_t port,
+                                                StoreOptions options, int rank = -1);
+  virtual ~Store() = default;
+
+  /// Sets `key` to `value` (any bytes), replacing an earlier value.
+  virtual Status set(std::string_view key, std::string_view value) = 0;
+  /// The value of `key`; not_found when it is not set. Does not wait.
+  virtual Result<std::string> get(std::string_view key) = 0;
+  /// Waits until every key in `keys` is set; timeout_error naming the missing keys otherwise.
+  virtual Status wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  /// Atomically adds `delta` to the integer stored at `key` (absent counts as 0) and returns
+  /// the new value. Fails when the key holds something other than an add() counter.
+  virtual Result<std::int64_t> add(std::string_view key, std::int64_t delta) = 0;
+  /// Deletes `key`; returns whether it existed.
+  virtual Result<bool> remove(std::string_view key) = 0;
+
+  /// wait({key}, timeout) then get(key).
+  Result<std::string> wait_get(std::string_view key, std::chrono::milliseconds timeout);
+};
+
+/// Where this process sits in the job and how to reach the store, as the launcher said.
+struct BootstrapInfo {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+  std::string store_host;          // empty when no store was given (single-process job)
+  std::uint16_t store_port = 0;
+  std::string secret;
+  std::string job_id;
+  std::string launcher;            // "hooprun", "mpirun", "slurm" or "env"
+};
+
+/// Reads rank, size, local rank, store address and secret from HOOP_* variables (and their
+/// HOROVOD_* aliases), falling back to OMPI_COMM_WORLD_*, PMIX_RANK and SLURM_* for the rank
+/// layout. Fails with a message naming the variable when a value is malformed or inconsistent.
+Result<BootstrapInfo> bootstrap_from_env();
+
+/// Connects to the store named by `info` with its secret and job id.
+Result<std::unique_ptr<Store>> connect_store(const BootstrapInfo& info);
+
+}  // namespace hoop

@@ -38,7 +38,7 @@ if(EXISTS /usr/local/cuda/bin/nvcc AND NOT DEFINED CUDAToolkit_ROOT)
   set(CUDAToolkit_ROOT /usr/local/cuda)
 endif()
 find_package(CUDAToolkit QUIET)
-hoop_optional(CUDA CUDAToolkit_FOUND "${CUDAToolkit_VERSION} at ${CUDAToolkit_LIBRARY_ROOT}")
+hoop_optional(CUDA CUDAToolkit_FOUND "${CUDAToolkit_VERSION}, ${CUDAToolkit_BIN_DIR}")
 
 find_library(HOOP_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
 set(_nccl_found FALSE)

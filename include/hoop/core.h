@@ -23,8 +23,8 @@ enum class DataType : std::uint8_t { kU8, kI8, kI32, kI64, kF16, kBF16, kF32, kF
 /// (integer types: truncating division).
 enum class ReduceOp : std::uint8_t { kSum, kAvg, kMin, kMax, kProd };
 
-inline constexpr DataType kAllDataTypes[] = {DataType::kU8,  DataType::kI8,   DataType::kI32,
-                                             DataType::kI64, DataType::kF16,  DataType::kBF16,
+inline constexpr DataType kAllDataTypes[] = {DataType::kU8,  DataType::kI8,  DataType::kI32,
+                                             DataType::kI64, DataType::kF16, DataType::kBF16,
                                              DataType::kF32, DataType::kF64};
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin,
                                              ReduceOp::kMax, ReduceOp::kProd};
@@ -45,16 +45,16 @@ std::optional<ReduceOp> parse_op(std::string_view name);
 /// What went wrong, coarsely; the message says precisely.
 enum class StatusCode : std::uint8_t {
   kOk,
-  kInvalidArgument,   // the caller passed something unusable (null buffer, bad count, bad env)
-  kTimeout,           // a deadline passed
-  kPeerLost,          // a peer disconnected or died
-  kAuthFailed,        // wrong job secret, job id or protocol version
-  kProtocolError,     // malformed or unexpected bytes on a connection
-  kNotFound,          // a key or file does not exist
-  kMismatch,          // ranks disagree on a collective's parameters
-  kIoError,           // a system call failed
-  kAborted,           // the operation was cancelled because the job is ending
-  kInternal,          // a bug in hoop
+  kInvalidArgument,  // the caller passed something unusable (null buffer, bad count, bad env)
+  kTimeout,          // a deadline passed
+  kPeerLost,         // a peer disconnected or died
+  kAuthFailed,       // wrong job secret, job id or protocol version
+  kProtocolError,    // malformed or unexpected bytes on a connection
+  kNotFound,         // a key or file does not exist
+  kMismatch,         // ranks disagree on a collective's parameters
+  kIoError,          // a system call failed
+  kAborted,          // the operation was cancelled because the job is ending
+  kInternal,         // a bug in hoop
 };
 
 /// Name of a status code ("timeout", "peer lost", ...).
@@ -110,9 +110,10 @@ class Error : public std::runtime_error {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
-    if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "Result built from ok Status");
+    if (std::get<Status>(v_).ok())
+      v_ = Status(StatusCode::kInternal, "Result built from ok Status");
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -149,9 +150,9 @@ void throw_if_error(const Status& status);
 }  // namespace hoop
 
 /// Returns early from the enclosing function when `expr` (a Status) is not ok.
-#define HOOP_RETURN_IF_ERROR(expr)            \
-  do {                                        \
-    ::hoop::Status hoop_status_ = (expr);     \
+#define HOOP_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::hoop::Status hoop_status_ = (expr);        \
     if (!hoop_status_.ok()) return hoop_status_; \
   } while (0)
 

@@ -27,13 +27,16 @@ struct StoreOptions {
   std::chrono::milliseconds timeout{30000};
   /// Largest key + value a frame may carry; bigger frames are refused before allocating.
   std::size_t max_value_bytes = std::size_t{64} << 20;
+  /// Server side: a connection that has not completed the handshake within this long is
+  /// dropped (and counted as a protocol error), so idle or stuck peers cannot pile up.
+  std::chrono::milliseconds handshake_timeout{5000};
 };
 
 /// Counters a server keeps about the connections it refused (for logs and tests).
 struct StoreServerStats {
-  std::uint64_t accepted = 0;          // connections that passed the handshake
-  std::uint64_t auth_failures = 0;     // wrong secret, job id or protocol version
-  std::uint64_t protocol_errors = 0;   // garbage, oversized frames, handshake timeouts
+  std::uint64_t accepted = 0;         // connections that passed the handshake
+  std::uint64_t auth_failures = 0;    // wrong secret, job id or protocol version
+  std::uint64_t protocol_errors = 0;  // garbage, oversized frames, handshake timeouts
 };
 
 /// The store server. Serves every client from one event-loop thread with non-blocking
@@ -87,19 +90,25 @@ struct BootstrapInfo {
   int local_size = 1;
   int cross_rank = 0;
   int cross_size = 1;
-  std::string store_host;          // empty when no store was given (single-process job)
+  std::string store_host;  // empty when no store was given (single-process job)
   std::uint16_t store_port = 0;
   std::string secret;
   std::string job_id;
-  std::string launcher;            // "hooprun", "mpirun", "slurm" or "env"
+  /// Where the rank layout came from: "env" (HOOP_* or HOROVOD_*, as hooprun sets them),
+  /// "mpirun" (OMPI_COMM_WORLD_*), "pmix" (PMIX_RANK), "slurm" (SLURM_*) or "none".
+  std::string launcher;
+  std::chrono::milliseconds start_timeout{30000};  // HOOP_START_TIMEOUT
+  std::chrono::milliseconds timeout{30000};        // HOOP_TIMEOUT_SECONDS
 };
 
 /// Reads rank, size, local rank, store address and secret from HOOP_* variables (and their
 /// HOROVOD_* aliases), falling back to OMPI_COMM_WORLD_*, PMIX_RANK and SLURM_* for the rank
 /// layout. Fails with a message naming the variable when a value is malformed or inconsistent.
+/// Where the local layout is not given, all ranks are taken to share one host.
 Result<BootstrapInfo> bootstrap_from_env();
 
-/// Connects to the store named by `info` with its secret and job id.
+/// Connects to the store named by `info` with its secret and job id, then waits until every
+/// rank of the job has connected (info.start_timeout); the error names the missing ranks.
 Result<std::unique_ptr<Store>> connect_store(const BootstrapInfo& info);
 
 }  // namespace hoop

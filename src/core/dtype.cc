@@ -9,38 +9,55 @@ namespace hoop {
 std::size_t dtype_size(DataType dtype) {
   switch (dtype) {
     case DataType::kU8:
-    case DataType::kI8: return 1;
+    case DataType::kI8:
+      return 1;
     case DataType::kF16:
-    case DataType::kBF16: return 2;
+    case DataType::kBF16:
+      return 2;
     case DataType::kI32:
-    case DataType::kF32: return 4;
+    case DataType::kF32:
+      return 4;
     case DataType::kI64:
-    case DataType::kF64: return 8;
+    case DataType::kF64:
+      return 8;
   }
   return 0;
 }
 
 std::string_view dtype_name(DataType dtype) {
   switch (dtype) {
-    case DataType::kU8: return "u8";
-    case DataType::kI8: return "i8";
-    case DataType::kI32: return "i32";
-    case DataType::kI64: return "i64";
-    case DataType::kF16: return "f16";
-    case DataType::kBF16: return "bf16";
-    case DataType::kF32: return "f32";
-    case DataType::kF64: return "f64";
+    case DataType::kU8:
+      return "u8";
+    case DataType::kI8:
+      return "i8";
+    case DataType::kI32:
+      return "i32";
+    case DataType::kI64:
+      return "i64";
+    case DataType::kF16:
+      return "f16";
+    case DataType::kBF16:
+      return "bf16";
+    case DataType::kF32:
+      return "f32";
+    case DataType::kF64:
+      return "f64";
   }
   return "unknown";
 }
 
 std::string_view op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAvg: return "avg";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kProd: return "prod";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kProd:
+      return "prod";
   }
   return "unknown";
 }
@@ -65,12 +82,12 @@ std::optional<DataType> parse_dtype(std::string_view name) {
     DataType dtype;
   };
   static constexpr Alias kAliases[] = {
-      {"u8", DataType::kU8},       {"uint8", DataType::kU8},     {"i8", DataType::kI8},
-      {"int8", DataType::kI8},     {"i32", DataType::kI32},      {"int32", DataType::kI32},
-      {"int", DataType::kI32},     {"i64", DataType::kI64},      {"int64", DataType::kI64},
-      {"f16", DataType::kF16},     {"float16", DataType::kF16},  {"half", DataType::kF16},
+      {"u8", DataType::kU8},       {"uint8", DataType::kU8},      {"i8", DataType::kI8},
+      {"int8", DataType::kI8},     {"i32", DataType::kI32},       {"int32", DataType::kI32},
+      {"int", DataType::kI32},     {"i64", DataType::kI64},       {"int64", DataType::kI64},
+      {"f16", DataType::kF16},     {"float16", DataType::kF16},   {"half", DataType::kF16},
       {"bf16", DataType::kBF16},   {"bfloat16", DataType::kBF16}, {"f32", DataType::kF32},
-      {"float32", DataType::kF32}, {"float", DataType::kF32},    {"f64", DataType::kF64},
+      {"float32", DataType::kF32}, {"float", DataType::kF32},     {"f64", DataType::kF64},
       {"float64", DataType::kF64}, {"double", DataType::kF64},
   };
   const std::string key = lower(name);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <string_view>
 
 #include "hoop/core.h"
@@ -28,8 +29,8 @@ void write(Level level, std::string_view message);
 }  // namespace hoop::log
 
 /// HOOP_LOG(kWarn, "peer {} lost", rank): formats and writes only when the level is enabled.
-#define HOOP_LOG(lvl, ...)                                                    \
-  do {                                                                        \
-    if (::hoop::log::enabled(::hoop::log::Level::lvl))                        \
+#define HOOP_LOG(lvl, ...)                                                     \
+  do {                                                                         \
+    if (::hoop::log::enabled(::hoop::log::Level::lvl))                         \
       ::hoop::log::write(::hoop::log::Level::lvl, ::fmt::format(__VA_ARGS__)); \
   } while (0)

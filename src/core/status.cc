@@ -6,17 +6,28 @@ namespace hoop {
 
 std::string_view status_code_name(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kTimeout: return "timeout";
-    case StatusCode::kPeerLost: return "peer lost";
-    case StatusCode::kAuthFailed: return "authentication failed";
-    case StatusCode::kProtocolError: return "protocol error";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kMismatch: return "mismatch";
-    case StatusCode::kIoError: return "I/O error";
-    case StatusCode::kAborted: return "aborted";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kTimeout:
+      return "timeout";
+    case StatusCode::kPeerLost:
+      return "peer lost";
+    case StatusCode::kAuthFailed:
+      return "authentication failed";
+    case StatusCode::kProtocolError:
+      return "protocol error";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kMismatch:
+      return "mismatch";
+    case StatusCode::kIoError:
+      return "I/O error";
+    case StatusCode::kAborted:
+      return "aborted";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown status";
 }

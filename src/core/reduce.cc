@@ -1,0 +1,197 @@
+// Argument checks and variant dispatch for the reduction kernels; the loops live in
+// reduce_kernels_impl.h.
+#include "core/reduce.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "core/reduce_kernels.h"
+
+namespace hoop {
+namespace {
+
+using reduce_detail::KernelTable;
+using reduce_detail::OpKind;
+
+bool cpu_has_avx2() {
+#if defined(__x86_64__) || defined(__i386__)
+  // libgcc also checks that the OS saves the YMM registers. Each feature is asked for on its
+  // own because a hypervisor can hide any one of them.
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+const KernelTable* table_for(ReduceIsa isa) {
+  switch (isa) {
+    case ReduceIsa::kGeneric:
+      return &reduce_detail::generic_kernels();
+    case ReduceIsa::kAvx2:
+      return cpu_has_avx2() ? reduce_detail::avx2_kernels() : nullptr;
+  }
+  return nullptr;
+}
+
+// Chosen once; set_reduce_isa may swap it. Kernels are stateless, so a relaxed load suffices.
+std::atomic<const KernelTable*>& active_table() {
+  static std::atomic<const KernelTable*> table{[] {
+    const KernelTable* best = table_for(ReduceIsa::kAvx2);
+    return best != nullptr ? best : table_for(ReduceIsa::kGeneric);
+  }()};
+  return table;
+}
+
+bool valid_dtype(DataType dtype) {
+  return static_cast<std::size_t>(dtype) < reduce_detail::kDataTypeCount;
+}
+
+Status check_enums(std::string_view fn, DataType dtype, ReduceOp op) {
+  if (!valid_dtype(dtype)) {
+    return invalid_argument(fmt::format("{}: unknown dtype value {}", fn, static_cast<int>(dtype)));
+  }
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+    case ReduceOp::kMin:
+    case ReduceOp::kMax:
+    case ReduceOp::kProd:
+      return Status::success();
+  }
+  return invalid_argument(fmt::format("{}: unknown op value {}", fn, static_cast<int>(op)));
+}
+
+OpKind op_kind(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMin:
+      return OpKind::kMin;
+    case ReduceOp::kMax:
+      return OpKind::kMax;
+    case ReduceOp::kProd:
+      return OpKind::kProd;
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      break;
+  }
+  return OpKind::kSum;
+}
+
+Status check_pointer(std::string_view fn, std::string_view name, const void* p, std::size_t count) {
+  if (p == nullptr) {
+    return invalid_argument(fmt::format("{}: {} is null with count {}", fn, name, count));
+  }
+  return Status::success();
+}
+
+Status byte_size(std::string_view fn, std::size_t count, DataType dtype, std::size_t* bytes) {
+  const std::size_t size = dtype_size(dtype);
+  if (count > std::numeric_limits<std::size_t>::max() / size) {
+    return invalid_argument(
+        fmt::format("{}: count {} of {} does not fit in memory", fn, count, dtype_name(dtype)));
+  }
+  *bytes = count * size;
+  return Status::success();
+}
+
+// Exact aliasing is in-place and fine; a shifted overlap would read bytes already written.
+Status check_overlap(std::string_view fn, std::string_view name, const void* dst, const void* src,
+                     std::size_t bytes) {
+  const auto d = reinterpret_cast<std::uintptr_t>(dst);
+  const auto s = reinterpret_cast<std::uintptr_t>(src);
+  if (d != s && d < s + bytes && s < d + bytes) {
+    return invalid_argument(fmt::format("{}: dst partially overlaps {}", fn, name));
+  }
+  return Status::success();
+}
+
+void run(void* dst, const void* a, const void* b, std::size_t count, DataType dtype, ReduceOp op) {
+  const KernelTable* table = active_table().load(std::memory_order_relaxed);
+  table->dtype[static_cast<std::size_t>(dtype)].reduce[static_cast<std::size_t>(op_kind(op))](
+      static_cast<std::byte*>(dst), static_cast<const std::byte*>(a),
+      static_cast<const std::byte*>(b), count);
+}
+
+}  // namespace
+
+Status reduce_into(void* dst, const void* src, std::size_t count, DataType dtype, ReduceOp op) {
+  constexpr std::string_view kFn = "reduce_into";
+  HOOP_RETURN_IF_ERROR(check_enums(kFn, dtype, op));
+  if (count == 0) return Status::success();
+  HOOP_RETURN_IF_ERROR(check_pointer(kFn, "dst", dst, count));
+  HOOP_RETURN_IF_ERROR(check_pointer(kFn, "src", src, count));
+  std::size_t bytes = 0;
+  HOOP_RETURN_IF_ERROR(byte_size(kFn, count, dtype, &bytes));
+  HOOP_RETURN_IF_ERROR(check_overlap(kFn, "src", dst, src, bytes));
+  run(dst, dst, src, count, dtype, op);
+  return Status::success();
+}
+
+Status reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dtype,
+              ReduceOp op) {
+  constexpr std::string_view kFn = "reduce";
+  HOOP_RETURN_IF_ERROR(check_enums(kFn, dtype, op));
+  if (count == 0) return Status::success();
+  HOOP_RETURN_IF_ERROR(check_pointer(kFn, "dst", dst, count));
+  HOOP_RETURN_IF_ERROR(check_pointer(kFn, "a", a, count));
+  HOOP_RETURN_IF_ERROR(check_pointer(kFn, "b", b, count));
+  std::size_t bytes = 0;
+  HOOP_RETURN_IF_ERROR(byte_size(kFn, count, dtype, &bytes));
+  HOOP_RETURN_IF_ERROR(check_overlap(kFn, "a", dst, a, bytes));
+  HOOP_RETURN_IF_ERROR(check_overlap(kFn, "b", dst, b, bytes));
+  run(dst, a, b, count, dtype, op);
+  return Status::success();
+}
+
+Status divide(void* buf, std::size_t count, DataType dtype, std::int64_t divisor) {
+  constexpr std::string_view kFn = "divide";
+  if (!valid_dtype(dtype)) {
+    return invalid_argument(
+        fmt::format("{}: unknown dtype value {}", kFn, static_cast<int>(dtype)));
+  }
+  if (divisor < 1) {
+    return invalid_argument(fmt::format("{}: divisor must be >= 1, got {}", kFn, divisor));
+  }
+  if (count == 0) return Status::success();
+  HOOP_RETURN_IF_ERROR(check_pointer(kFn, "buf", buf, count));
+  std::size_t bytes = 0;
+  HOOP_RETURN_IF_ERROR(byte_size(kFn, count, dtype, &bytes));
+  const KernelTable* table = active_table().load(std::memory_order_relaxed);
+  table->dtype[static_cast<std::size_t>(dtype)].divide(static_cast<std::byte*>(buf), count,
+                                                       divisor);
+  return Status::success();
+}
+
+std::string_view reduce_isa_name(ReduceIsa isa) {
+  switch (isa) {
+    case ReduceIsa::kGeneric:
+      return "generic";
+    case ReduceIsa::kAvx2:
+      return "avx2";
+  }
+  return "unknown";
+}
+
+bool reduce_isa_supported(ReduceIsa isa) { return table_for(isa) != nullptr; }
+
+ReduceIsa reduce_isa() {
+  const KernelTable* table = active_table().load(std::memory_order_relaxed);
+  return table == table_for(ReduceIsa::kAvx2) ? ReduceIsa::kAvx2 : ReduceIsa::kGeneric;
+}
+
+Status set_reduce_isa(ReduceIsa isa) {
+  const KernelTable* table = table_for(isa);
+  if (table == nullptr) {
+    return invalid_argument(fmt::format("set_reduce_isa: {} (value {}) is not supported here",
+                                        reduce_isa_name(isa), static_cast<int>(isa)));
+  }
+  active_table().store(table, std::memory_order_relaxed);
+  return Status::success();
+}
+
+}  // namespace hoop

@@ -1,0 +1,365 @@
+#include "launch/job.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <optional>
+
+#include "launch/exit_codes.h"
+#include "launch/output.h"
+#include "launch/process.h"
+
+namespace hoop::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kReadChunkBytes = std::size_t{64} << 10;
+constexpr std::size_t kDrainLimitBytes = std::size_t{1} << 20;
+
+// One of a rank's two output pipes and where its lines go.
+struct Stream {
+  Fd fd;
+  LinePrefixer prefixer;
+  int destination;
+};
+
+struct Rank {
+  int index = 0;
+  pid_t pid = -1;
+  bool exited = false;
+  ExitStatus status;
+  std::array<std::optional<Stream>, 2> streams;  // stdout, stderr
+};
+
+enum class Phase {
+  kRunning,   // waiting for the ranks to end
+  kStopping,  // the ranks were signalled; SIGKILL at kill_deadline_
+  kKilled,    // SIGKILL sent; open pipes are abandoned at abandon_deadline_
+};
+
+class Supervisor {
+ public:
+  Supervisor(const JobSpec& spec, SignalChannel& signals) : spec_(spec), signals_(signals) {}
+
+  int run() {
+    start_ranks();
+    while (!finished()) {
+      if (Status s = wait_for_events(); !s.ok()) {
+        // Without the event loop nothing can be supervised; take everything down rather
+        // than leave ranks without a parent watching them.
+        say(fmt::format("internal error: {}", s.to_string()));
+        exit_code_ = exit_code_.value_or(kExitFailure);
+        kill_all();
+        wait_for_leaders();
+        break;
+      }
+    }
+    for (Rank& rank : ranks_) close_streams(rank);
+    reap_all();
+    return exit_code_.value_or(kExitSuccess);
+  }
+
+ private:
+  void say(std::string_view message) {
+    (void)write_all(STDERR_FILENO, fmt::format("hooprun: {}\n", message));
+  }
+
+  void start_ranks() {
+    Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!dev_null.valid()) {
+      say(errno_error("open /dev/null", errno).message());
+      exit_code_ = kExitFailure;
+      return;
+    }
+    ranks_.reserve(static_cast<std::size_t>(spec_.env.size));
+    for (int r = 0; r < spec_.env.size; ++r) {
+      SpawnRequest request{spec_.program_path, spec_.command,
+                           rank_environment(spec_.inherited_env, spec_.env, r), dev_null.get(),
+                           signals_.original_mask()};
+      Result<ChildProcess> child = spawn_process(request);
+      if (!child.ok()) {
+        say(child.status().message());
+        exit_code_ = exit_code_for(child.status());
+        if (!ranks_.empty()) begin_stop(SIGTERM);
+        return;
+      }
+      Rank& rank = ranks_.emplace_back();
+      rank.index = r;
+      rank.pid = child->pid;
+      const std::string prefix = fmt::format("[{}] ", r);
+      rank.streams[0].emplace(
+          Stream{std::move(child->stdout_fd), LinePrefixer(prefix), STDOUT_FILENO});
+      rank.streams[1].emplace(
+          Stream{std::move(child->stderr_fd), LinePrefixer(prefix), STDERR_FILENO});
+      if (spec_.verbose) describe_rank(rank);
+    }
+  }
+
+  static int exit_code_for(const Status& status) {
+    switch (status.code()) {
+      case StatusCode::kNotFound:
+        return kExitNotFound;
+      case StatusCode::kInvalidArgument:
+        return kExitCannotExecute;
+      default:
+        return kExitFailure;
+    }
+  }
+
+  void describe_rank(const Rank& rank) {
+    std::string vars;
+    for (const auto& [name, value] : launcher_variables(spec_.env, rank.index)) {
+      if (name != kSecretVar) vars += fmt::format(" {}={}", name, value);
+    }
+    say(fmt::format("rank {} (pid {}):{} {}", rank.index, rank.pid, vars,
+                    format_command(spec_.command)));
+  }
+
+  bool all_exited() const {
+    return std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.exited; });
+  }
+
+  int running_count() const {
+    return static_cast<int>(
+        std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return !r.exited; }));
+  }
+
+  bool any_stream_open() const {
+    for (const Rank& rank : ranks_) {
+      for (const auto& stream : rank.streams) {
+        if (stream) return true;
+      }
+    }
+    return false;
+  }
+
+  bool finished() const { return all_exited() && !any_stream_open(); }
+
+  // One round of the event loop: waits for a signal, output or the next deadline.
+  Status wait_for_events() {
+    std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
+    std::vector<std::pair<Rank*, int>> owners{{nullptr, 0}};
+    for (Rank& rank : ranks_) {
+      for (int s = 0; s < 2; ++s) {
+        if (!rank.streams[s]) continue;
+        fds.push_back({rank.streams[s]->fd.get(), POLLIN, 0});
+        owners.emplace_back(&rank, s);
+      }
+    }
+    if (::poll(fds.data(), fds.size(), poll_timeout_ms()) < 0) {
+      if (errno == EINTR) return Status::success();
+      return errno_error("poll", errno);
+    }
+    if (fds[0].revents != 0) HOOP_RETURN_IF_ERROR(handle_signals());
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) (void)read_stream(*owners[i].first, owners[i].second);
+    }
+    check_deadlines();
+    // Once every rank has ended, whatever they left behind in their process groups goes too;
+    // until then it may hold the output pipes open.
+    if (phase_ == Phase::kRunning && all_exited()) begin_stop(SIGTERM);
+    return Status::success();
+  }
+
+  int poll_timeout_ms() const {
+    std::optional<Clock::time_point> deadline;
+    if (phase_ == Phase::kStopping) deadline = kill_deadline_;
+    if (phase_ == Phase::kKilled && all_exited()) deadline = abandon_deadline_;
+    if (!deadline) return -1;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+    return static_cast<int>(std::max<std::int64_t>(left.count(), 0));
+  }
+
+  Status handle_signals() {
+    HOOP_ASSIGN_OR_RETURN(std::vector<int> received, signals_.drain());
+    for (int signo : received) {
+      if (signo == SIGCHLD) {
+        check_exits();
+      } else {
+        on_stop_signal(signo);
+      }
+    }
+    return Status::success();
+  }
+
+  void on_stop_signal(int signo) {
+    const int running = running_count();
+    if (phase_ == Phase::kRunning) {
+      say(fmt::format("received {}, stopping {} rank{}", signal_name(signo), running,
+                      running == 1 ? "" : "s"));
+      exit_code_ = kExitSignalBase + signo;
+      begin_stop(signo);
+      return;
+    }
+    if (phase_ == Phase::kStopping) {
+      // Asked twice: the user does not want to wait for the grace period.
+      if (running > 0) {
+        say(fmt::format("received {} while stopping, killing {} rank{}", signal_name(signo),
+                        running, running == 1 ? "" : "s"));
+      }
+      exit_code_ = exit_code_.value_or(kExitSignalBase + signo);
+      kill_all();
+    }
+  }
+
+  // Looks at the ranks without reaping them: a zombie keeps its pid, and so its process
+  // group id, reserved, so that signalling the group can never hit an unrelated process.
+  void check_exits() {
+    for (Rank& rank : ranks_) {
+      if (rank.exited) continue;
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(rank.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+        continue;
+      }
+      if (info.si_pid == 0) continue;
+      rank.exited = true;
+      rank.status.signaled = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
+      rank.status.value = info.si_status;
+      drain_streams(rank);
+      on_rank_exit(rank);
+    }
+  }
+
+  void on_rank_exit(const Rank& rank) {
+    const std::string what =
+        fmt::format("rank {} (pid {}) {}", rank.index, rank.pid, rank.status.describe());
+    if (rank.status.success() || phase_ != Phase::kRunning) {
+      if (spec_.verbose) say(what);
+      return;
+    }
+    say(what);
+    exit_code_ = rank.status.shell_code();
+    const int others = running_count();
+    if (spec_.verbose && others > 0) {
+      say(fmt::format("stopping the other {} rank{}", others, others == 1 ? "" : "s"));
+    }
+    begin_stop(SIGTERM);
+  }
+
+  void signal_groups(int signo) {
+    for (const Rank& rank : ranks_) ::kill(-rank.pid, signo);
+  }
+
+  void begin_stop(int signo) {
+    phase_ = Phase::kStopping;
+    kill_deadline_ = Clock::now() + kGracePeriod;
+    signal_groups(signo);
+  }
+
+  void kill_all() {
+    phase_ = Phase::kKilled;
+    abandon_deadline_ = Clock::now() + kAbandonPipesAfter;
+    signal_groups(SIGKILL);
+  }
+
+  void check_deadlines() {
+    const auto now = Clock::now();
+    if (phase_ == Phase::kStopping && now >= kill_deadline_) {
+      if (const int running = running_count(); running > 0) {
+        say(fmt::format("{} rank{} still running after {} s, sending SIGKILL", running,
+                        running == 1 ? "" : "s", kGracePeriod.count()));
+      }
+      kill_all();
+    } else if (phase_ == Phase::kKilled && all_exited() && now >= abandon_deadline_ &&
+               any_stream_open()) {
+      if (spec_.verbose) say("output pipes held open by processes outside the job; closing them");
+      for (Rank& rank : ranks_) close_streams(rank);
+    }
+  }
+
+  // Passes on one read's worth of a rank's output; returns the number of bytes read (0 when
+  // nothing was waiting or the stream has ended).
+  std::size_t read_stream(Rank& rank, int which) {
+    if (!rank.streams[which]) return 0;
+    Stream& stream = *rank.streams[which];
+    std::array<char, kReadChunkBytes> buffer;
+    const ssize_t n = ::read(stream.fd.get(), buffer.data(), buffer.size());
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+    if (n > 0) {
+      const std::size_t bytes = static_cast<std::size_t>(n);
+      emit(stream.destination, stream.prefixer.feed({buffer.data(), bytes}));
+      return bytes;
+    }
+    emit(stream.destination, stream.prefixer.finish());
+    rank.streams[which].reset();
+    return 0;
+  }
+
+  // Passes on what an ended rank left in its pipes, so that its last words (a traceback)
+  // come before hooprun's message about it. Bounded: a process that inherited the pipe may
+  // still be writing.
+  void drain_streams(Rank& rank) {
+    for (int which = 0; which < 2; ++which) {
+      std::size_t total = 0;
+      while (total < kDrainLimitBytes) {
+        const std::size_t n = read_stream(rank, which);
+        if (n == 0) break;
+        total += n;
+      }
+    }
+  }
+
+  // Passes text on to hooprun's stdout or stderr. When that is a closed pipe, the ranks'
+  // pipes to it are closed too: their next write fails as it would had they written there
+  // directly (SIGPIPE), rather than running on with their output thrown away.
+  void emit(int destination, std::string_view text) {
+    if (text.empty() || broken_[destination]) return;
+    if (write_all(destination, text).ok()) return;
+    broken_[destination] = true;
+    for (Rank& rank : ranks_) {
+      for (auto& stream : rank.streams) {
+        if (stream && stream->destination == destination) stream.reset();
+      }
+    }
+  }
+
+  void close_streams(Rank& rank) {
+    for (auto& stream : rank.streams) {
+      if (!stream) continue;
+      emit(stream->destination, stream->prefixer.finish());
+      stream.reset();
+    }
+  }
+
+  // Blocks until every leader has ended (after SIGKILL that is a matter of moments).
+  void wait_for_leaders() {
+    for (Rank& rank : ranks_) {
+      if (rank.exited) continue;
+      siginfo_t info{};
+      while (::waitid(P_PID, static_cast<id_t>(rank.pid), &info, WEXITED | WNOWAIT) != 0 &&
+             errno == EINTR) {
+      }
+      rank.exited = true;
+    }
+  }
+
+  void reap_all() {
+    for (const Rank& rank : ranks_) {
+      int status = 0;
+      while (::waitpid(rank.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+
+  const JobSpec& spec_;
+  SignalChannel& signals_;
+  std::vector<Rank> ranks_;
+  Phase phase_ = Phase::kRunning;
+  Clock::time_point kill_deadline_;
+  Clock::time_point abandon_deadline_;
+  std::optional<int> exit_code_;  // set by the first cause that ends the job
+  bool broken_[3] = {false, false, false};
+};
+
+}  // namespace
+
+int run_job(const JobSpec& spec, SignalChannel& signals) { return Supervisor(spec, signals).run(); }
+
+}  // namespace hoop::launch

@@ -1,0 +1,113 @@
+#include "launch/options.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+
+#include "core/config.h"
+#include "launch/exit_codes.h"
+
+namespace hoop::launch {
+namespace {
+
+constexpr std::string_view kDescription =
+    "Usage: hooprun -np N [options] [--] command [args...]\n\n"
+    "Starts N ranks of a hoop job on this host, hosts their rendezvous store and\n"
+    "gives each rank its HOOP_* environment (rank, size, store address, a fresh job secret).\n"
+    "Each line a rank writes is shown with a \"[rank] \" prefix. The first rank to fail ends\n"
+    "the job; SIGINT, SIGTERM and SIGHUP are passed on to every rank.";
+
+// CLI11 reads a single dash as the start of one-letter options, so "-np 4" would be "-n"
+// with the value "p". Horovod's spelling is rewritten to "--np" for hooprun's own options
+// only: the scan stops where the command begins, whose arguments are never touched.
+std::vector<std::string> normalize(const CLI::App& app, std::span<const std::string> args) {
+  std::vector<std::string> out(args.begin(), args.end());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::string& arg = out[i];
+    if (arg == "--" || arg.size() < 2 || arg[0] != '-') break;
+    if (arg == "-np" || arg.starts_with("-np=")) arg.insert(0, "-");
+    const std::string name = arg.substr(0, arg.find('='));
+    const CLI::Option* option = app.get_option_no_throw(name);
+    // An option whose value is the next argument: skip the value, it may look like a command.
+    if (option != nullptr && name == arg && option->get_expected_min() > 0) ++i;
+  }
+  return out;
+}
+
+// CLI11's usage line knows nothing of the command after the options; the description
+// carries the real one.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override { return ""; }
+};
+
+// Thrown by the --env-table flag's callback, which CLI11 runs before it checks for -np.
+struct EnvTableRequested {};
+
+ParsedCommandLine usage_error(std::string_view message) {
+  return {std::nullopt, kExitUsage,
+          fmt::format("hooprun: {}\nRun 'hooprun --help' for usage.\n", message)};
+}
+
+}  // namespace
+
+ParsedCommandLine parse_command_line(std::span<const std::string> args) {
+  LaunchOptions options;
+  double start_timeout = 0;
+
+  CLI::App app{std::string(kDescription), "hooprun"};
+  app.formatter(std::make_shared<HelpFormatter>());
+  app.prefix_command();
+  app.footer("\n" + config::help_text());
+  app.add_option("-n,--np,--num-proc", options.num_ranks,
+                 "Number of ranks to start (also spelled -np)")
+      ->required()
+      ->check(CLI::Range(1, 1 << 20));
+  CLI::Option* timeout_option =
+      app.add_option("--start-timeout", start_timeout,
+                     "Seconds for every rank to start and join the rendezvous; passed on as "
+                     "HOOP_START_TIMEOUT [default: $HOOP_START_TIMEOUT, else 30]")
+          ->check(CLI::Validator(
+              [](std::string& value) -> std::string {
+                double seconds = 0;
+                if (CLI::detail::lexical_cast(value, seconds) && seconds > 0 &&
+                    seconds <= kMaxStartTimeoutS) {
+                  return {};
+                }
+                return fmt::format("expected seconds in (0, {}], got {}", kMaxStartTimeoutS, value);
+              },
+              "SECONDS"));
+  app.add_flag("-v,--verbose", options.verbose,
+               "Print the launch plan and how each rank ended to stderr (hooprun's own "
+               "messages only: the ranks' HOOP_LOG_LEVEL stays as it is)");
+
+  app.add_flag_callback(
+      "--env-table", [] { throw EnvTableRequested{}; },
+      "Print the environment variables as the Markdown table of the README, then exit");
+
+  try {
+    std::vector<std::string> normalized = normalize(app, args);
+    // CLI11 takes the arguments last-first.
+    std::reverse(normalized.begin(), normalized.end());
+    app.parse(normalized);
+  } catch (const CLI::CallForHelp&) {
+    return {std::nullopt, kExitSuccess, app.help()};
+  } catch (const EnvTableRequested&) {
+    return {std::nullopt, kExitSuccess, config::markdown_table()};
+  } catch (const CLI::ParseError& e) {
+    return usage_error(e.what());
+  }
+
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest.front() == "--") {
+    rest.erase(rest.begin());
+  } else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
+    return usage_error(fmt::format("unknown option '{}'", rest.front()));
+  }
+  if (rest.empty()) return usage_error("no command given");
+  options.command = std::move(rest);
+  if (timeout_option->count() > 0) options.start_timeout_s = start_timeout;
+  return {std::move(options), kExitSuccess, {}};
+}
+
+}  // namespace hoop::launch

@@ -1,0 +1,38 @@
+// hooprun's command line: `hooprun -np N [options] [--] command args...`.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hoop::launch {
+
+/// The longest start timeout accepted: far beyond any real start-up, and small enough to
+/// convert to milliseconds exactly.
+inline constexpr double kMaxStartTimeoutS = 1e7;
+
+/// What the user asked for.
+struct LaunchOptions {
+  int num_ranks = 0;
+  /// From --start-timeout; unset means HOOP_START_TIMEOUT from the environment, else 30.
+  std::optional<double> start_timeout_s;
+  bool verbose = false;
+  /// The program and its arguments, exactly as given.
+  std::vector<std::string> command;
+};
+
+/// The outcome of parsing: options to run with, or text to print and a code to exit with.
+struct ParsedCommandLine {
+  std::optional<LaunchOptions> options;
+  int exit_code = 0;
+  /// The help (for stdout, exit code 0) or the error message (for stderr).
+  std::string message;
+};
+
+/// Parses `args` (without the program name). `-np` is accepted as well as `-n` and
+/// `--num-proc`; the first argument that is not an option of hooprun, or everything after
+/// `--`, is the command, so its own options are never taken for hooprun's.
+ParsedCommandLine parse_command_line(std::span<const std::string> args);
+
+}  // namespace hoop::launch

@@ -1,0 +1,167 @@
+#include "launch/process.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "launch/exit_codes.h"
+
+namespace hoop::launch {
+namespace {
+
+Status cannot_execute(std::string_view program, int errnum) {
+  std::string message = fmt::format("cannot execute '{}': {}", program, std::strerror(errnum));
+  if (errnum == ENOENT) return not_found(std::move(message));
+  return invalid_argument(std::move(message));
+}
+
+// Checks one candidate path; 0 when it is an executable regular file, else the errno that
+// execve would report for it.
+int check_executable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return errno;
+  if (S_ISDIR(st.st_mode)) return EISDIR;
+  if (!S_ISREG(st.st_mode)) return EACCES;
+  if (::access(path.c_str(), X_OK) != 0) return errno;
+  return 0;
+}
+
+struct Pipe {
+  Fd read;
+  Fd write;
+};
+
+Result<Pipe> open_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return errno_error("pipe2", errno);
+  return Pipe{Fd(fds[0]), Fd(fds[1])};
+}
+
+// Only async-signal-safe calls from here on: the parent may have other threads (the
+// rendezvous store), whose locks the child inherits in whatever state they were.
+[[noreturn]] void exec_child(const SpawnRequest& request, pid_t parent, char* const* argv,
+                             char* const* envp, int out_fd, int err_fd, int report_fd) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // The parent may have died before prctl; then nobody would ever kill this child.
+  if (::getppid() != parent) ::_exit(kExitFailure);
+  ::sigprocmask(SIG_SETMASK, &request.signal_mask, nullptr);
+  int error = 0;
+  if (::dup2(request.stdin_fd, STDIN_FILENO) < 0 || ::dup2(out_fd, STDOUT_FILENO) < 0 ||
+      ::dup2(err_fd, STDERR_FILENO) < 0) {
+    error = errno;
+  } else {
+    // Nothing of the launcher (store sockets, other ranks' pipes) leaks into the rank. Older
+    // kernels without CLOSE_RANGE_CLOEXEC leave the descriptors as they are, which is no worse.
+    ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    ::execve(request.path.c_str(), argv, envp);
+    error = errno;
+  }
+  ssize_t ignored = ::write(report_fd, &error, sizeof(error));
+  (void)ignored;
+  ::_exit(kExitNotFound);
+}
+
+std::vector<char*> to_c_strings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+int ExitStatus::shell_code() const { return signaled ? kExitSignalBase + value : value; }
+
+std::string ExitStatus::describe() const {
+  if (signaled) return fmt::format("was killed by signal {} ({})", value, signal_name(value));
+  return fmt::format("exited with code {}", value);
+}
+
+std::string signal_name(int signo) {
+  const char* abbrev = ::sigabbrev_np(signo);
+  if (abbrev == nullptr) return fmt::format("signal {}", signo);
+  return fmt::format("SIG{}", abbrev);
+}
+
+Result<std::string> find_executable(std::string_view program, std::string_view path_env) {
+  if (program.empty()) return not_found("cannot execute '': No such file or directory");
+  if (program.find('/') != std::string_view::npos) {
+    std::string path(program);
+    if (int error = check_executable(path); error != 0) return cannot_execute(program, error);
+    return path;
+  }
+  // Like execvp: a candidate that exists but cannot be executed is reported only when no
+  // later directory has a usable one.
+  int first_error = ENOENT;
+  std::size_t start = 0;
+  while (start <= path_env.size()) {
+    std::size_t end = path_env.find(':', start);
+    if (end == std::string_view::npos) end = path_env.size();
+    std::string_view dir = path_env.substr(start, end - start);
+    std::string candidate = fmt::format("{}/{}", dir.empty() ? "." : dir, program);
+    int error = check_executable(candidate);
+    if (error == 0) return candidate;
+    if (first_error == ENOENT && error != ENOENT && error != ENOTDIR) first_error = error;
+    start = end + 1;
+  }
+  return cannot_execute(program, first_error);
+}
+
+Result<ChildProcess> spawn_process(const SpawnRequest& request) {
+  if (request.argv.empty()) return invalid_argument("spawn_process: empty argv");
+  HOOP_ASSIGN_OR_RETURN(Pipe out, open_pipe());
+  HOOP_ASSIGN_OR_RETURN(Pipe err, open_pipe());
+  HOOP_ASSIGN_OR_RETURN(Pipe report, open_pipe());
+  std::vector<char*> argv = to_c_strings(request.argv);
+  std::vector<char*> envp = to_c_strings(request.env);
+  const pid_t parent = ::getpid();
+
+  const pid_t pid = ::fork();
+  if (pid < 0) return errno_error("fork", errno);
+  if (pid == 0) {
+    exec_child(request, parent, argv.data(), envp.data(), out.write.get(), err.write.get(),
+               report.write.get());
+  }
+  // Also set from this side, so that the group exists before anyone signals it. EACCES
+  // means the child has already exec'ed, after its own setpgid.
+  ::setpgid(pid, pid);
+  out.write.reset();
+  err.write.reset();
+  report.write.reset();
+
+  int exec_error = 0;
+  ssize_t n;
+  do {
+    n = ::read(report.read.get(), &exec_error, sizeof(exec_error));
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return cannot_execute(request.argv.front(), exec_error);
+  }
+
+  for (int fd : {out.read.get(), err.read.get()}) {
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+      // The child runs already; it must not be left behind unsupervised.
+      const int error = errno;
+      ::kill(-pid, SIGKILL);
+      int status = 0;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      return errno_error("fcntl(O_NONBLOCK)", error);
+    }
+  }
+  return ChildProcess{pid, std::move(out.read), std::move(err.read)};
+}
+
+}  // namespace hoop::launch

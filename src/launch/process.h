@@ -1,0 +1,61 @@
+// One rank's process: finding the program, starting it in its own process group with its
+// output on pipes, and describing how it ended.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/fd.h"
+#include "hoop/core.h"
+
+namespace hoop::launch {
+
+/// How a process ended: an exit code, or the signal that killed it.
+struct ExitStatus {
+  bool signaled = false;
+  int value = 0;  // the exit code, or the signal number when `signaled`
+
+  /// True for exit code 0.
+  bool success() const { return !signaled && value == 0; }
+  /// The code a shell reports for this status: the exit code, or 128 + signal.
+  int shell_code() const;
+  /// "exited with code 3" or "was killed by signal 9 (SIGKILL)".
+  std::string describe() const;
+};
+
+/// "SIGINT", "SIGKILL", ...; "signal N" for a number without a name.
+std::string signal_name(int signo);
+
+/// Resolves `program` the way execvp would: a name with a slash is used as is, anything else
+/// is searched in `path_env` (colon-separated; empty entries mean the current directory).
+/// not_found when nothing matches; invalid_argument when the match is not executable.
+Result<std::string> find_executable(std::string_view program, std::string_view path_env);
+
+/// What to start.
+struct SpawnRequest {
+  std::string path;               // the resolved executable
+  std::vector<std::string> argv;  // argv[0] stays as the user wrote it
+  std::vector<std::string> env;   // the complete environment, NAME=value entries
+  int stdin_fd = -1;              // becomes the child's stdin
+  sigset_t signal_mask{};         // the mask the child execs with
+};
+
+/// A started child and the read ends of its output pipes (non-blocking, close-on-exec).
+struct ChildProcess {
+  pid_t pid = -1;
+  Fd stdout_fd;
+  Fd stderr_fd;
+};
+
+/// Forks and execs `request`. The child leads its own process group (so that its own
+/// children can be signalled with it), is killed when the calling thread dies, and inherits
+/// no descriptor besides stdin, stdout and stderr. A failed exec is reported here, not by the
+/// child: not_found when the program is gone, invalid_argument when it cannot be executed
+/// (permission, format), io_error when the fork or the pipes failed.
+Result<ChildProcess> spawn_process(const SpawnRequest& request);
+
+}  // namespace hoop::launch

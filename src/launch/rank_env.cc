@@ -1,0 +1,63 @@
+#include "launch/rank_env.h"
+
+#include <fmt/format.h>
+
+#include <set>
+#include <string_view>
+
+#include "core/config.h"
+
+extern char** environ;
+
+namespace hoop::launch {
+namespace {
+
+std::string_view entry_name(std::string_view entry) { return entry.substr(0, entry.find('=')); }
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> launcher_variables(const JobEnv& job, int rank) {
+  // One host: the local layout is the global one and there is a single cross-host index.
+  return {
+      {"HOOP_RANK", std::to_string(rank)},
+      {"HOOP_SIZE", std::to_string(job.size)},
+      {"HOOP_LOCAL_RANK", std::to_string(rank)},
+      {"HOOP_LOCAL_SIZE", std::to_string(job.size)},
+      {"HOOP_CROSS_RANK", "0"},
+      {"HOOP_CROSS_SIZE", "1"},
+      {"HOOP_RENDEZVOUS_ADDR", job.rendezvous_addr},
+      {"HOOP_RENDEZVOUS_PORT", std::to_string(job.rendezvous_port)},
+      {std::string(kSecretVar), job.secret},
+      {"HOOP_JOB_ID", job.job_id},
+      {"HOOP_START_TIMEOUT", fmt::format("{}", job.start_timeout_s)},
+  };
+}
+
+std::vector<std::string> rank_environment(std::span<const std::string> inherited, const JobEnv& job,
+                                          int rank) {
+  const auto vars = launcher_variables(job, rank);
+  std::set<std::string, std::less<>> replaced;
+  for (const auto& [name, value] : vars) {
+    replaced.insert(name);
+    if (const config::Var* var = config::find_var(name); var && !var->horovod_alias.empty()) {
+      replaced.insert(std::string(var->horovod_alias));
+    }
+  }
+  std::vector<std::string> env;
+  env.reserve(inherited.size() + vars.size());
+  for (const std::string& entry : inherited) {
+    if (!replaced.contains(entry_name(entry))) env.push_back(entry);
+  }
+  for (const auto& [name, value] : vars) env.push_back(name + "=" + value);
+  return env;
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    env.emplace_back(*entry);
+  }
+  return env;
+}
+
+}  // namespace hoop::launch

@@ -1,0 +1,38 @@
+// The environment contract between hooprun and its ranks: which HOOP_* variables each rank
+// gets on top of the environment it inherits from hooprun.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hoop::launch {
+
+/// What is the same for every rank of one job.
+struct JobEnv {
+  int size = 1;
+  std::string rendezvous_addr;
+  std::uint16_t rendezvous_port = 0;
+  std::string secret;
+  std::string job_id;
+  double start_timeout_s = 30;
+};
+
+/// Name of the variable that carries the job secret, the one value never shown.
+inline constexpr std::string_view kSecretVar = "HOOP_SECRET";
+
+/// The HOOP_* variables hooprun sets for `rank` of a one-host job, in a stable order.
+std::vector<std::pair<std::string, std::string>> launcher_variables(const JobEnv& job, int rank);
+
+/// The complete environment of `rank`: `inherited` (NAME=value entries) without the
+/// variables hooprun sets or their Horovod aliases (a stale HOROVOD_RANK must not contradict
+/// HOOP_RANK), followed by launcher_variables(job, rank).
+std::vector<std::string> rank_environment(std::span<const std::string> inherited, const JobEnv& job,
+                                          int rank);
+
+/// This process's environment as NAME=value entries.
+std::vector<std::string> current_environment();
+
+}  // namespace hoop::launch

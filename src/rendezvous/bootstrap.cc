@@ -1,0 +1,189 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+
+#include "core/config.h"
+#include "core/log.h"
+#include "hoop/rendezvous.h"
+
+namespace hoop {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Reads an integer variable set by another launcher (mpirun, Slurm); those are not in hoop's
+// registry, so they are checked here with the same strictness.
+Result<std::optional<int>> foreign_int(const char* name, int min) {
+  const char* raw = std::getenv(name);
+  if (raw == nullptr) return std::optional<int>();
+  std::string_view text(raw);
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min)
+    return invalid_argument(
+        fmt::format("{}='{}' is malformed: expected an integer >= {}", name, text, min));
+  return std::optional<int>(value);
+}
+
+// One layout field: hoop's own variable first, then the other launchers' in order.
+struct Field {
+  const char* hoop_name;
+  std::initializer_list<const char*> foreign;
+  int min;
+};
+
+Result<std::optional<int>> read_field(const Field& f, std::string* source) {
+  if (config::is_set(f.hoop_name)) {
+    HOOP_ASSIGN_OR_RETURN(std::int64_t v, config::get_int(f.hoop_name));
+    *source = f.hoop_name;
+    return std::optional<int>(static_cast<int>(v));
+  }
+  for (const char* name : f.foreign) {
+    HOOP_ASSIGN_OR_RETURN(std::optional<int> v, foreign_int(name, f.min));
+    if (v) {
+      *source = name;
+      return v;
+    }
+  }
+  return std::optional<int>();
+}
+
+std::string launcher_of(std::string_view rank_source) {
+  if (rank_source.starts_with("HOOP_") || rank_source.starts_with("HOROVOD_")) return "env";
+  if (rank_source.starts_with("OMPI_")) return "mpirun";
+  if (rank_source.starts_with("PMIX_")) return "pmix";
+  if (rank_source.starts_with("SLURM_")) return "slurm";
+  return "none";
+}
+
+milliseconds to_ms(double seconds) {
+  return milliseconds(static_cast<std::int64_t>(seconds * 1e3));
+}
+
+Status check_below(int value, const std::string& value_src, int bound,
+                   const std::string& bound_src) {
+  if (value < bound) return Status::success();
+  return invalid_argument(
+      fmt::format("{}={} must be less than {}={}", value_src, value, bound_src, bound));
+}
+
+std::string joined_key(int rank) { return fmt::format("hoop/joined/{}", rank); }
+
+}  // namespace
+
+Result<BootstrapInfo> bootstrap_from_env() {
+  HOOP_RETURN_IF_ERROR(config::validate_env());
+  BootstrapInfo info;
+  std::string rank_src = "default", size_src = "default", lrank_src = "default",
+              lsize_src = "default", crank_src = "default", csize_src = "default";
+  HOOP_ASSIGN_OR_RETURN(
+      auto rank, read_field({"HOOP_RANK", {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"}, 0},
+                            &rank_src));
+  HOOP_ASSIGN_OR_RETURN(
+      auto size, read_field({"HOOP_SIZE", {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, 1}, &size_src));
+  HOOP_ASSIGN_OR_RETURN(
+      auto local_rank,
+      read_field({"HOOP_LOCAL_RANK", {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, 0},
+                 &lrank_src));
+  HOOP_ASSIGN_OR_RETURN(
+      auto local_size,
+      read_field({"HOOP_LOCAL_SIZE", {"OMPI_COMM_WORLD_LOCAL_SIZE"}, 1}, &lsize_src));
+  HOOP_ASSIGN_OR_RETURN(auto cross_rank, read_field({"HOOP_CROSS_RANK", {}, 0}, &crank_src));
+  HOOP_ASSIGN_OR_RETURN(auto cross_size, read_field({"HOOP_CROSS_SIZE", {}, 1}, &csize_src));
+
+  if (rank.has_value() != size.has_value()) {
+    return invalid_argument(
+        rank ? fmt::format("{} is set but no job size is (set HOOP_SIZE)", rank_src)
+             : fmt::format("{} is set but no rank is (set HOOP_RANK)", size_src));
+  }
+  info.launcher = launcher_of(rank_src);
+  info.rank = rank.value_or(0);
+  info.size = size.value_or(1);
+  HOOP_RETURN_IF_ERROR(check_below(info.rank, rank_src, info.size, size_src));
+
+  // Without a local layout every rank is taken to be on one host, the common local case.
+  info.local_size = local_size.value_or(info.size);
+  info.local_rank = local_rank.value_or(info.rank);
+  if (!local_size) lsize_src = size_src;
+  if (!local_rank) lrank_src = rank_src;
+  HOOP_RETURN_IF_ERROR(check_below(info.local_rank, lrank_src, info.local_size, lsize_src));
+  if (info.local_size > info.size)
+    return invalid_argument(
+        fmt::format("{}={} exceeds {}={}", lsize_src, info.local_size, size_src, info.size));
+  info.cross_size = cross_size.value_or((info.size + info.local_size - 1) / info.local_size);
+  info.cross_rank = cross_rank.value_or(info.rank / info.local_size);
+  HOOP_RETURN_IF_ERROR(check_below(info.cross_rank, crank_src, info.cross_size, csize_src));
+
+  const bool has_addr = config::is_set("HOOP_RENDEZVOUS_ADDR");
+  const bool has_port = config::is_set("HOOP_RENDEZVOUS_PORT");
+  if (has_addr != has_port)
+    return invalid_argument(has_addr
+                                ? "HOOP_RENDEZVOUS_ADDR is set but HOOP_RENDEZVOUS_PORT is not"
+                                : "HOOP_RENDEZVOUS_PORT is set but HOOP_RENDEZVOUS_ADDR is not");
+  if (has_addr) {
+    HOOP_ASSIGN_OR_RETURN(info.store_host, config::get_string("HOOP_RENDEZVOUS_ADDR"));
+    HOOP_ASSIGN_OR_RETURN(std::int64_t port, config::get_int("HOOP_RENDEZVOUS_PORT"));
+    info.store_port = static_cast<std::uint16_t>(port);
+    if (info.store_host.empty()) return invalid_argument("HOOP_RENDEZVOUS_ADDR is empty");
+    if (!config::is_set("HOOP_SECRET"))
+      return invalid_argument(
+          "HOOP_SECRET is not set: the rendezvous store only admits ranks that know the job "
+          "secret (hooprun sets it)");
+    HOOP_ASSIGN_OR_RETURN(info.secret, config::get_string("HOOP_SECRET"));
+    if (info.secret.empty()) return invalid_argument("HOOP_SECRET is empty");
+  } else if (info.size > 1) {
+    return invalid_argument(fmt::format(
+        "a job of {} ranks ({}) needs a rendezvous store, but HOOP_RENDEZVOUS_ADDR is not set; "
+        "launch with hooprun or set HOOP_RENDEZVOUS_ADDR/PORT and HOOP_SECRET",
+        info.size, size_src));
+  }
+  if (config::is_set("HOOP_JOB_ID")) {
+    HOOP_ASSIGN_OR_RETURN(info.job_id, config::get_string("HOOP_JOB_ID"));
+  }
+  HOOP_ASSIGN_OR_RETURN(double start_s, config::get_seconds("HOOP_START_TIMEOUT"));
+  HOOP_ASSIGN_OR_RETURN(double timeout_s, config::get_seconds("HOOP_TIMEOUT_SECONDS"));
+  info.start_timeout = to_ms(start_s);
+  info.timeout = to_ms(timeout_s);
+  // From here on every log line of this process says which rank wrote it.
+  log::set_rank(info.rank);
+  HOOP_RETURN_IF_ERROR(log::init_from_env());
+  return info;
+}
+
+Result<std::unique_ptr<Store>> connect_store(const BootstrapInfo& info) {
+  if (info.store_host.empty())
+    return invalid_argument("no rendezvous store in this job (HOOP_RENDEZVOUS_ADDR is not set)");
+  StoreOptions options;
+  options.secret = info.secret;
+  options.job_id = info.job_id;
+  // Connecting may have to wait for a slow launcher as long as the whole start-up may take.
+  options.timeout = std::max(info.timeout, info.start_timeout);
+  HOOP_ASSIGN_OR_RETURN(auto store,
+                        Store::connect(info.store_host, info.store_port, options, info.rank));
+  HOOP_RETURN_IF_ERROR(store->set(joined_key(info.rank), "1"));
+  std::vector<std::string> keys;
+  for (int r = 0; r < info.size; ++r) keys.push_back(joined_key(r));
+  Status joined = store->wait(keys, info.start_timeout);
+  if (joined.code() != StatusCode::kTimeout) {
+    HOOP_RETURN_IF_ERROR(joined);
+    HOOP_LOG(kDebug, "all {} ranks joined the store at {}:{}", info.size, info.store_host,
+             info.store_port);
+    return store;
+  }
+  std::string missing;
+  int n_missing = 0;
+  for (int r = 0; r < info.size; ++r) {
+    auto v = store->get(joined_key(r));
+    if (v.ok()) continue;
+    if (v.status().code() != StatusCode::kNotFound) return v.status();
+    if (n_missing++ > 0) missing += ", ";
+    missing += std::to_string(r);
+  }
+  return timeout_error(fmt::format(
+      "{} of {} ranks did not join the job within {:.3g} s (HOOP_START_TIMEOUT): rank{} {}",
+      n_missing, info.size, info.start_timeout.count() / 1e3, n_missing == 1 ? "" : "s", missing));
+}
+
+}  // namespace hoop

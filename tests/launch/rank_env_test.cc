@@ -1,0 +1,52 @@
+#include "launch/rank_env.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace hoop::launch {
+namespace {
+
+using ::testing::Contains;
+using ::testing::IsSupersetOf;
+using ::testing::Not;
+
+JobEnv two_rank_job() {
+  JobEnv job;
+  job.size = 2;
+  job.rendezvous_addr = "127.0.0.1";
+  job.rendezvous_port = 4242;
+  job.secret = "s3cr3t";
+  job.job_id = "job1";
+  job.start_timeout_s = 2.5;
+  return job;
+}
+
+TEST(RankEnvironmentTest, SetsTheLaunchersVariables) {
+  const std::vector<std::string> env = rank_environment({}, two_rank_job(), 1);
+  EXPECT_THAT(
+      env, IsSupersetOf({"HOOP_RANK=1", "HOOP_SIZE=2", "HOOP_LOCAL_RANK=1", "HOOP_LOCAL_SIZE=2",
+                         "HOOP_CROSS_RANK=0", "HOOP_CROSS_SIZE=1", "HOOP_RENDEZVOUS_ADDR=127.0.0.1",
+                         "HOOP_RENDEZVOUS_PORT=4242", "HOOP_SECRET=s3cr3t", "HOOP_JOB_ID=job1",
+                         "HOOP_START_TIMEOUT=2.5"}));
+}
+
+TEST(RankEnvironmentTest, KeepsTheRestAndReplacesStaleValues) {
+  const std::vector<std::string> inherited{"PATH=/bin",       "HOOP_RANK=5",
+                                           "HOROVOD_RANK=6",  "HOOP_LOG_LEVEL=debug",
+                                           "HOOP_SECRET=old", "EMPTY="};
+  const std::vector<std::string> env = rank_environment(inherited, two_rank_job(), 0);
+  EXPECT_THAT(env, IsSupersetOf({"PATH=/bin", "HOOP_LOG_LEVEL=debug", "EMPTY=", "HOOP_RANK=0",
+                                 "HOOP_SECRET=s3cr3t"}));
+  EXPECT_THAT(env, Not(Contains("HOOP_RANK=5")));
+  EXPECT_THAT(env, Not(Contains("HOROVOD_RANK=6")));
+  EXPECT_THAT(env, Not(Contains("HOOP_SECRET=old")));
+}
+
+TEST(RankEnvironmentTest, StartTimeoutIsWrittenPlainly) {
+  JobEnv job = two_rank_job();
+  job.start_timeout_s = 30;
+  EXPECT_THAT(rank_environment({}, job, 0), Contains("HOOP_START_TIMEOUT=30"));
+}
+
+}  // namespace
+}  // namespace hoop::launch

@@ -9,156 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
-#include <mutex>
-#include <set>
-#include <thread>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 #include "core/crypto.h"
-#include "core/log.h"
-#include "core/socket.h"
-#include "hoop/rendezvous.h"
-#include "rendezvous/store_protocol.h"
+#include "rendezvous/store_server_impl.h"
 
-namespace hoop {
-namespace {
-
-using rendezvous::Opcode;
-using Clock = net::Clock;
-using Deadline = net::Deadline;
-
-constexpr std::uint64_t kListenerTag = 0;
-constexpr std::uint64_t kWakeTag = 1;
-constexpr std::uint64_t kFirstConnectionId = 2;
-constexpr int kMaxEvents = 128;
-// Most bytes read from one connection per readiness event, so a client streaming a large
-// value shares the loop with everyone else.
-constexpr std::size_t kReadBudget = std::size_t{1} << 20;
-// Reads are this small unless a large frame is known to be arriving: most requests are
-// tiny, and each connection's buffer should stay so.
-constexpr std::size_t kSmallRead = 4096;
-// A client whose unread answers exceed this is not read from until it catches up.
-constexpr std::size_t kMaxQueuedBytes = std::size_t{8} << 20;
-// After the process runs out of descriptors, accepting pauses this long.
-constexpr std::chrono::milliseconds kAcceptPause{100};
-
-// Lets the tables be searched with a string_view straight off the wire, without a copy.
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-template <typename V>
-using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
-
-struct Connection {
-  std::uint64_t id = 0;
-  Fd fd;
-  std::string peer;      // "1.2.3.4:5678", plus " (rank N)" once the hello says so
-  bool ready = false;    // handshake done
-  bool closing = false;  // closed at the next safe point
-  std::string server_nonce;
-  net::ReadBuffer in;
-  net::WriteQueue out;
-  std::uint32_t events = 0;  // epoll interest now registered
-  bool has_timer = false;
-  Deadline timer{};
-  bool waiting = false;  // a wait is parked; later requests stay buffered until it ends
-  std::vector<std::string> wait_keys;
-};
-
-class StoreServerImpl final : public StoreServer {
- public:
-  StoreServerImpl(StoreOptions options, std::string address, net::Listener listener, Fd epoll,
-                  Fd wake)
-      : options_(std::move(options)),
-        address_(std::move(address)),
-        listener_(std::move(listener)),
-        epoll_(std::move(epoll)),
-        wake_(std::move(wake)) {}
-  ~StoreServerImpl() override { stop(); }
-
-  Status launch() {
-    try {
-      thread_ = std::thread([this] { run(); });
-    } catch (const std::system_error& e) {
-      return internal_error(fmt::format("could not start the store thread: {}", e.what()));
-    }
-    return Status::success();
-  }
-
-  std::uint16_t port() const override { return listener_.port; }
-
-  StoreServerStats stats() const override {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    return stats_;
-  }
-
-  void stop() override {
-    std::lock_guard<std::mutex> lock(stop_mu_);
-    if (!thread_.joinable()) return;
-    stop_requested_.store(true);
-    const std::uint64_t one = 1;
-    if (::write(wake_.get(), &one, sizeof one) != sizeof one) {
-      HOOP_LOG(kError, "store {}: could not wake the event loop to stop it (errno {})", address_,
-               errno);
-    }
-    thread_.join();
-  }
-
- private:
-  void run();
-  void accept_all();
-  void on_event(Connection& c, std::uint32_t events);
-  void read_some(Connection& c);
-  void process_frames(Connection& c);
-  void handle_hello(Connection& c, std::uint8_t op, std::string_view payload);
-  void handle_request(Connection& c, std::uint8_t op, std::string_view payload);
-  void handle_add(Connection& c, const rendezvous::Request& req);
-  void handle_wait(Connection& c, const rendezvous::Request& req);
-  template <typename Keys>
-  bool all_set(const Keys& keys) const;
-  void notify_waiters(std::string_view key);
-  void finish_wait(Connection& c, bool timed_out);
-  void unwatch(Connection& c);
-  void fire_timers();
-  void send(Connection& c, std::string frame);
-  void flush(Connection& c);
-  void update_interest(Connection& c);
-  void set_timer(Connection& c, Deadline deadline);
-  void clear_timer(Connection& c);
-  void refuse(Connection& c, const Status& reason, bool auth);
-  void drop(Connection& c, std::string_view why);
-  void reap();
-  int epoll_timeout_ms() const;
-  Connection* find(std::uint64_t id);
-  void count(std::uint64_t StoreServerStats::*field);
-
-  const StoreOptions options_;
-  const std::string address_;
-  net::Listener listener_;
-  Fd epoll_;
-  Fd wake_;
-  std::thread thread_;
-  std::mutex stop_mu_;
-  std::atomic<bool> stop_requested_{false};
-  mutable std::mutex stats_mu_;
-  StoreServerStats stats_;
-
-  // Everything below belongs to the event-loop thread.
-  StringMap<std::string> data_;
-  StringMap<std::unordered_set<std::uint64_t>> waiters_by_key_;
-  std::unordered_map<std::uint64_t, std::unique_ptr<Connection>> conns_;
-  std::uint64_t next_id_ = kFirstConnectionId;
-  std::set<std::pair<Deadline, std::uint64_t>> timers_;
-  std::vector<std::uint64_t> to_close_;
-  std::vector<std::uint64_t> to_resume_;  // connections with buffered requests to go on with
-  bool accept_paused_ = false;
-  Deadline accept_resume_{};
-};
+namespace hoop::rendezvous {
 
 void StoreServerImpl::count(std::uint64_t StoreServerStats::*field) {
   std::lock_guard<std::mutex> lock(stats_mu_);
@@ -356,118 +213,6 @@ void StoreServerImpl::handle_hello(Connection& c, std::uint8_t op, std::string_v
   send(c, std::move(verdict.answer));
 }
 
-void StoreServerImpl::handle_request(Connection& c, std::uint8_t op, std::string_view payload) {
-  namespace rv = rendezvous;
-  auto decoded = rv::decode_request(op, payload);
-  if (!decoded.ok()) {
-    if (decoded.status().code() == StatusCode::kProtocolError) {
-      return refuse(c, decoded.status(), /*auth=*/false);
-    }
-    return send(c, rv::encode_error(decoded.status()));
-  }
-  const rv::Request& req = *decoded;
-  switch (req.op) {
-    case Opcode::kSet:
-      if (req.key.size() + req.value.size() > options_.max_value_bytes) {
-        return send(c, rv::encode_error(invalid_argument(fmt::format(
-                           "key {} and its value take {} bytes; the store's limit is {}",
-                           rv::quote_key(req.key), req.key.size() + req.value.size(),
-                           options_.max_value_bytes))));
-      }
-      data_.insert_or_assign(std::string(req.key), std::string(req.value));
-      send(c, rv::encode_ok());
-      return notify_waiters(req.key);
-    case Opcode::kGet: {
-      auto it = data_.find(req.key);
-      if (it != data_.end()) return send(c, rv::encode_ok(it->second));
-      return send(c, rv::encode_error(not_found(
-                         fmt::format("store key {} is not set", rv::quote_key(req.key)))));
-    }
-    case Opcode::kDelete: {
-      auto it = data_.find(req.key);
-      const bool existed = it != data_.end();
-      if (existed) data_.erase(it);
-      return send(c,
-                  rv::encode_ok(existed ? std::string_view("\1", 1) : std::string_view("\0", 1)));
-    }
-    case Opcode::kAdd:
-      return handle_add(c, req);
-    case Opcode::kWait:
-      return handle_wait(c, req);
-    default:
-      return refuse(c, internal_error("decode_request let an unknown opcode through"), false);
-  }
-}
-
-void StoreServerImpl::handle_add(Connection& c, const rendezvous::Request& req) {
-  auto it = data_.find(req.key);
-  auto sum =
-      rendezvous::add_to_counter(req.key, it == data_.end() ? nullptr : &it->second, req.delta);
-  if (!sum.ok()) return send(c, rendezvous::encode_error(sum.status()));
-  if (it != data_.end()) {
-    it->second = std::to_string(*sum);
-  } else {
-    data_.emplace(std::string(req.key), std::to_string(*sum));
-  }
-  send(c, rendezvous::encode_ok_i64(*sum));
-  notify_waiters(req.key);
-}
-
-template <typename Keys>
-bool StoreServerImpl::all_set(const Keys& keys) const {
-  return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return data_.contains(k); });
-}
-
-void StoreServerImpl::handle_wait(Connection& c, const rendezvous::Request& req) {
-  if (all_set(req.keys)) return send(c, rendezvous::encode_ok());
-  c.wait_keys.assign(req.keys.begin(), req.keys.end());
-  c.waiting = true;
-  // Every key is watched, not just the missing ones: one may be deleted before the others
-  // arrive, and its return must still be noticed.
-  for (const std::string& key : c.wait_keys) waiters_by_key_[key].insert(c.id);
-  const std::uint64_t capped_ms = std::min<std::uint64_t>(req.timeout_ms, INT64_MAX / 2);
-  set_timer(c,
-            net::deadline_after(std::chrono::milliseconds(static_cast<std::int64_t>(capped_ms))));
-  if (req.timeout_ms == 0) finish_wait(c, /*timed_out=*/true);
-}
-
-void StoreServerImpl::notify_waiters(std::string_view key) {
-  auto it = waiters_by_key_.find(key);
-  if (it == waiters_by_key_.end()) return;
-  // finish_wait edits the index, so work from a copy.
-  const std::vector<std::uint64_t> ids(it->second.begin(), it->second.end());
-  for (const std::uint64_t id : ids) {
-    Connection* c = find(id);
-    if (c != nullptr && c->waiting && all_set(c->wait_keys)) finish_wait(*c, /*timed_out=*/false);
-  }
-}
-
-void StoreServerImpl::finish_wait(Connection& c, bool timed_out) {
-  unwatch(c);
-  clear_timer(c);
-  c.waiting = false;
-  if (timed_out) {
-    std::vector<std::string_view> missing;
-    for (const std::string& key : c.wait_keys) {
-      if (!data_.contains(key)) missing.push_back(key);
-    }
-    send(c, rendezvous::encode_wait_timeout(missing));
-  } else {
-    send(c, rendezvous::encode_ok());
-  }
-  c.wait_keys.clear();
-  to_resume_.push_back(c.id);
-}
-
-void StoreServerImpl::unwatch(Connection& c) {
-  for (const std::string& key : c.wait_keys) {
-    auto it = waiters_by_key_.find(key);
-    if (it == waiters_by_key_.end()) continue;
-    it->second.erase(c.id);
-    if (it->second.empty()) waiters_by_key_.erase(it);
-  }
-}
-
 void StoreServerImpl::fire_timers() {
   const Deadline now = Clock::now();
   if (accept_paused_ && now >= accept_resume_) {
@@ -578,7 +323,13 @@ void StoreServerImpl::reap() {
   to_close_.clear();
 }
 
-}  // namespace
+}  // namespace hoop::rendezvous
+
+namespace hoop {
+
+using rendezvous::kListenerTag;
+using rendezvous::kWakeTag;
+using rendezvous::StoreServerImpl;
 
 Result<std::unique_ptr<StoreServer>> StoreServer::start(const std::string& bind_host,
                                                         std::uint16_t port, StoreOptions options) {

@@ -40,8 +40,8 @@ INSTANTIATE_TEST_SUITE_P(Signals, HooprunSignalTest, ::testing::Values(SIGINT, S
 
 // Ranks that ignore the forwarded signal: the first Ctrl-C alone would end them only after
 // the grace period, a second one kills them at once.
-std::unique_ptr<Hooprun> start_stubborn_job(const TempDir& dir, int num_ranks,
-                                            std::vector<pid_t>* pids) {
+std::unique_ptr<Hooprun> start_job_ignoring_signals(const TempDir& dir, int num_ranks,
+                                                    std::vector<pid_t>* pids) {
   std::unique_ptr<Hooprun> hooprun =
       Hooprun::start(sh_job(num_ranks, "trap '' INT TERM; " + sh_write_pid(dir) + "exec sleep 60"));
   if (hooprun) *pids = wait_for_rank_pids(dir, num_ranks);
@@ -51,7 +51,7 @@ std::unique_ptr<Hooprun> start_stubborn_job(const TempDir& dir, int num_ranks,
 TEST(HooprunSignalTest, SecondInterruptKillsAtOnce) {
   TempDir dir;
   std::vector<pid_t> pids;
-  std::unique_ptr<Hooprun> hooprun = start_stubborn_job(dir, 2, &pids);
+  std::unique_ptr<Hooprun> hooprun = start_job_ignoring_signals(dir, 2, &pids);
   ASSERT_TRUE(hooprun);
   ASSERT_EQ(::kill(hooprun->pid(), SIGINT), 0);
   // Standard signals do not queue: send the second only once the first has been handled.
@@ -70,7 +70,7 @@ TEST(HooprunSignalTest, SecondInterruptKillsAtOnce) {
 TEST(HooprunSignalTest, RanksIgnoringTheSignalAreKilledAfterTheGracePeriod) {
   TempDir dir;
   std::vector<pid_t> pids;
-  std::unique_ptr<Hooprun> hooprun = start_stubborn_job(dir, 2, &pids);
+  std::unique_ptr<Hooprun> hooprun = start_job_ignoring_signals(dir, 2, &pids);
   ASSERT_TRUE(hooprun);
   ASSERT_EQ(::kill(hooprun->pid(), SIGTERM), 0);
   const RunResult r = hooprun->wait();

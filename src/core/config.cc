@@ -80,9 +80,32 @@ constexpr Var kVars[] = {
     {"HOOP_START_TIMEOUT", "HOROVOD_START_TIMEOUT", kSeconds, "30",
      "Seconds for every rank to start and join the rendezvous."},
     {"HOOP_TIMEOUT_SECONDS", "HOROVOD_GLOO_TIMEOUT_SECONDS", kSeconds, "30",
-     "Deadline in seconds for each rendezvous-store operation."},
+     "Deadline in seconds for each rendezvous-store operation and each collective."},
     {"HOOP_LOG_LEVEL", "HOROVOD_LOG_LEVEL", kEnum, "warn",
      "Log level of hoop's messages on stderr.", "trace,debug,info,warn,warning,error,off"},
+    {"HOOP_IFACE", "HOROVOD_GLOO_IFACE", kString, "",
+     "Network interface name or IP address the TCP transport binds and advertises (default: the "
+     "first non-loopback interface that is up, else 127.0.0.1)."},
+    {"HOOP_TCP_SOCKETS_PER_PEER",
+     "",
+     kInt,
+     "1",
+     "TCP connections per pair of ranks; every message is striped over them.",
+     {},
+     1,
+     64},
+    {"HOOP_TCP_BUFFER_BYTES", "", kBytes, "4M",
+     "SO_SNDBUF and SO_RCVBUF of every TCP transport socket (capped by net.core.*mem_max)."},
+    {"HOOP_TRANSPORT", "", kEnum, "tcp", "Transport the collectives run over.", "tcp"},
+    {"HOOP_ALGO", "", kEnum, "auto",
+     "Allreduce algorithm; auto lets the alpha-beta cost model choose per call.",
+     "auto,ring,recursive_doubling,rabenseifner"},
+    {"HOOP_ALPHA_US", "", kNumber, "26",
+     "Cost model: latency of one message, in microseconds (a non-negative decimal)."},
+    {"HOOP_BETA_NS_PER_BYTE", "", kNumber, "1.0",
+     "Cost model: transfer time per byte, in nanoseconds (a non-negative decimal)."},
+    {"HOOP_GAMMA_NS_PER_BYTE", "", kNumber, "0.2",
+     "Cost model: reduction time per byte, in nanoseconds (a non-negative decimal)."},
 };
 
 std::string lower(std::string_view s) {
@@ -156,15 +179,21 @@ Result<std::int64_t> parse_bytes(const Lookup& l) {
   return static_cast<std::int64_t>(value << shift);
 }
 
-Result<double> parse_seconds(const Lookup& l) {
+Result<double> parse_decimal(const Lookup& l, std::string_view expected) {
   const std::string text = trim(l.value);
   double value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
       !std::isfinite(value) || value < 0)
-    return malformed(l, "a non-negative number of seconds");
+    return malformed(l, expected);
   return value;
 }
+
+Result<double> parse_seconds(const Lookup& l) {
+  return parse_decimal(l, "a non-negative number of seconds");
+}
+
+Result<double> parse_number(const Lookup& l) { return parse_decimal(l, "a non-negative number"); }
 
 Result<bool> parse_bool(const Lookup& l) {
   const std::string text = lower(trim(l.value));
@@ -196,6 +225,8 @@ Status check(const Var& var, const Lookup& l) {
       return parse_bytes(l).status();
     case kSeconds:
       return parse_seconds(l).status();
+    case kNumber:
+      return parse_number(l).status();
     case kBool:
       return parse_bool(l).status();
     case kEnum:
@@ -226,6 +257,8 @@ std::string_view type_name(const Var& var) {
       return "bytes";
     case kSeconds:
       return "seconds";
+    case kNumber:
+      return "number";
     case kBool:
       return "boolean";
     case kEnum:
@@ -273,6 +306,11 @@ Result<std::int64_t> get_int(std::string_view name, const EnvLookup& env) {
 Result<double> get_seconds(std::string_view name, const EnvLookup& env) {
   HOOP_ASSIGN_OR_RETURN(Lookup l, resolve(name, kSeconds, env));
   return parse_seconds(l);
+}
+
+Result<double> get_number(std::string_view name, const EnvLookup& env) {
+  HOOP_ASSIGN_OR_RETURN(Lookup l, resolve(name, kNumber, env));
+  return parse_number(l);
 }
 
 Result<bool> get_bool(std::string_view name, const EnvLookup& env) {

@@ -19,6 +19,7 @@ enum class VarType {
   kInt,      // decimal integer within [min, max]
   kBytes,    // integer with an optional K/M/G/T suffix (powers of 1024)
   kSeconds,  // non-negative decimal number of seconds
+  kNumber,   // non-negative decimal number in the unit the name gives (HOOP_ALPHA_US)
   kBool,     // 1/0, true/false, yes/no, on/off
   kEnum,     // one of `choices` (comma-separated)
 };
@@ -29,9 +30,9 @@ struct Var {
   VarType type;
   std::string_view default_value;  // empty: no default
   std::string_view doc;
-  std::string_view choices = {};   // kEnum only
-  std::int64_t min = INT64_MIN;    // kInt only
-  std::int64_t max = INT64_MAX;    // kInt only
+  std::string_view choices = {};  // kEnum only
+  std::int64_t min = INT64_MIN;   // kInt only
+  std::int64_t max = INT64_MAX;   // kInt only
 };
 
 /// Every variable hoop reads, in documentation order.
@@ -51,6 +52,7 @@ bool is_set(std::string_view name, const EnvLookup& env = process_env());
 Result<std::string> get_string(std::string_view name, const EnvLookup& env = process_env());
 Result<std::int64_t> get_int(std::string_view name, const EnvLookup& env = process_env());
 Result<double> get_seconds(std::string_view name, const EnvLookup& env = process_env());
+Result<double> get_number(std::string_view name, const EnvLookup& env = process_env());
 Result<bool> get_bool(std::string_view name, const EnvLookup& env = process_env());
 
 /// Checks every declared variable that is set; the first malformed one is the error.

@@ -95,6 +95,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"HOOP_START_TIMEOUT", "-3", "seconds"},
                       BadValue{"HOOP_START_TIMEOUT", "soon", "seconds"},
                       BadValue{"HOOP_TIMEOUT_SECONDS", "nan", "seconds"},
+                      BadValue{"HOOP_ALPHA_US", "-1", "non-negative number"},
                       BadValue{"HOOP_LOG_LEVEL", "loud", "one of trace"},
                       BadValue{"HOROVOD_LOG_LEVEL", "chatty", "one of"},
                       BadValue{"HOROVOD_RANK", "x", "integer"}));

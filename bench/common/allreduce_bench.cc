@@ -1,0 +1,154 @@
+#include "bench/common/allreduce_bench.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+
+#include "bench/common/bench_data.h"
+
+namespace hoop::bench {
+namespace {
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<std::byte[], FreeDeleter>;
+
+// Page-aligned so that no implementation is penalised by a buffer straddling cache lines.
+Buffer allocate(std::size_t bytes) {
+  constexpr std::size_t kAlign = 4096;
+  const std::size_t rounded = std::max(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  return Buffer(static_cast<std::byte*>(std::aligned_alloc(kAlign, rounded)));
+}
+
+struct Case {
+  DataType dtype;
+  ReduceOp op;
+  std::size_t count;
+};
+
+// Slowest rank's mean time per iteration in microseconds.
+Result<double> time_variant(AllreducePeer& peer, const BenchOptions& options, const void* send,
+                            void* recv, const Case& c) {
+  for (int i = 0; i < options.warmup_iters; ++i)
+    HOOP_RETURN_IF_ERROR(peer.allreduce(send, recv, c.count, c.dtype, c.op));
+  HOOP_RETURN_IF_ERROR(peer.barrier());
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < options.iters; ++i)
+    HOOP_RETURN_IF_ERROR(peer.allreduce(send, recv, c.count, c.dtype, c.op));
+  const std::chrono::duration<double, std::micro> elapsed =
+      std::chrono::steady_clock::now() - start;
+  return peer.max_over_ranks(elapsed.count() / options.iters);
+}
+
+// Wrong elements over all ranks after one allreduce of fresh inputs.
+Result<std::int64_t> check_variant(AllreducePeer& peer, void* send, void* recv, const Case& c) {
+  const bool in_place = send == recv;
+  if (in_place) {
+    fill_allreduce_input(recv, c.count, c.dtype, c.op, peer.rank(), peer.size());
+  } else {
+    fill_allreduce_input(send, c.count, c.dtype, c.op, peer.rank(), peer.size());
+    poison(recv, c.count, c.dtype);
+  }
+  HOOP_RETURN_IF_ERROR(peer.allreduce(send, recv, c.count, c.dtype, c.op));
+  return peer.sum_over_ranks(count_allreduce_wrong(recv, c.count, c.dtype, c.op, peer.size()));
+}
+
+Result<Row> measure(AllreducePeer& peer, const BenchOptions& options, void* send, void* recv,
+                    const Case& c, bool check) {
+  fill_allreduce_input(send, c.count, c.dtype, c.op, peer.rank(), peer.size());
+  fill_allreduce_input(recv, c.count, c.dtype, c.op, peer.rank(), peer.size());
+  HOOP_ASSIGN_OR_RETURN(const double oop_us, time_variant(peer, options, send, recv, c));
+  HOOP_ASSIGN_OR_RETURN(const double ip_us, time_variant(peer, options, recv, recv, c));
+  std::int64_t oop_wrong = -1;
+  std::int64_t ip_wrong = -1;
+  if (check) {
+    HOOP_ASSIGN_OR_RETURN(oop_wrong, check_variant(peer, send, recv, c));
+    HOOP_ASSIGN_OR_RETURN(ip_wrong, check_variant(peer, recv, recv, c));
+  }
+  Row row;
+  row.bytes = c.count * dtype_size(c.dtype);
+  row.count = c.count;
+  row.dtype = c.dtype;
+  row.op = c.op;
+  row.root = -1;
+  const double factor = bus_factor(Collective::kAllreduce, peer.size());
+  row.out_of_place = make_measurement(row.bytes, oop_us, factor, oop_wrong);
+  row.in_place = make_measurement(row.bytes, ip_us, factor, ip_wrong);
+  return row;
+}
+
+}  // namespace
+
+Result<std::int64_t> run_allreduce_bench(const BenchOptions& options, AllreducePeer& peer,
+                                         const std::string& program, std::FILE* out) {
+  HOOP_RETURN_IF_ERROR(validate(options));
+  HOOP_ASSIGN_OR_RETURN(std::vector<std::string> lines,
+                        peer.gather_lines(local_rank_line(peer.rank())));
+
+  // Every rank decides alike (supports() and check_exact() are pure), so skipping a case never
+  // leaves one rank waiting in a collective the others did not enter.
+  std::string unsupported;
+  bool any_supported = false;
+  std::size_t largest = 0;
+  for (const DataType dtype : options.dtypes) {
+    for (const ReduceOp op : options.ops) {
+      const Status s = peer.supports(dtype, op);
+      if (s.ok()) {
+        any_supported = true;
+        largest = std::max(largest, message_sizes(options, dtype_size(dtype)).back());
+      } else {
+        unsupported += fmt::format("{}{}", unsupported.empty() ? "" : "; ", s.message());
+      }
+    }
+  }
+  if (!any_supported)
+    return invalid_argument(fmt::format("{}: nothing to run: {}", program, unsupported));
+
+  std::optional<Report> report;
+  if (peer.rank() == 0) {
+    report.emplace(
+        options,
+        RunInfo{program, peer.description(), Collective::kAllreduce, peer.size(), std::move(lines)},
+        out);
+    report->print_header();
+  }
+  const auto note = [&report](const std::string& text) {
+    if (report) report->note(text);
+  };
+
+  const Buffer send = allocate(largest);
+  const Buffer recv = allocate(largest);
+  if (!send || !recv) return internal_error(fmt::format("cannot allocate 2 x {} bytes", largest));
+
+  std::int64_t wrong = 0;
+  for (const DataType dtype : options.dtypes) {
+    for (const ReduceOp op : options.ops) {
+      if (const Status s = peer.supports(dtype, op); !s.ok()) {
+        note(fmt::format("skipped: {}", s.message()));
+        continue;
+      }
+      bool check = options.check != 0;
+      if (const Status s = check_exact(dtype, op, peer.size()); check && !s.ok()) {
+        note(fmt::format("#wrong not checked: {}", s.message()));
+        check = false;
+      }
+      for (const std::size_t bytes : message_sizes(options, dtype_size(dtype))) {
+        const Case c{dtype, op, bytes / dtype_size(dtype)};
+        HOOP_ASSIGN_OR_RETURN(const Row row,
+                              measure(peer, options, send.get(), recv.get(), c, check));
+        wrong += std::max<std::int64_t>(0, row.out_of_place.wrong) +
+                 std::max<std::int64_t>(0, row.in_place.wrong);
+        if (report) report->add_row(row);
+      }
+    }
+  }
+  if (report) HOOP_RETURN_IF_ERROR(report->finish());
+  return wrong;
+}
+
+}  // namespace hoop::bench

@@ -1,0 +1,52 @@
+// The nccl-tests measurement loop for allreduce, written once against a small interface so that
+// hoop-bench and every peer driver time, check and print in exactly the same way.
+//
+// Per (dtype, op, size): warm-up iterations, a barrier, `iters` timed iterations; the time per
+// iteration is the slowest rank's average. Out-of-place runs first, then in-place. With -c 1 the
+// inputs are then written again and each variant runs once more to count wrong elements (the
+// timed iterations keep reducing their own output, as in nccl-tests, so they cannot be checked).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench/common/bench_table.h"
+#include "hoop/core.h"
+
+namespace hoop::bench {
+
+/// One allreduce implementation under test, plus the few helpers the loop needs from it.
+class AllreducePeer {
+ public:
+  virtual ~AllreducePeer() = default;
+
+  /// This process's rank.
+  virtual int rank() const = 0;
+  /// Number of ranks.
+  virtual int size() const = 0;
+  /// Names the implementation, algorithm and transport for the table header.
+  virtual std::string description() const = 0;
+  /// Ok when this implementation reduces `dtype` with `op`; otherwise says why not.
+  virtual Status supports(DataType dtype, ReduceOp op) const = 0;
+  /// Reduces `count` elements across ranks into `recv`; in place when `send == recv`.
+  virtual Status allreduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                           ReduceOp op) = 0;
+  /// Returns once every rank has called it.
+  virtual Status barrier() = 0;
+  /// The largest `value` over all ranks, on every rank.
+  virtual Result<double> max_over_ranks(double value) = 0;
+  /// The sum of `value` over all ranks, on every rank.
+  virtual Result<std::int64_t> sum_over_ranks(std::int64_t value) = 0;
+  /// Every rank's `line` in rank order, on rank 0 (other ranks may get anything).
+  virtual Result<std::vector<std::string>> gather_lines(const std::string& line) = 0;
+};
+
+/// Runs every (dtype, op, size) of `options` over `peer`; rank 0 prints the table to `out` and
+/// writes the JSON report. Returns the number of wrong elements over all ranks and cases.
+Result<std::int64_t> run_allreduce_bench(const BenchOptions& options, AllreducePeer& peer,
+                                         const std::string& program, std::FILE* out);
+
+}  // namespace hoop::bench

@@ -1,0 +1,336 @@
+#include "bench/common/bench_table.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace hoop::bench {
+namespace {
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// nccl-tests narrows the precision as times grow so the column keeps its width.
+std::string format_time(double time_us) {
+  if (time_us >= 10000.0) return fmt::format("{:7.0f}", time_us);
+  if (time_us >= 100.0) return fmt::format("{:7.1f}", time_us);
+  return fmt::format("{:7.2f}", time_us);
+}
+
+std::string format_wrong(std::int64_t wrong) {
+  return wrong < 0 ? std::string("N/A") : std::to_string(wrong);
+}
+
+nlohmann::json measurement_json(const Measurement& m) {
+  nlohmann::json j{
+      {"time_us", m.time_us}, {"algbw_gbps", m.algbw_gbps}, {"busbw_gbps", m.busbw_gbps}};
+  j["wrong"] = m.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(m.wrong);
+  return j;
+}
+
+// "all" selects every value; otherwise a comma-separated list of names.
+template <typename T, typename Parse, std::size_t N>
+std::vector<T> parse_list(const std::string& text, const T (&all)[N], Parse parse,
+                          std::string_view what) {
+  if (lower(text) == "all") return std::vector<T>(std::begin(all), std::end(all));
+  std::vector<T> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    const std::string name = text.substr(start, end - start);
+    const auto value = parse(name);
+    if (!value) throw CLI::ValidationError(fmt::format("unknown {} '{}'", what, name));
+    out.push_back(*value);
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view collective_name(Collective collective) {
+  switch (collective) {
+    case Collective::kAllreduce:
+      return "allreduce";
+    case Collective::kAllgather:
+      return "allgather";
+    case Collective::kReduceScatter:
+      return "reduce_scatter";
+    case Collective::kAlltoall:
+      return "alltoall";
+    case Collective::kBroadcast:
+      return "broadcast";
+  }
+  return "unknown";
+}
+
+std::optional<Collective> parse_collective(std::string_view name) {
+  std::string key = lower(name);
+  std::erase(key, '_');
+  std::erase(key, '-');
+  if (key == "allreduce") return Collective::kAllreduce;
+  if (key == "allgather") return Collective::kAllgather;
+  if (key == "reducescatter") return Collective::kReduceScatter;
+  if (key == "alltoall") return Collective::kAlltoall;
+  if (key == "broadcast" || key == "bcast") return Collective::kBroadcast;
+  return std::nullopt;
+}
+
+double bus_factor(Collective collective, int nranks) {
+  const double n = nranks;
+  switch (collective) {
+    case Collective::kAllreduce:
+      return 2.0 * (n - 1.0) / n;
+    case Collective::kAllgather:
+    case Collective::kReduceScatter:
+    case Collective::kAlltoall:
+      return (n - 1.0) / n;
+    case Collective::kBroadcast:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+std::optional<std::size_t> parse_bytes(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  std::size_t shift = 0;
+  switch (std::toupper(static_cast<unsigned char>(text.back()))) {
+    case 'K':
+      shift = 10;
+      break;
+    case 'M':
+      shift = 20;
+      break;
+    case 'G':
+      shift = 30;
+      break;
+    default:
+      break;
+  }
+  if (shift != 0) text.remove_suffix(1);
+  if (text.empty() || text.size() > 12) return std::nullopt;
+  std::size_t value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + static_cast<std::size_t>(c - '0');
+  }
+  return value << shift;
+}
+
+void add_bench_flags(CLI::App& app, BenchOptions& options) {
+  const auto bytes_flag = [&app](const char* names, std::size_t& target, const char* help) {
+    app.add_option_function<std::string>(
+           names,
+           [&target, names](const std::string& text) {
+             const auto value = parse_bytes(text);
+             if (!value)
+               throw CLI::ValidationError(names, "expected bytes such as 8, 512K, 64M or 1G");
+             target = *value;
+           },
+           help)
+        ->default_str(std::to_string(target));
+  };
+  bytes_flag("-b,--minbytes", options.min_bytes, "Smallest message size in bytes (K/M/G suffix)");
+  bytes_flag("-e,--maxbytes", options.max_bytes, "Largest message size in bytes (K/M/G suffix)");
+  app.add_option("-f,--stepfactor", options.step_factor, "Multiply the size by this each step")
+      ->capture_default_str();
+  app.add_option("-n,--iters", options.iters, "Timed iterations per size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("-w,--warmup_iters", options.warmup_iters, "Untimed warm-up iterations per size")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("-c,--check", options.check, "Check results (1) or not (0)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option_function<std::string>(
+         "-d,--datatype",
+         [&options](const std::string& text) {
+           options.dtypes = parse_list(text, kAllDataTypes, parse_dtype, "datatype");
+         },
+         "Element type: u8 i8 i32 i64 f16 bf16 f32 f64, a comma list, or all")
+      ->default_str("f32");
+  app.add_option_function<std::string>(
+         "-o,--op",
+         [&options](const std::string& text) {
+           options.ops = parse_list(text, kAllReduceOps, parse_op, "reduction op");
+         },
+         "Reduction op: sum avg min max prod, a comma list, or all")
+      ->default_str("sum");
+  app.add_option("-r,--root", options.root, "Root rank of rooted collectives")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--json", options.json_path, "Also write the results as JSON to this file");
+}
+
+Status validate(const BenchOptions& options) {
+  if (options.min_bytes > options.max_bytes)
+    return invalid_argument(fmt::format("--minbytes {} is larger than --maxbytes {}",
+                                        options.min_bytes, options.max_bytes));
+  if (options.min_bytes < options.max_bytes && !(options.step_factor > 1.0))
+    return invalid_argument(
+        fmt::format("--stepfactor must be above 1 (got {})", options.step_factor));
+  return Status::success();
+}
+
+std::vector<std::size_t> message_sizes(const BenchOptions& options, std::size_t element_size) {
+  std::vector<std::size_t> sizes;
+  double size = static_cast<double>(options.min_bytes);
+  const auto max_bytes = static_cast<double>(options.max_bytes);
+  while (size <= max_bytes) {
+    const std::size_t count =
+        std::max<std::size_t>(1, static_cast<std::size_t>(size) / element_size);
+    const std::size_t bytes = count * element_size;
+    if (sizes.empty() || sizes.back() != bytes) sizes.push_back(bytes);
+    if (!(options.step_factor > 1.0)) break;
+    size *= options.step_factor;
+  }
+  return sizes;
+}
+
+Measurement make_measurement(std::size_t bytes, double time_us, double factor, std::int64_t wrong) {
+  Measurement m;
+  m.time_us = time_us;
+  m.algbw_gbps = time_us > 0 ? static_cast<double>(bytes) / (time_us * 1e3) : 0.0;
+  m.busbw_gbps = m.algbw_gbps * factor;
+  m.wrong = wrong;
+  return m;
+}
+
+std::string local_rank_line(int rank) {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown");
+  return fmt::format("Rank {:2d} Pid {:6d} on {:>10s}", rank, static_cast<int>(getpid()), host);
+}
+
+Report::Report(BenchOptions options, RunInfo info, std::FILE* out)
+    : options_(std::move(options)), info_(std::move(info)), out_(out) {}
+
+void Report::print_header() {
+  std::string dtypes;
+  for (const DataType d : options_.dtypes)
+    dtypes += fmt::format("{}{}", dtypes.empty() ? "" : ",", dtype_name(d));
+  std::string ops;
+  for (const ReduceOp o : options_.ops)
+    ops += fmt::format("{}{}", ops.empty() ? "" : ",", op_name(o));
+  fmt::print(out_, "# {} ({}): {}\n", info_.program, collective_name(info_.collective),
+             info_.implementation);
+  fmt::print(out_,
+             "# nRanks {} minBytes {} maxBytes {} step: {:g}(factor) warmup iters: {} iters: {} "
+             "validation: {} datatype: {} redop: {} root: {}\n",
+             info_.nranks, options_.min_bytes, options_.max_bytes, options_.step_factor,
+             options_.warmup_iters, options_.iters, options_.check, dtypes, ops, options_.root);
+  fmt::print(out_, "#\n# Using ranks\n");
+  for (const std::string& line : info_.rank_lines) fmt::print(out_, "#  {}\n", line);
+  fmt::print(out_, "#\n");
+  fmt::print(out_, "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}  {:^32s}  {:^32s}\n", "", "", "", "",
+             "", "out-of-place", "in-place");
+  fmt::print(out_,
+             "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s}  {:>6s}  {:>7s}  "
+             "{:>6s}  {:>6s}  {:>6s}\n",
+             "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+             "algbw", "busbw", "#wrong");
+  fmt::print(out_,
+             "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s}  {:>6s}  {:>7s}  "
+             "{:>6s}  {:>6s}  {:>6s}\n",
+             "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+             "(GB/s)", "");
+  std::fflush(out_);
+}
+
+void Report::note(const std::string& text) {
+  fmt::print(out_, "# {}\n", text);
+  std::fflush(out_);
+  notes_.push_back(text);
+}
+
+void Report::add_row(const Row& row) {
+  std::string line =
+      fmt::format("{:12d}  {:12d}  {:>8s}  {:>6s}  {:6d}", row.bytes, row.count,
+                  dtype_name(row.dtype), row.op ? op_name(*row.op) : "none", row.root);
+  for (const Measurement* m : {&row.out_of_place, &row.in_place}) {
+    line += fmt::format("  {}  {:6.2f}  {:6.2f}  {:>6s}", format_time(m->time_us), m->algbw_gbps,
+                        m->busbw_gbps, format_wrong(m->wrong));
+  }
+  fmt::print(out_, "{}\n", line);
+  std::fflush(out_);
+  rows_.push_back(row);
+}
+
+Status Report::finish() {
+  const std::int64_t wrong = wrong_total();
+  fmt::print(out_, "# Out of bounds values : {} {}\n", wrong, wrong == 0 ? "OK" : "FAILED");
+  fmt::print(out_, "# Avg bus bandwidth    : {:.6g}\n#\n", avg_busbw_gbps());
+  std::fflush(out_);
+  if (options_.json_path.empty()) return Status::success();
+  std::ofstream file(options_.json_path);
+  file << json() << '\n';
+  file.close();
+  if (!file) return io_error(fmt::format("cannot write the JSON report to {}", options_.json_path));
+  return Status::success();
+}
+
+double Report::avg_busbw_gbps() const {
+  double total = 0;
+  std::size_t n = 0;
+  for (const Row& row : rows_) {
+    total += row.out_of_place.busbw_gbps + row.in_place.busbw_gbps;
+    n += 2;
+  }
+  return n == 0 ? 0.0 : total / static_cast<double>(n);
+}
+
+std::int64_t Report::wrong_total() const {
+  std::int64_t total = 0;
+  for (const Row& row : rows_)
+    for (const Measurement* m : {&row.out_of_place, &row.in_place})
+      if (m->wrong > 0) total += m->wrong;
+  return total;
+}
+
+std::string Report::json() const {
+  nlohmann::json settings{{"minbytes", options_.min_bytes},
+                          {"maxbytes", options_.max_bytes},
+                          {"stepfactor", options_.step_factor},
+                          {"iters", options_.iters},
+                          {"warmup_iters", options_.warmup_iters},
+                          {"check", options_.check},
+                          {"root", options_.root}};
+  settings["datatypes"] = nlohmann::json::array();
+  for (const DataType d : options_.dtypes) settings["datatypes"].push_back(dtype_name(d));
+  settings["ops"] = nlohmann::json::array();
+  for (const ReduceOp o : options_.ops) settings["ops"].push_back(op_name(o));
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Row& row : rows_) {
+    rows.push_back({{"size", row.bytes},
+                    {"count", row.count},
+                    {"type", dtype_name(row.dtype)},
+                    {"redop", row.op ? op_name(*row.op) : "none"},
+                    {"root", row.root},
+                    {"out_of_place", measurement_json(row.out_of_place)},
+                    {"in_place", measurement_json(row.in_place)}});
+  }
+  const nlohmann::json report{{"program", info_.program},
+                              {"implementation", info_.implementation},
+                              {"collective", collective_name(info_.collective)},
+                              {"nranks", info_.nranks},
+                              {"settings", settings},
+                              {"ranks", info_.rank_lines},
+                              {"notes", notes_},
+                              {"rows", rows},
+                              {"wrong_total", wrong_total()},
+                              {"avg_busbw_gbps", avg_busbw_gbps()}};
+  return report.dump(2);
+}
+
+}  // namespace hoop::bench

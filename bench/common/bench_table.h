@@ -1,0 +1,130 @@
+// The nccl-tests command line, result table and JSON report, shared by hoop-bench and the peer
+// drivers in bench/peers so that every column means the same thing whoever printed it.
+//
+// Flags follow nccl-tests' all_reduce_perf: -b/-e/-f choose the sizes, -n/-w the iterations,
+// -c the check, -d/-o the dtype and op ("all" for every one), -r the root, plus --json FILE.
+// algbw is bytes / time with GB = 1e9; busbw = algbw x bus_factor(collective, nranks), the
+// factor that makes busbw comparable with the link bandwidth whatever the rank count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hoop/core.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace hoop::bench {
+
+/// The collectives the table knows how to weigh (their bus bandwidth factors differ).
+enum class Collective : std::uint8_t {
+  kAllreduce,
+  kAllgather,
+  kReduceScatter,
+  kAlltoall,
+  kBroadcast
+};
+
+/// Name used on the command line and in reports ("allreduce", "reduce_scatter", ...).
+std::string_view collective_name(Collective collective);
+/// Parses a collective name; accepts "all_reduce" style spellings too.
+std::optional<Collective> parse_collective(std::string_view name);
+/// busbw / algbw for `collective` on `nranks` ranks, as nccl-tests defines it.
+double bus_factor(Collective collective, int nranks);
+
+/// Parses a byte count with an optional K, M or G suffix (powers of 1024): "8", "64M", "1G".
+std::optional<std::size_t> parse_bytes(std::string_view text);
+
+/// What to measure, as given by the nccl-tests flags.
+struct BenchOptions {
+  std::size_t min_bytes = 32 << 20;
+  std::size_t max_bytes = 32 << 20;
+  double step_factor = 2.0;
+  int iters = 20;
+  int warmup_iters = 5;
+  int check = 1;  // 0 skips the correctness pass; #wrong then reads N/A
+  std::vector<DataType> dtypes{DataType::kF32};
+  std::vector<ReduceOp> ops{ReduceOp::kSum};
+  int root = 0;
+  std::string json_path;  // empty: no JSON report
+};
+
+/// Registers -b -e -f -n -w -c -d -o -r and --json on `app`; parsing fills `options`.
+void add_bench_flags(CLI::App& app, BenchOptions& options);
+/// Checks what CLI11 cannot check alone (min <= max, a factor > 1 when min < max).
+Status validate(const BenchOptions& options);
+/// Message sizes from min to max, each a whole number of `element_size` elements (>= 1).
+std::vector<std::size_t> message_sizes(const BenchOptions& options, std::size_t element_size);
+
+/// One timed variant (out-of-place or in-place) of one table row.
+struct Measurement {
+  double time_us = 0;       // per iteration, slowest rank
+  double algbw_gbps = 0;    // bytes / time, GB = 1e9
+  double busbw_gbps = 0;    // algbw x bus_factor
+  std::int64_t wrong = -1;  // mismatching elements over all ranks; -1: not checked
+};
+
+/// Builds a Measurement from a byte count, a time and a wrong-element count.
+Measurement make_measurement(std::size_t bytes, double time_us, double bus_factor,
+                             std::int64_t wrong);
+
+/// One line of the table.
+struct Row {
+  std::size_t bytes = 0;
+  std::size_t count = 0;
+  DataType dtype = DataType::kF32;
+  std::optional<ReduceOp> op;  // none for collectives that do not reduce
+  int root = -1;               // -1 for rootless collectives, as nccl-tests prints
+  Measurement out_of_place;
+  Measurement in_place;
+};
+
+/// Who ran: printed in the header comment block and stored in the JSON report.
+struct RunInfo {
+  std::string program;         // e.g. "peer_mpi_allreduce"
+  std::string implementation;  // e.g. "Open MPI 4.1.4, pml ob1, btl tcp"
+  Collective collective = Collective::kAllreduce;
+  int nranks = 1;
+  std::vector<std::string> rank_lines;  // one per rank, from local_rank_line()
+};
+
+/// "Rank  0 Pid  12345 on host": this process's line for the header's rank layout.
+std::string local_rank_line(int rank);
+
+/// Prints the table to a stream as rows arrive and keeps them for the JSON report.
+class Report {
+ public:
+  Report(BenchOptions options, RunInfo info, std::FILE* out);
+
+  /// Prints the "#" comment block with the settings, the rank layout and the column heads.
+  void print_header();
+  /// Prints "# <text>" (skipped cases and other remarks); they go to the JSON report too.
+  void note(const std::string& text);
+  /// Prints one row and keeps it.
+  void add_row(const Row& row);
+  /// Prints the closing lines (wrong total, average bus bandwidth) and writes the JSON file.
+  Status finish();
+
+  /// Mean busbw over every measurement printed so far (out-of-place and in-place).
+  double avg_busbw_gbps() const;
+  /// Sum of the wrong counts of every checked measurement.
+  std::int64_t wrong_total() const;
+  /// The JSON report as text.
+  std::string json() const;
+
+ private:
+  BenchOptions options_;
+  RunInfo info_;
+  std::FILE* out_;
+  std::vector<Row> rows_;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace hoop::bench

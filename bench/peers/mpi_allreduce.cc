@@ -1,0 +1,176 @@
+// peer_mpi_allreduce: MPI_Allreduce (out-of-place and MPI_IN_PLACE) through the shared
+// nccl-tests loop, so that Open MPI's numbers sit next to hoop's in the same table.
+//
+//   mpirun --allow-run-as-root -np 2 --mca pml ob1 --mca btl self,tcp
+//          build/bin/peer_mpi_allreduce -b 8 -e 64M -f 2 --json mpi.json
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <climits>
+#include <cstdlib>
+#include <optional>
+
+#include "bench/common/allreduce_bench.h"
+
+namespace hoop::bench {
+namespace {
+
+std::optional<MPI_Datatype> mpi_type(DataType dtype) {
+  switch (dtype) {
+    case DataType::kU8:
+      return MPI_UINT8_T;
+    case DataType::kI8:
+      return MPI_INT8_T;
+    case DataType::kI32:
+      return MPI_INT32_T;
+    case DataType::kI64:
+      return MPI_INT64_T;
+    case DataType::kF32:
+      return MPI_FLOAT;
+    case DataType::kF64:
+      return MPI_DOUBLE;
+    case DataType::kF16:
+    case DataType::kBF16:
+      return std::nullopt;  // MPI 3.1 has no 16-bit float types
+  }
+  return std::nullopt;
+}
+
+std::optional<MPI_Op> mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return MPI_SUM;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kProd:
+      return MPI_PROD;
+    case ReduceOp::kAvg:
+      return std::nullopt;  // MPI has no averaging op
+  }
+  return std::nullopt;
+}
+
+Status mpi_status(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return Status::success();
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  return io_error(fmt::format("{} failed: {}", call, text));
+}
+
+// The launcher passes --mca settings as OMPI_MCA_* variables; naming them in the header says
+// which transport the numbers are for.
+std::string mca_setting(const char* name) {
+  const char* value = std::getenv(fmt::format("OMPI_MCA_{}", name).c_str());
+  return value != nullptr ? value : "default";
+}
+
+class MpiPeer final : public AllreducePeer {
+ public:
+  MpiPeer() {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  std::string description() const override {
+    char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int length = 0;
+    MPI_Get_library_version(version, &length);
+    std::string name(version, static_cast<std::size_t>(length));
+    name = name.substr(0, name.find_first_of(",\n"));
+    return fmt::format("{}, MPI_Allreduce, pml {}, btl {}", name, mca_setting("pml"),
+                       mca_setting("btl"));
+  }
+
+  Status supports(DataType dtype, ReduceOp op) const override {
+    if (!mpi_type(dtype))
+      return invalid_argument(
+          fmt::format("MPI has no {} type (use f32 f64 i32 i64 u8 i8)", dtype_name(dtype)));
+    if (!mpi_op(op))
+      return invalid_argument(fmt::format("MPI has no {} op (use sum min max prod)", op_name(op)));
+    return Status::success();
+  }
+
+  Status allreduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                   ReduceOp op) override {
+    if (count > static_cast<std::size_t>(INT_MAX))
+      return invalid_argument(fmt::format("MPI counts are int; {} elements is too many", count));
+    const void* source = send == recv ? MPI_IN_PLACE : send;
+    return mpi_status(MPI_Allreduce(source, recv, static_cast<int>(count), *mpi_type(dtype),
+                                    *mpi_op(op), MPI_COMM_WORLD),
+                      "MPI_Allreduce");
+  }
+
+  Status barrier() override { return mpi_status(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+  Result<double> max_over_ranks(double value) override {
+    double out = 0;
+    HOOP_RETURN_IF_ERROR(mpi_status(
+        MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce"));
+    return out;
+  }
+
+  Result<std::int64_t> sum_over_ranks(std::int64_t value) override {
+    std::int64_t out = 0;
+    HOOP_RETURN_IF_ERROR(mpi_status(
+        MPI_Allreduce(&value, &out, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce"));
+    return out;
+  }
+
+  Result<std::vector<std::string>> gather_lines(const std::string& line) override {
+    constexpr int kWidth = 256;  // fixed-size records keep this to one MPI_Gather
+    std::string record = line.substr(0, kWidth - 1);
+    record.resize(kWidth, '\0');
+    std::string all(static_cast<std::size_t>(kWidth) * static_cast<std::size_t>(size_), '\0');
+    HOOP_RETURN_IF_ERROR(mpi_status(MPI_Gather(record.data(), kWidth, MPI_CHAR, all.data(), kWidth,
+                                               MPI_CHAR, 0, MPI_COMM_WORLD),
+                                    "MPI_Gather"));
+    std::vector<std::string> lines;
+    for (int r = 0; r < size_; ++r) lines.emplace_back(all.c_str() + r * kWidth);
+    return lines;
+  }
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+int run(int argc, char** argv) {
+  MpiPeer peer;
+  CLI::App app{"Open MPI's MPI_Allreduce, timed and checked like nccl-tests' all_reduce_perf"};
+  BenchOptions options;
+  add_bench_flags(app, options);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return peer.rank() == 0 ? app.exit(e) : e.get_exit_code();
+  }
+  const Result<std::int64_t> wrong =
+      run_allreduce_bench(options, peer, "peer_mpi_allreduce", stdout);
+  if (!wrong.ok()) {
+    if (peer.rank() == 0 || wrong.status().code() != StatusCode::kInvalidArgument)
+      fmt::print(stderr, "[{}] peer_mpi_allreduce: {}\n", peer.rank(), wrong.status().to_string());
+    // Bad arguments are found alike on every rank; anything else may leave peers waiting.
+    return wrong.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return *wrong == 0 ? 0 : 3;
+}
+
+}  // namespace
+}  // namespace hoop::bench
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  // Failures come back as error codes so that they are reported with their cause.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  const int rc = hoop::bench::run(argc, argv);
+  if (rc == 1) MPI_Abort(MPI_COMM_WORLD, rc);  // peers may be waiting in a collective
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Runs the allreduce peers side by side on loopback -- the TCP bound (2 ranks), Open MPI over
+# TCP, Gloo ring_chunked and halving_doubling, and hoop-bench once it is built -- with the same
+# nccl-tests flags, R times each, and prints one Markdown table per rank count with the MEDIAN
+# time and busbw of every peer at every size.
+#
+#   bench/run_peers.sh [-R 5] [--ranks "2 4"] [-b 8] [-e 64M] [-f 2] [--bin build/bin]
+#                      [--peer 'NAME=COMMAND'] [--in-place] [--out DIR]
+#
+# A peer is any command that prints the nccl-tests table and accepts its flags plus --json FILE;
+# in COMMAND, {n} stands for the rank count, {bin} for the binary folder. The script appends the
+# flags and reads the JSON, so hoop-bench joins with
+#   --peer 'hoop={bin}/hooprun -np {n} {bin}/hoop-bench --collective allreduce'
+# and is added that way automatically when {bin}/hoop-bench and {bin}/hooprun exist.
+#
+# Repetitions are interleaved (every peer once, then every peer again) so that slow phases of a
+# shared machine hit all peers alike. Sizes up to --split use -n/-w as given; larger sizes use
+# --large-iters/--large-warmup, which keeps a full 8 B .. 64 MiB sweep within minutes.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+
+reps=5
+ranks="2 4"
+bin="$repo/build/bin"
+minbytes=8
+maxbytes=64M
+factor=2
+iters=20
+warmup=5
+split=1M
+large_iters=5
+large_warmup=1
+variant=out_of_place
+out=""
+declare -a extra_peers=()
+default_peers=1
+
+usage() {
+  sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  cat <<EOF
+Options:
+  -R N               repetitions per peer and rank count (default $reps)
+  --ranks "N ..."    rank counts (default "$ranks")
+  -b, -e, -f         min bytes, max bytes, step factor (default $minbytes, $maxbytes, $factor)
+  -n, -w             iterations and warm-up for sizes <= --split (default $iters, $warmup)
+  --split BYTES      sizes above this use the large settings (default $split)
+  --large-iters N    iterations above --split (default $large_iters)
+  --large-warmup N   warm-up above --split (default $large_warmup)
+  --bin DIR          where the binaries are (default build/bin)
+  --peer NAME=CMD    add a peer (repeatable); {n} = rank count, {bin} = --bin
+  --only-extra       run only the --peer peers (and the TCP bound)
+  --in-place         tabulate the in-place columns instead of the out-of-place ones
+  --out DIR          keep the JSON reports and logs here (default: a new temporary folder)
+EOF
+}
+
+while (($#)); do
+  case "$1" in
+    -R) reps="$2"; shift 2 ;;
+    --ranks) ranks="$2"; shift 2 ;;
+    -b) minbytes="$2"; shift 2 ;;
+    -e) maxbytes="$2"; shift 2 ;;
+    -f) factor="$2"; shift 2 ;;
+    -n) iters="$2"; shift 2 ;;
+    -w) warmup="$2"; shift 2 ;;
+    --split) split="$2"; shift 2 ;;
+    --large-iters) large_iters="$2"; shift 2 ;;
+    --large-warmup) large_warmup="$2"; shift 2 ;;
+    --bin) bin="$(cd "$2" && pwd)"; shift 2 ;;
+    --peer) extra_peers+=("$2"); shift 2 ;;
+    --only-extra) default_peers=0; shift ;;
+    --in-place) variant=in_place; shift ;;
+    --out) out="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "run_peers.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+to_bytes() {  # 64M -> 67108864, as the binaries' -b/-e parse it
+  local v="$1" mult=1
+  case "$v" in
+    *[kK]) mult=1024; v="${v%?}" ;;
+    *[mM]) mult=$((1024 * 1024)); v="${v%?}" ;;
+    *[gG]) mult=$((1024 * 1024 * 1024)); v="${v%?}" ;;
+  esac
+  echo $((v * mult))
+}
+split_bytes="$(to_bytes "$split")"
+max_bytes="$(to_bytes "$maxbytes")"
+min_bytes="$(to_bytes "$minbytes")"
+
+# The sizes above --split start where the nccl-tests sweep from -b would next land.
+large_min=""
+if ((max_bytes > split_bytes)); then
+  large_min="$(python3 -c "
+s = float($min_bytes)
+while s <= $split_bytes: s *= float('$factor')
+print(int(s))")"
+fi
+
+mpirun_base=(mpirun --oversubscribe)
+if [[ "$(id -u)" == 0 ]]; then mpirun_base+=(--allow-run-as-root); fi
+
+declare -a peers=()
+if ((default_peers)); then
+  for exe in peer_mpi_allreduce peer_gloo_allreduce; do
+    [[ -x "$bin/$exe" ]] || echo "run_peers.sh: $bin/$exe not built, skipping it" >&2
+  done
+  if [[ -x "$bin/peer_mpi_allreduce" ]]; then
+    peers+=("mpi=${mpirun_base[*]} -np {n} --mca pml ob1 --mca btl self,tcp {bin}/peer_mpi_allreduce")
+  fi
+  if [[ -x "$bin/peer_gloo_allreduce" ]]; then
+    peers+=("gloo_ring_chunked=${mpirun_base[*]} -np {n} {bin}/peer_gloo_allreduce --algo ring_chunked")
+    peers+=("gloo_halving_doubling=${mpirun_base[*]} -np {n} {bin}/peer_gloo_allreduce --algo halving_doubling")
+  fi
+  if [[ -x "$bin/hoop-bench" && -x "$bin/hooprun" ]]; then
+    peers+=("hoop={bin}/hooprun -np {n} {bin}/hoop-bench --collective allreduce")
+  fi
+fi
+peers+=("${extra_peers[@]}")
+
+if [[ -z "$out" ]]; then out="$(mktemp -d "${TMPDIR:-/tmp}/hoop-peers.XXXXXX")"; fi
+mkdir -p "$out"
+manifest="$out/manifest.tsv"
+: >"$manifest"
+
+# run LABEL N REP PART LOGFILE JSONFILE CMD... ; a failed run is logged and left out.
+run_one() {
+  local label="$1" n="$2" rep="$3" part="$4" log="$5" json="$6"
+  shift 6
+  if "$@" --json "$json" >"$log" 2>&1; then
+    printf '%s\t%s\t%s\t%s\t%s\n' "$label" "$n" "$rep" "$part" "$json" >>"$manifest"
+  else
+    echo "run_peers.sh: $label n=$n rep $rep ($part) failed (exit $?), see $log" >&2
+  fi
+}
+
+# sweep LABEL N REP CMD...: the nccl-tests sweep in up to two parts (small and large sizes).
+sweep() {
+  local label="$1" n="$2" rep="$3"
+  shift 3
+  local stem="$out/${label}_n${n}_r${rep}"
+  local small_max="$maxbytes"
+  if [[ -n "$large_min" ]]; then small_max="$split_bytes"; fi
+  if ((min_bytes <= split_bytes)); then
+    run_one "$label" "$n" "$rep" small "$stem.small.log" "$stem.small.json" \
+      "$@" -b "$minbytes" -e "$small_max" -f "$factor" -n "$iters" -w "$warmup"
+  fi
+  if [[ -n "$large_min" ]]; then
+    run_one "$label" "$n" "$rep" large "$stem.large.log" "$stem.large.json" \
+      "$@" -b "$large_min" -e "$maxbytes" -f "$factor" -n "$large_iters" -w "$large_warmup"
+  fi
+}
+
+echo "run_peers.sh: $reps repetitions, ranks $ranks, sizes $minbytes..$maxbytes x$factor, reports in $out" >&2
+start=$SECONDS
+for ((rep = 1; rep <= reps; rep++)); do
+  for n in $ranks; do
+    if [[ "$n" == 2 ]]; then
+      sweep tcp_bound 2 "$rep" "$bin/tcp_bound"
+    fi
+    for peer in "${peers[@]}"; do
+      label="${peer%%=*}"
+      cmd="${peer#*=}"
+      cmd="${cmd//\{n\}/$n}"
+      cmd="${cmd//\{bin\}/$bin}"
+      # The peer command is a command line given as text; word splitting is intended.
+      # shellcheck disable=SC2086
+      sweep "$label" "$n" "$rep" $cmd -d f32 -o sum -c 1
+    done
+  done
+  echo "run_peers.sh: repetition $rep of $reps done after $((SECONDS - start)) s" >&2
+done
+
+python3 "$here/peers/summarize_peers.py" --variant "$variant" "$manifest"
+echo "run_peers.sh: total $((SECONDS - start)) s; JSON reports and logs in $out" >&2

@@ -1,0 +1,148 @@
+// hoop::Communicator: the low-level collective API, usable on its own NCCL/Gloo-style by
+// programs that order their collectives themselves. Every rank must call the same collectives
+// in the same order with matching arguments.
+//
+// Buffers: a collective is in-place when its input and output pointers are equal (the input
+// pointer may then also be null). Counts are element counts. Nothing is written outside the
+// output buffer the caller passed. Every call returns within the communicator's timeout, with
+// an error naming the cause (a lost rank, a timeout, a bad argument) rather than hanging.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "hoop/core.h"
+#include "hoop/rendezvous.h"
+#include "hoop/transport.h"
+
+namespace hoop {
+
+/// Allreduce algorithms; kAuto lets the cost model choose per call.
+enum class Algorithm : std::uint8_t { kAuto, kRing, kRecursiveDoubling, kRabenseifner };
+
+/// Short name ("auto", "ring", "recursive_doubling", "rabenseifner").
+std::string_view algorithm_name(Algorithm algorithm);
+/// Parses a name as printed by algorithm_name (also "rd" and "rab").
+std::optional<Algorithm> parse_algorithm(std::string_view name);
+
+/// How a communicator is built; empty/unset fields come from the environment.
+struct CommunicatorOptions {
+  /// "tcp" (the only transport so far); empty: HOOP_TRANSPORT, else tcp.
+  std::string transport;
+  /// Forces one allreduce algorithm; unset: HOOP_ALGO, else the cost model.
+  std::optional<Algorithm> algorithm;
+  /// Deadline of each collective; unset: HOOP_TIMEOUT_SECONDS.
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+/// A group of ranks that run collectives together, over one transport.
+class Communicator {
+ public:
+  /// Joins the job the environment describes (hooprun, mpirun, Slurm; see bootstrap_from_env),
+  /// connects to the store and builds the transport. A single-process job needs no store.
+  static Result<std::unique_ptr<Communicator>> create(const CommunicatorOptions& options = {});
+  /// Builds a communicator over an existing store connection (which must outlive it).
+  static Result<std::unique_ptr<Communicator>> create(const BootstrapInfo& info, Store* store,
+                                                      const CommunicatorOptions& options = {});
+  virtual ~Communicator() = default;
+
+  /// This rank and the number of ranks.
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// The transport the collectives run over.
+  virtual Transport& transport() = 0;
+  /// The algorithm forced by options or HOOP_ALGO, or kAuto.
+  virtual Algorithm forced_algorithm() const = 0;
+  /// The deadline of each collective.
+  virtual std::chrono::milliseconds timeout() const = 0;
+};
+
+/// output[i] = op over ranks of input[i], on every rank.
+struct AllreduceOptions {
+  const void* input = nullptr;
+  void* output = nullptr;
+  std::size_t count = 0;
+  DataType dtype = DataType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  /// kAuto: the communicator's forced algorithm, else the cost model.
+  Algorithm algorithm = Algorithm::kAuto;
+};
+/// Allreduce; see AllreduceOptions.
+Status allreduce(Communicator& comm, const AllreduceOptions& options);
+
+/// Copies `count` elements of `buffer` on `root` into `buffer` on every other rank.
+struct BroadcastOptions {
+  void* buffer = nullptr;
+  std::size_t count = 0;
+  DataType dtype = DataType::kF32;
+  int root = 0;
+};
+/// Broadcast; see BroadcastOptions.
+Status broadcast(Communicator& comm, const BroadcastOptions& options);
+
+/// output = concatenation over ranks (in rank order) of each rank's `count`-element input.
+/// In place when input == output + rank * count (or input is null).
+struct AllgatherOptions {
+  const void* input = nullptr;
+  void* output = nullptr;  // size() * count elements
+  std::size_t count = 0;   // per rank
+  DataType dtype = DataType::kF32;
+};
+/// Allgather; see AllgatherOptions.
+Status allgather(Communicator& comm, const AllgatherOptions& options);
+
+/// Allgather with a different count per rank: rank r contributes counts[r] elements, placed at
+/// the sum of counts[0..r) in output. Every rank passes the same counts.
+struct AllgathervOptions {
+  const void* input = nullptr;  // counts[rank] elements
+  void* output = nullptr;       // sum(counts) elements
+  std::span<const std::size_t> counts;
+  DataType dtype = DataType::kF32;
+};
+/// Allgatherv; see AllgathervOptions.
+Status allgatherv(Communicator& comm, const AllgathervOptions& options);
+
+/// Reduces size() * count input elements over ranks and leaves block `rank` (`count` elements,
+/// at offset rank * count of the reduction) in output.
+struct ReduceScatterOptions {
+  const void* input = nullptr;  // size() * count elements
+  void* output = nullptr;       // count elements
+  std::size_t count = 0;        // per rank
+  DataType dtype = DataType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+};
+/// Reduce-scatter; see ReduceScatterOptions.
+Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& options);
+
+/// Block j (`count` elements) of rank i's input becomes block i of rank j's output.
+struct AlltoallOptions {
+  const void* input = nullptr;  // size() * count elements
+  void* output = nullptr;       // size() * count elements
+  std::size_t count = 0;        // per pair
+  DataType dtype = DataType::kF32;
+};
+/// Alltoall; see AlltoallOptions.
+Status alltoall(Communicator& comm, const AlltoallOptions& options);
+
+/// Alltoall with per-pair counts: this rank sends send_counts[j] elements (packed in rank
+/// order in input) to rank j and receives recv_counts[j] elements from rank j (packed in rank
+/// order in output). send_counts[j] on rank i must equal recv_counts[i] on rank j.
+struct AlltoallvOptions {
+  const void* input = nullptr;
+  std::span<const std::size_t> send_counts;
+  void* output = nullptr;
+  std::span<const std::size_t> recv_counts;
+  DataType dtype = DataType::kF32;
+};
+/// Alltoallv; see AlltoallvOptions.
+Status alltoallv(Communicator& comm, const AlltoallvOptions& options);
+
+/// Returns once every rank has entered the barrier.
+Status barrier(Communicator& comm);
+
+}  // namespace hoop

@@ -1,0 +1,74 @@
+// The transport contract: point-to-point byte movement between the ranks of one job over one
+// fabric (tcp, shm, ucx, cuda, mpi). Algorithms see only this interface; a transport knows
+// nothing of collectives.
+//
+// Ordering: between one pair of ranks, messages are ordered per direction. The k-th receive a
+// rank posts for peer p matches the k-th send p posted to it, and the two lengths must be
+// equal (a difference is a protocol_error naming the peer and both lengths).
+//
+// Progress is driven by the caller: wait() and test() move bytes for every pending request of
+// the transport, not only the ones asked about, so a rank blocked on one peer keeps serving
+// the others. Nothing blocks without a deadline.
+//
+// Failure: a peer that disconnects or dies fails every pending and later request that
+// involves it with peer_lost naming that rank; abort() (called by the first rank to see a
+// failure) fails everything locally and tells every peer the cause, so the whole job fails
+// with the original cause rather than a chain of secondary "connection closed" errors.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "hoop/core.h"
+
+namespace hoop {
+
+/// The clock and time point every deadline in hoop uses.
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+/// Identifies a posted send or receive until it has been waited for.
+using RequestId = std::uint64_t;
+
+/// One rank's connections to all the other ranks of a job over one fabric.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  /// Short name ("tcp", "shm", ...), used in tables and error messages.
+  virtual std::string_view name() const = 0;
+  /// This rank and the number of ranks the transport connects.
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Whether send/recv accept device (GPU) pointers.
+  virtual bool accepts_device_memory() const = 0;
+
+  /// Starts sending `bytes` bytes at `data` to `peer` (!= rank()). The buffer must stay valid
+  /// and unchanged until the request completes. Zero-byte messages are allowed and ordered.
+  virtual Result<RequestId> send(int peer, const void* data, std::size_t bytes) = 0;
+  /// Starts receiving exactly `bytes` bytes from `peer` into `data`, which must stay valid
+  /// until the request completes.
+  virtual Result<RequestId> recv(int peer, void* data, std::size_t bytes) = 0;
+
+  /// Drives progress until every request in `ids` has completed or `deadline` passes. Returns
+  /// the first failure among them (the requests are consumed either way); timeout_error names
+  /// the peers still outstanding.
+  virtual Status wait(std::span<const RequestId> ids, Deadline deadline) = 0;
+  /// Drives progress without blocking; true once `id` has completed (it is then consumed),
+  /// the request's error if it failed.
+  virtual Result<bool> test(RequestId id) = 0;
+
+  /// Fails every pending and later request with `cause` and sends `cause` to every reachable
+  /// peer, whose own pending and later requests then fail with it. Idempotent.
+  virtual void abort(const Status& cause) = 0;
+};
+
+/// Waits for one request (see Transport::wait).
+inline Status wait_one(Transport& t, RequestId id, Deadline deadline) {
+  return t.wait(std::span<const RequestId>(&id, 1), deadline);
+}
+
+}  // namespace hoop

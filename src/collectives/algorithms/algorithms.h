@@ -1,0 +1,46 @@
+// The algorithms behind the public collectives. Each works in place on buffers the caller has
+// already validated and prepared (input copied into the output where needed); each returns the
+// first transport failure, and the caller aborts the transport and adds context.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "collectives/algorithms/context.h"
+
+namespace hoop::collectives {
+
+/// Largest pipeline slice of the ring and broadcast chain, in bytes. 512 KiB: big enough that
+/// per-message overhead (a frame header and an epoll round) is negligible, small enough that a
+/// 4 MiB chunk already gives an 8-deep pipeline in which the reduction of one slice overlaps
+/// the transfer of the next.
+inline constexpr std::size_t kSliceBytes = std::size_t{512} << 10;
+
+/// Ring reduce-scatter of `work` (`count` elements cut by Partition(count, size)); chunk `rank`
+/// ends fully reduced (and divided for kAvg). With `allgather`, the allgather follows in the
+/// same pipeline and every chunk ends reduced on every rank (the ring allreduce).
+Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t count,
+                                     DataType dtype, ReduceOp op, bool allgather);
+/// Recursive-doubling allreduce of `work` in place, with the fold for non-powers of two.
+Status allreduce_recursive_doubling(Context& ctx, std::byte* work, std::size_t count,
+                                    DataType dtype, ReduceOp op);
+/// Rabenseifner allreduce (recursive halving, then doubling) of `work` in place.
+Status allreduce_rabenseifner(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
+                              ReduceOp op);
+/// Broadcast of `bytes` bytes from `root`: binomial tree for small, pipelined chain for large.
+Status broadcast_bytes(Context& ctx, std::byte* buffer, std::size_t bytes, int root);
+/// Ring allgather: block r (at offsets[r], lengths[r] bytes) of `out` is already in place on
+/// rank r; afterwards every rank holds every block.
+Status ring_allgatherv(Context& ctx, std::byte* out, std::span<const std::size_t> offsets,
+                       std::span<const std::size_t> lengths);
+/// Pairwise alltoallv in bytes: block j of `in` goes to rank j, block j of `out` comes from it.
+/// `in` and `out` must not overlap.
+Status pairwise_alltoallv(Context& ctx, const std::byte* in,
+                          std::span<const std::size_t> send_offsets,
+                          std::span<const std::size_t> send_lengths, std::byte* out,
+                          std::span<const std::size_t> recv_offsets,
+                          std::span<const std::size_t> recv_lengths);
+/// Dissemination barrier: ceil(log2 n) rounds of empty messages.
+Status dissemination_barrier(Context& ctx);
+
+}  // namespace hoop::collectives

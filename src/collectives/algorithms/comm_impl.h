@@ -1,0 +1,38 @@
+// The one concrete Communicator: a transport plus what the collectives keep between calls.
+#pragma once
+
+#include <memory>
+
+#include "collectives/algorithms/context.h"
+#include "collectives/algorithms/cost_model.h"
+#include "hoop/communicator.h"
+
+namespace hoop::collectives {
+
+/// Communicator over one transport; not thread-safe (one collective at a time).
+class CommImpl final : public Communicator {
+ public:
+  /// Takes the transport and the settings resolved by Communicator::create.
+  CommImpl(std::unique_ptr<Transport> transport, Algorithm algorithm,
+           std::chrono::milliseconds timeout, CostParams cost)
+      : transport_(std::move(transport)), algorithm_(algorithm), timeout_(timeout), cost_(cost) {}
+
+  int rank() const override { return transport_->rank(); }
+  int size() const override { return transport_->size(); }
+  Transport& transport() override { return *transport_; }
+  Algorithm forced_algorithm() const override { return algorithm_; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+  /// The cost-model constants used for kAuto.
+  const CostParams& cost() const { return cost_; }
+  /// The scratch buffers reused across collectives.
+  Scratch& scratch() { return scratch_; }
+
+ private:
+  std::unique_ptr<Transport> transport_;
+  Algorithm algorithm_;
+  std::chrono::milliseconds timeout_;
+  CostParams cost_;
+  Scratch scratch_;
+};
+
+}  // namespace hoop::collectives

@@ -1,0 +1,111 @@
+// Communicator::create: settings from options and the environment, then the transport.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "collectives/algorithms/comm_impl.h"
+#include "core/config.h"
+#include "transports/tcp/tcp_transport.h"
+
+namespace hoop {
+namespace {
+
+/// The transport of a one-rank job: there is no peer, so every send or receive is a bug in
+/// the caller and fails; collectives over one rank never call it.
+class SelfTransport final : public Transport {
+ public:
+  std::string_view name() const override { return "self"; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  bool accepts_device_memory() const override { return false; }
+  Result<RequestId> send(int peer, const void*, std::size_t) override { return no_peer(peer); }
+  Result<RequestId> recv(int peer, void*, std::size_t) override { return no_peer(peer); }
+  Status wait(std::span<const RequestId> ids, Deadline) override {
+    if (ids.empty()) return Status::success();
+    return invalid_argument("wait: unknown request in a one-rank job");
+  }
+  Result<bool> test(RequestId) override {
+    return invalid_argument("test: unknown request in a one-rank job");
+  }
+  void abort(const Status&) override {}
+
+ private:
+  static Status no_peer(int peer) {
+    return invalid_argument(fmt::format("peer {} does not exist in a one-rank job", peer));
+  }
+};
+
+}  // namespace
+
+std::string_view algorithm_name(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kAuto:
+      return "auto";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kRecursiveDoubling:
+      return "recursive_doubling";
+    case Algorithm::kRabenseifner:
+      return "rabenseifner";
+  }
+  return "unknown";
+}
+
+std::optional<Algorithm> parse_algorithm(std::string_view name) {
+  if (name == "auto") return Algorithm::kAuto;
+  if (name == "ring") return Algorithm::kRing;
+  if (name == "recursive_doubling" || name == "rd") return Algorithm::kRecursiveDoubling;
+  if (name == "rabenseifner" || name == "rab") return Algorithm::kRabenseifner;
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOptions& options) {
+  HOOP_ASSIGN_OR_RETURN(BootstrapInfo info, bootstrap_from_env());
+  if (info.size == 1) return create(info, nullptr, options);
+  HOOP_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, connect_store(info));
+  // The store is only needed to set up the mesh; the transport keeps no reference to it.
+  return create(info, store.get(), options);
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& info, Store* store,
+                                                           const CommunicatorOptions& options) {
+  std::string transport = options.transport;
+  if (transport.empty()) {
+    HOOP_ASSIGN_OR_RETURN(transport, config::get_string("HOOP_TRANSPORT"));
+  }
+  if (transport != "tcp")
+    return invalid_argument(
+        fmt::format("transport: unknown transport '{}' (have: tcp)", transport));
+  Algorithm algorithm = Algorithm::kAuto;
+  if (options.algorithm) {
+    algorithm = *options.algorithm;
+  } else {
+    HOOP_ASSIGN_OR_RETURN(std::string name, config::get_string("HOOP_ALGO"));
+    std::optional<Algorithm> parsed = parse_algorithm(name);
+    if (!parsed) return invalid_argument(fmt::format("HOOP_ALGO: unknown algorithm '{}'", name));
+    algorithm = *parsed;
+  }
+  if (static_cast<unsigned>(algorithm) > static_cast<unsigned>(Algorithm::kRabenseifner))
+    return invalid_argument("algorithm: unknown algorithm value");
+  std::chrono::milliseconds timeout = options.timeout.value_or(info.timeout);
+  if (timeout.count() <= 0) return invalid_argument("timeout: must be positive");
+  HOOP_ASSIGN_OR_RETURN(collectives::CostParams cost, collectives::cost_params_from_env());
+  if (info.size < 1 || info.rank < 0 || info.rank >= info.size)
+    return invalid_argument(
+        fmt::format("rank {} of size {} is not a valid place in a job", info.rank, info.size));
+
+  std::unique_ptr<Transport> t;
+  if (info.size == 1) {
+    t = std::make_unique<SelfTransport>();
+  } else {
+    if (store == nullptr)
+      return invalid_argument(fmt::format("store: a {}-rank job needs a store", info.size));
+    HOOP_ASSIGN_OR_RETURN(tcp::TcpOptions tcp_options, tcp::tcp_options_from_env());
+    HOOP_ASSIGN_OR_RETURN(
+        t, tcp::connect_mesh(*store, info.rank, info.size, info.secret, info.job_id, tcp_options));
+  }
+  return std::unique_ptr<Communicator>(
+      std::make_unique<collectives::CommImpl>(std::move(t), algorithm, timeout, cost));
+}
+
+}  // namespace hoop

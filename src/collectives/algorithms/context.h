@@ -1,0 +1,50 @@
+// What every algorithm runs with: the transport, this rank's place, the collective's deadline
+// and scratch memory that the communicator keeps across calls (so a training loop that calls
+// allreduce on the same sizes allocates once).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+
+#include "hoop/communicator.h"
+#include "hoop/transport.h"
+
+namespace hoop::collectives {
+
+/// Grow-only scratch buffers, one per slot, reused by every collective of one communicator.
+class Scratch {
+ public:
+  static constexpr int kSlots = 2;
+  /// At least `bytes` bytes of slot `slot` (contents undefined); never null.
+  std::byte* get(int slot, std::size_t bytes);
+
+ private:
+  std::unique_ptr<std::byte[]> buffers_[kSlots];
+  std::size_t sizes_[kSlots] = {0, 0};
+};
+
+/// One collective call's environment.
+struct Context {
+  Transport& transport;
+  int rank;
+  int size;
+  Deadline deadline;
+  Scratch& scratch;
+
+  /// Posts a send to `peer` (byte count).
+  Result<RequestId> send(int peer, const void* data, std::size_t bytes) {
+    return transport.send(peer, data, bytes);
+  }
+  /// Posts a receive from `peer` (byte count).
+  Result<RequestId> recv(int peer, void* data, std::size_t bytes) {
+    return transport.recv(peer, data, bytes);
+  }
+  /// Waits for the requests until the collective's deadline.
+  Status wait(std::span<const RequestId> ids) { return transport.wait(ids, deadline); }
+  /// Sends `send_bytes` to `to` and receives `recv_bytes` from `from`, both at once, and waits.
+  Status exchange(int to, const void* send_data, std::size_t send_bytes, int from, void* recv_data,
+                  std::size_t recv_bytes);
+};
+
+}  // namespace hoop::collectives

@@ -1,0 +1,62 @@
+#include "collectives/algorithms/cost_model.h"
+
+#include "collectives/algorithms/algorithms.h"
+#include "core/config.h"
+
+namespace hoop::collectives {
+
+Result<CostParams> cost_params_from_env() {
+  CostParams p;
+  HOOP_ASSIGN_OR_RETURN(double alpha_us, config::get_number("HOOP_ALPHA_US"));
+  HOOP_ASSIGN_OR_RETURN(double beta_ns, config::get_number("HOOP_BETA_NS_PER_BYTE"));
+  HOOP_ASSIGN_OR_RETURN(double gamma_ns, config::get_number("HOOP_GAMMA_NS_PER_BYTE"));
+  p.alpha_s = alpha_us * 1e-6;
+  p.beta_s_per_byte = beta_ns * 1e-9;
+  p.gamma_s_per_byte = gamma_ns * 1e-9;
+  return p;
+}
+
+double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t bytes,
+                                 const CostParams& params) {
+  if (size <= 1) return 0.0;
+  const double n = size;
+  const double big_n = static_cast<double>(bytes);
+  int log_p = 0;
+  while ((2 << log_p) <= size) ++log_p;
+  const double p = static_cast<double>(1 << log_p);
+  const double f = (1 << log_p) == size ? 0.0 : 1.0;
+  const double a = params.alpha_s;
+  const double b = params.beta_s_per_byte;
+  const double g = params.gamma_s_per_byte;
+  switch (algorithm) {
+    case Algorithm::kRing: {
+      // Only one slice's reduction per step is not hidden behind the next slice's transfer.
+      const double chunk = big_n / n;
+      const double exposed =
+          chunk < static_cast<double>(kSliceBytes) ? chunk : static_cast<double>(kSliceBytes);
+      return 2 * (n - 1) * a + 2 * (n - 1) / n * big_n * b + (n - 1) * exposed * g;
+    }
+    case Algorithm::kRecursiveDoubling:
+      return (log_p + 2 * f) * (a + big_n * b) + (log_p + f) * big_n * g;
+    case Algorithm::kRabenseifner:
+      return (2 * log_p + 2 * f) * a + (2 * (p - 1) / p + 2 * f) * big_n * b +
+             ((p - 1) / p + f) * big_n * g;
+    default:
+      return 1e300;  // not an allreduce algorithm the model knows
+  }
+}
+
+Algorithm choose_allreduce(int size, std::size_t bytes, const CostParams& params) {
+  Algorithm best = Algorithm::kRecursiveDoubling;
+  double best_t = predict_allreduce_seconds(best, size, bytes, params);
+  for (Algorithm a : {Algorithm::kRabenseifner, Algorithm::kRing}) {
+    const double t = predict_allreduce_seconds(a, size, bytes, params);
+    if (t < best_t) {
+      best = a;
+      best_t = t;
+    }
+  }
+  return best;
+}
+
+}  // namespace hoop::collectives

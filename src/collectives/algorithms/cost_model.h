@@ -1,0 +1,50 @@
+// The alpha-beta(-gamma) cost model that picks an allreduce algorithm per call.
+//
+//   alpha: latency of one message (seconds), beta: transfer time per byte, gamma: reduction
+//   time per byte. With n ranks, p the largest power of two <= n, N the buffer bytes and
+//   f = 1 when n is not a power of two (the fold: one whole-buffer step in, one out):
+//
+//   ring:               2(n-1) alpha + 2(n-1)/n N beta + (n-1) min(N/n, slice) gamma
+//   recursive doubling: (log2 p + 2f) alpha + (log2 p + 2f) N beta + (log2 p + f) N gamma
+//   rabenseifner:       (2 log2 p + 2f) alpha + (2(p-1)/p + 2f) N beta
+//                       + ((p-1)/p + f) N gamma
+//
+// The ring is pipelined (slices of kSliceBytes), so its reductions overlap the transfers and
+// only about one slice's reduction per step is exposed; recursive doubling and Rabenseifner
+// reduce after each exchange, so they pay gamma in full. Without gamma Rabenseifner would beat
+// the ring at every size on powers of two, which the pipelined ring does not bear out.
+//
+// Defaults: alpha and beta measured on loopback TCP on the 2-core development VM with
+// `hooprun -np 2 build/tests/comm_check pingpong` (alpha: half the round trip of a 1-byte
+// message, 26 us; beta: the slope between 1 MiB and 16 MiB one-way transfers, 1.0 ns/byte,
+// i.e. about 1 GB/s); gamma is an estimate of the f32-sum kernel's throughput (about 5 GB/s),
+// not measured. Override with HOOP_ALPHA_US, HOOP_BETA_NS_PER_BYTE and HOOP_GAMMA_NS_PER_BYTE.
+#pragma once
+
+#include <cstddef>
+
+#include "hoop/communicator.h"
+
+namespace hoop::collectives {
+
+/// The constants of the model.
+struct CostParams {
+  double alpha_s = 26e-6;            // HOOP_ALPHA_US
+  double beta_s_per_byte = 1.0e-9;   // HOOP_BETA_NS_PER_BYTE
+  double gamma_s_per_byte = 0.2e-9;  // HOOP_GAMMA_NS_PER_BYTE
+};
+
+/// The defaults overridden by HOOP_ALPHA_US, HOOP_BETA_NS_PER_BYTE, HOOP_GAMMA_NS_PER_BYTE;
+/// invalid_argument naming a malformed variable.
+Result<CostParams> cost_params_from_env();
+
+/// Predicted seconds of one allreduce of `bytes` bytes over `size` ranks with `algorithm`
+/// (kRing, kRecursiveDoubling or kRabenseifner).
+double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t bytes,
+                                 const CostParams& params);
+
+/// The allreduce algorithm with the smallest predicted time (ties: the earlier of recursive
+/// doubling, Rabenseifner, ring).
+Algorithm choose_allreduce(int size, std::size_t bytes, const CostParams& params);
+
+}  // namespace hoop::collectives

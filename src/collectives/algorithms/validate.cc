@@ -1,0 +1,68 @@
+#include "collectives/algorithms/validate.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+namespace hoop::collectives {
+
+Status check_dtype(DataType dtype) {
+  if (static_cast<unsigned>(dtype) > static_cast<unsigned>(DataType::kF64))
+    return invalid_argument(fmt::format("dtype: unknown data type {}", static_cast<int>(dtype)));
+  return Status::success();
+}
+
+Status check_op(ReduceOp op) {
+  if (static_cast<unsigned>(op) > static_cast<unsigned>(ReduceOp::kProd))
+    return invalid_argument(fmt::format("op: unknown reduce op {}", static_cast<int>(op)));
+  return Status::success();
+}
+
+Status check_algorithm(Algorithm algorithm) {
+  if (static_cast<unsigned>(algorithm) > static_cast<unsigned>(Algorithm::kRabenseifner))
+    return invalid_argument(
+        fmt::format("algorithm: unknown algorithm {}", static_cast<int>(algorithm)));
+  return Status::success();
+}
+
+Result<std::size_t> checked_bytes(std::size_t count, std::size_t factor, DataType dtype,
+                                  std::string_view what) {
+  constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
+  const std::size_t esize = dtype_size(dtype);
+  if (factor != 0 && count > kMax / factor)
+    return invalid_argument(fmt::format("{}: {} x {} elements overflow", what, count, factor));
+  const std::size_t elems = count * factor;
+  if (elems > kMax / esize)
+    return invalid_argument(
+        fmt::format("{}: {} elements of {} bytes overflow", what, elems, esize));
+  return elems * esize;
+}
+
+Status check_buffer(const void* ptr, std::size_t count, std::string_view name) {
+  if (ptr == nullptr && count > 0)
+    return invalid_argument(fmt::format("{}: null buffer for {} elements", name, count));
+  return Status::success();
+}
+
+Status check_root(int root, int size) {
+  if (root < 0 || root >= size)
+    return invalid_argument(fmt::format("root: {} is not a rank of this {}-rank job", root, size));
+  return Status::success();
+}
+
+Result<std::size_t> check_counts(std::span<const std::size_t> counts, int size, DataType dtype,
+                                 std::string_view name) {
+  if (counts.size() != static_cast<std::size_t>(size))
+    return invalid_argument(
+        fmt::format("{}: {} entries, expected one per rank ({})", name, counts.size(), size));
+  std::size_t total = 0;
+  for (std::size_t c : counts) {
+    if (c > std::numeric_limits<std::size_t>::max() - total)
+      return invalid_argument(fmt::format("{}: the sum of the counts overflows", name));
+    total += c;
+  }
+  HOOP_RETURN_IF_ERROR(checked_bytes(total, 1, dtype, name).status());
+  return total;
+}
+
+}  // namespace hoop::collectives

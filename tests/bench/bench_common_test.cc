@@ -1,0 +1,122 @@
+// The shared benchmark pieces: byte parsing, sizes, bus factors, and the #wrong contract --
+// inputs reduced in any order give exactly the expected bits, and a single bad element counts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "bench/common/bench_data.h"
+#include "bench/common/bench_table.h"
+#include "src/core/reduce.h"
+
+namespace hoop::bench {
+namespace {
+
+TEST(BenchTable, ParsesByteSuffixes) {
+  EXPECT_EQ(parse_bytes("8"), 8u);
+  EXPECT_EQ(parse_bytes("512K"), 512u << 10);
+  EXPECT_EQ(parse_bytes("64m"), 64u << 20);
+  EXPECT_EQ(parse_bytes("1G"), std::size_t{1} << 30);
+  EXPECT_FALSE(parse_bytes(""));
+  EXPECT_FALSE(parse_bytes("M"));
+  EXPECT_FALSE(parse_bytes("12X"));
+  EXPECT_FALSE(parse_bytes("-1"));
+}
+
+TEST(BenchTable, SizesAreWholeElementsFromMinToMax) {
+  BenchOptions options;
+  options.min_bytes = 8;
+  options.max_bytes = 64 << 20;
+  options.step_factor = 2;
+  const std::vector<std::size_t> sizes = message_sizes(options, 4);
+  ASSERT_EQ(sizes.size(), 24u);
+  EXPECT_EQ(sizes.front(), 8u);
+  EXPECT_EQ(sizes.back(), 64u << 20);
+  options.min_bytes = 1;
+  options.max_bytes = 3;
+  EXPECT_EQ(message_sizes(options, 8), std::vector<std::size_t>{8});  // at least one element
+  options.step_factor = 1;
+  EXPECT_FALSE(validate(options).ok());
+}
+
+TEST(BenchTable, BusFactorsMatchNcclTests) {
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllreduce, 2), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllreduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllgather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kBroadcast, 8), 1.0);
+  const Measurement m = make_measurement(1000000, 1000.0, 1.5, 0);
+  EXPECT_DOUBLE_EQ(m.algbw_gbps, 1.0);
+  EXPECT_DOUBLE_EQ(m.busbw_gbps, 1.5);
+}
+
+struct DataCase {
+  DataType dtype;
+  ReduceOp op;
+  int nranks;
+};
+
+class AllreduceData : public ::testing::TestWithParam<DataCase> {};
+
+// Reduces every rank's input on the host with hoop's kernels, in rank order and in reverse.
+std::vector<unsigned char> host_allreduce(const DataCase& c, std::size_t count, bool reverse) {
+  const std::size_t bytes = count * dtype_size(c.dtype);
+  std::vector<int> order(static_cast<std::size_t>(c.nranks));
+  std::iota(order.begin(), order.end(), 0);
+  if (reverse) std::reverse(order.begin(), order.end());
+  const ReduceOp op = c.op == ReduceOp::kAvg ? ReduceOp::kSum : c.op;
+  std::vector<unsigned char> acc(bytes);
+  std::vector<unsigned char> input(bytes);
+  fill_allreduce_input(acc.data(), count, c.dtype, c.op, order[0], c.nranks);
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    fill_allreduce_input(input.data(), count, c.dtype, c.op, order[i], c.nranks);
+    EXPECT_TRUE(reduce_into(acc.data(), input.data(), count, c.dtype, op).ok());
+  }
+  if (c.op == ReduceOp::kAvg) {
+    EXPECT_TRUE(divide(acc.data(), count, c.dtype, c.nranks).ok());
+  }
+  return acc;
+}
+
+TEST_P(AllreduceData, ExactInAnyOrderAndEveryErrorCounts) {
+  const DataCase c = GetParam();
+  ASSERT_TRUE(check_exact(c.dtype, c.op, c.nranks).ok());
+  constexpr std::size_t kCount = 1000;  // several periods of the input pattern
+  for (const bool reverse : {false, true}) {
+    std::vector<unsigned char> result = host_allreduce(c, kCount, reverse);
+    EXPECT_EQ(count_allreduce_wrong(result.data(), kCount, c.dtype, c.op, c.nranks), 0);
+    result[dtype_size(c.dtype) * 17] ^= 0x01;  // lowest bit of element 17
+    EXPECT_EQ(count_allreduce_wrong(result.data(), kCount, c.dtype, c.op, c.nranks), 1);
+  }
+  std::vector<unsigned char> stale(kCount * dtype_size(c.dtype));
+  poison(stale.data(), kCount, c.dtype);
+  EXPECT_EQ(count_allreduce_wrong(stale.data(), kCount, c.dtype, c.op, c.nranks),
+            static_cast<std::int64_t>(kCount));
+}
+
+std::vector<DataCase> all_cases() {
+  std::vector<DataCase> cases;
+  for (const DataType dtype : kAllDataTypes)
+    for (const ReduceOp op : kAllReduceOps)
+      for (const int n : {1, 2, 3, 4, 7})
+        if (check_exact(dtype, op, n).ok()) cases.push_back({dtype, op, n});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCases, AllreduceData, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<DataCase>& param_info) {
+                           const DataCase& c = param_info.param;
+                           return std::string(dtype_name(c.dtype)) + "_" +
+                                  std::string(op_name(c.op)) + "_n" + std::to_string(c.nranks);
+                         });
+
+TEST(AllreduceData, RefusesRankCountsThatOverflowTheType) {
+  EXPECT_TRUE(check_exact(DataType::kBF16, ReduceOp::kSum, 64).ok());
+  EXPECT_FALSE(check_exact(DataType::kBF16, ReduceOp::kSum, 65).ok());
+  EXPECT_FALSE(check_exact(DataType::kI8, ReduceOp::kProd, 32).ok());
+  EXPECT_TRUE(check_exact(DataType::kF32, ReduceOp::kAvg, 1024).ok());
+}
+
+}  // namespace
+}  // namespace hoop::bench

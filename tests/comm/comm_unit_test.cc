@@ -1,0 +1,150 @@
+// The cost model, algorithm names and argument validation, without other processes.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "collectives/algorithms/cost_model.h"
+#include "hoop/communicator.h"
+
+namespace hoop {
+namespace {
+
+using collectives::choose_allreduce;
+using collectives::CostParams;
+using collectives::predict_allreduce_seconds;
+
+TEST(CostModel, SwitchesFromRecursiveDoublingToRingAsTheBufferGrows) {
+  const CostParams p;
+  for (int n : {2, 3, 4, 5, 8, 16}) {
+    EXPECT_EQ(choose_allreduce(n, 8, p), Algorithm::kRecursiveDoubling) << n;
+    EXPECT_EQ(choose_allreduce(n, std::size_t{256} << 20, p), Algorithm::kRing) << n;
+  }
+}
+
+TEST(CostModel, PredictionsGrowWithTheBuffer) {
+  const CostParams p;
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner})
+    EXPECT_LT(predict_allreduce_seconds(a, 8, 1024, p),
+              predict_allreduce_seconds(a, 8, 1 << 24, p));
+  EXPECT_EQ(predict_allreduce_seconds(Algorithm::kRing, 1, 1 << 20, p), 0.0);
+}
+
+TEST(CostModel, ConstantsComeFromTheEnvironment) {
+  ::setenv("HOOP_ALPHA_US", "100", 1);
+  ::setenv("HOOP_BETA_NS_PER_BYTE", "2", 1);
+  auto p = collectives::cost_params_from_env();
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_DOUBLE_EQ(p->alpha_s, 100e-6);
+  EXPECT_DOUBLE_EQ(p->beta_s_per_byte, 2e-9);
+  ::setenv("HOOP_ALPHA_US", "fast", 1);
+  auto bad = collectives::cost_params_from_env();
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("HOOP_ALPHA_US"), std::string::npos);
+  ::unsetenv("HOOP_ALPHA_US");
+  ::unsetenv("HOOP_BETA_NS_PER_BYTE");
+}
+
+TEST(Algorithms, NamesRoundTrip) {
+  for (Algorithm a : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kRecursiveDoubling,
+                      Algorithm::kRabenseifner})
+    EXPECT_EQ(parse_algorithm(algorithm_name(a)), a);
+  EXPECT_EQ(parse_algorithm("rd"), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(parse_algorithm("rab"), Algorithm::kRabenseifner);
+  EXPECT_EQ(parse_algorithm("bogus"), std::nullopt);
+}
+
+/// A one-rank communicator: no store, no peers.
+std::unique_ptr<Communicator> solo() {
+  BootstrapInfo info;
+  auto c = Communicator::create(info, nullptr);
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return std::move(c).value();
+}
+
+TEST(Communicator, UnknownTransportOrAlgorithmIsRefused) {
+  BootstrapInfo info;
+  CommunicatorOptions o;
+  o.transport = "carrier-pigeon";
+  EXPECT_EQ(Communicator::create(info, nullptr, o).status().code(), StatusCode::kInvalidArgument);
+  ::setenv("HOOP_ALGO", "tree", 1);
+  auto c = Communicator::create(info, nullptr);
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("HOOP_ALGO"), std::string::npos);
+  ::setenv("HOOP_ALGO", "rabenseifner", 1);
+  auto d = Communicator::create(info, nullptr);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)->forced_algorithm(), Algorithm::kRabenseifner);
+  ::unsetenv("HOOP_ALGO");
+  info.size = 2;
+  EXPECT_EQ(Communicator::create(info, nullptr).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Validation, BadArgumentsNameTheArgument) {
+  auto comm = solo();
+  float x[4] = {1, 2, 3, 4};
+  AllreduceOptions ar;
+  ar.count = 4;
+  Status s = allreduce(*comm, ar);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("output"), std::string::npos) << s.message();
+  ar.output = x;
+  ar.dtype = static_cast<DataType>(200);
+  s = allreduce(*comm, ar);
+  EXPECT_NE(s.message().find("dtype"), std::string::npos) << s.message();
+  ar.dtype = DataType::kF32;
+  ar.op = static_cast<ReduceOp>(9);
+  EXPECT_NE(allreduce(*comm, ar).message().find("op"), std::string::npos);
+  ar.op = ReduceOp::kSum;
+  ar.count = SIZE_MAX / 2;
+  EXPECT_EQ(allreduce(*comm, ar).code(), StatusCode::kInvalidArgument);
+
+  BroadcastOptions bc;
+  bc.buffer = x;
+  bc.count = 1;
+  bc.root = 1;
+  s = broadcast(*comm, bc);
+  EXPECT_NE(s.message().find("root"), std::string::npos) << s.message();
+
+  std::vector<std::size_t> two = {1, 1};
+  AllgathervOptions agv;
+  agv.output = x;
+  agv.counts = two;
+  s = allgatherv(*comm, agv);
+  EXPECT_NE(s.message().find("counts"), std::string::npos) << s.message();
+
+  AlltoallvOptions av;
+  std::vector<std::size_t> one = {1}, other = {2};
+  av.input = x;
+  av.output = x + 2;
+  av.send_counts = one;
+  av.recv_counts = other;
+  EXPECT_EQ(alltoallv(*comm, av).code(), StatusCode::kInvalidArgument);
+  av.recv_counts = two;
+  s = alltoallv(*comm, av);
+  EXPECT_NE(s.message().find("recv_counts"), std::string::npos) << s.message();
+
+  ReduceScatterOptions rs;
+  rs.count = 3;
+  EXPECT_EQ(reduce_scatter(*comm, rs).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Communicator, OneRankCollectivesCopyTheInput) {
+  auto comm = solo();
+  const std::vector<float> in = {1, 2, 3};
+  std::vector<float> out(3, 0);
+  AllreduceOptions ar;
+  ar.input = in.data();
+  ar.output = out.data();
+  ar.count = 3;
+  ar.op = ReduceOp::kAvg;
+  ASSERT_TRUE(allreduce(*comm, ar).ok());
+  EXPECT_EQ(out, in);
+  EXPECT_TRUE(barrier(*comm).ok());
+  // Zero elements: null buffers are fine.
+  AllreduceOptions empty;
+  EXPECT_TRUE(allreduce(*comm, empty).ok());
+}
+
+}  // namespace
+}  // namespace hoop

@@ -1,0 +1,151 @@
+// The TCP transport's internal state: requests, the pieces of them queued on each socket,
+// and the per-socket framing state (internal to transports/tcp).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/fd.h"
+#include "hoop/transport.h"
+#include "transports/tcp/tcp_mesh.h"
+#include "transports/tcp/tcp_transport.h"
+#include "transports/tcp/tcp_wire.h"
+
+namespace hoop::tcp {
+
+/// One posted send or receive; complete once no socket holds a piece of it.
+struct Request {
+  int peer = -1;
+  bool is_send = false;
+  char* data = nullptr;
+  std::size_t bytes = 0;
+  int parts_left = 0;
+  Status status;  // the first failure of any part
+};
+
+/// One socket's part of a message to send, or an owned control frame (req == nullptr).
+struct SendPiece {
+  Request* req = nullptr;
+  std::array<char, wire::kFrameHeaderBytes> header{};
+  std::size_t header_len = 0;
+  const char* data = nullptr;
+  std::size_t len = 0;
+  std::string owned;  // the bytes when req == nullptr (header_len is then 0)
+  std::size_t sent = 0;
+
+  std::size_t total() const { return header_len + len; }
+  const char* payload() const { return req == nullptr ? owned.data() : data; }
+};
+
+/// One socket's part of a posted receive.
+struct RecvPiece {
+  Request* req = nullptr;
+  std::size_t offset = 0;  // into req->data
+  std::size_t len = 0;
+};
+
+/// A data frame that arrived before its receive was posted.
+struct Unexpected {
+  std::uint64_t total = 0;  // the whole message's length as the sender declared it
+  std::size_t part_len = 0;
+  std::string bytes;  // complete when bytes.size() == part_len
+};
+
+/// Where the payload of the frame being read goes.
+enum class Sink { kHeader, kPiece, kUnexpected, kDiscard, kAbort };
+
+/// One socket to one peer.
+struct Conn {
+  int peer = -1;
+  int index = 0;
+  Fd fd;
+  std::string address;
+  std::deque<SendPiece> sends;
+  std::deque<RecvPiece> recvs;
+  std::deque<Unexpected> unexpected;  // back() is being read when sink == kUnexpected
+  std::size_t unexpected_bytes = 0;
+  // The frame being read.
+  Sink sink = Sink::kHeader;
+  wire::FrameType type = wire::FrameType::kData;
+  std::uint64_t total = 0;
+  std::size_t part_len = 0;
+  std::size_t got = 0;
+  RecvPiece piece;  // sink == kPiece
+  std::string abort_payload;
+  // Bytes read ahead of the current frame's sink (headers and small payloads).
+  std::vector<char> stage;
+  std::size_t stage_begin = 0;
+  std::size_t stage_end = 0;
+  bool goodbye_received = false;
+  bool paused = false;  // not read until a receive takes buffered data off it
+  Status closed;        // not ok once the socket is unusable
+  std::uint32_t epoll_events = 0;
+  bool registered = false;
+};
+
+/// The Transport over the sockets of a finished mesh.
+class TcpTransport final : public Transport {
+ public:
+  /// Takes over the mesh's sockets; fails when the epoll set cannot be made.
+  static Result<std::unique_ptr<Transport>> create(std::vector<PeerSocket> sockets,
+                                                   const MeshParams& params);
+  ~TcpTransport() override;
+
+  std::string_view name() const override { return "tcp"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  bool accepts_device_memory() const override { return false; }
+  Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
+  Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
+  Status wait(std::span<const RequestId> ids, Deadline deadline) override;
+  Result<bool> test(RequestId id) override;
+  void abort(const Status& cause) override;
+
+ private:
+  TcpTransport(int rank, int size, int sockets_per_peer, std::size_t unexpected_cap);
+
+  // tcp_transport.cc
+  Status check_peer(int peer, const void* data, std::size_t bytes) const;
+  RequestId add_request(int peer, bool is_send, const void* data, std::size_t bytes);
+  void fail_part(Request& req, const Status& why);
+  void post_recv_piece(Conn& c, RecvPiece piece);
+  std::string describe(const Request& req) const;
+  std::string peer_name(int peer) const;
+
+  // tcp_io.cc
+  /// Waits up to `timeout_ms` for socket events and moves bytes for every ready socket.
+  void progress(int timeout_ms);
+  /// Writes as much of `c`'s queue as the socket takes now.
+  Status flush_conn(Conn& c);
+  /// Reads everything `c`'s socket holds now, delivering frames.
+  Status read_conn(Conn& c);
+  Status consume_stage(Conn& c);
+  Status start_frame(Conn& c, const wire::FrameHeader& h);
+  void deliver(Conn& c, const char* src, std::size_t n);
+  void finish_frame(Conn& c);
+  /// Handles a failed socket: an orderly close fails its pieces, anything else aborts.
+  void on_conn_result(Conn& c, const Status& result);
+  /// Fails every piece on `c` with `why` and stops using its socket.
+  void close_conn(Conn& c, const Status& why);
+  void update_epoll(Conn& c);
+  void resume_if_drained(Conn& c);
+  std::vector<Conn*> peer_conns(int peer);
+
+  int rank_;
+  int size_;
+  int sockets_per_peer_;
+  std::size_t unexpected_cap_;
+  Fd epoll_;
+  std::vector<std::unique_ptr<Conn>> conns_;  // peer-major: conns_[slot(peer) * k + index]
+  std::unordered_map<RequestId, Request> requests_;
+  RequestId next_id_ = 1;
+  Status aborted_;
+};
+
+}  // namespace hoop::tcp

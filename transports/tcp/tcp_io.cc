@@ -1,0 +1,302 @@
+// The TCP transport's socket I/O: batched writes, reads straight into the caller's buffer for
+// large payloads, frame parsing, and what a failing socket does to the requests on it.
+#include <fmt/format.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "transports/tcp/tcp_conn.h"
+
+namespace hoop::tcp {
+namespace {
+
+// Bytes read ahead of the current frame: headers and small payloads arrive in one syscall.
+constexpr std::size_t kStageBytes = 64 << 10;
+// A payload remainder at least this large is read straight into the caller's buffer.
+constexpr std::size_t kDirectReadMin = 4096;
+// Reads per socket per call, so that one busy peer cannot starve the others.
+constexpr int kMaxReadsPerCall = 64;
+// iovecs per sendmsg: a batch of small frames leaves in one syscall.
+constexpr int kMaxIov = 64;
+constexpr int kMaxEvents = 64;
+
+}  // namespace
+
+void TcpTransport::progress(int timeout_ms) {
+  epoll_event events[kMaxEvents];
+  const int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, timeout_ms);
+  for (int i = 0; i < n; ++i) {
+    Conn& c = *static_cast<Conn*>(events[i].data.ptr);
+    if ((events[i].events & EPOLLOUT) != 0) on_conn_result(c, flush_conn(c));
+    if ((events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
+      on_conn_result(c, read_conn(c));
+    }
+  }
+}
+
+Status TcpTransport::flush_conn(Conn& c) {
+  while (c.closed.ok() && !c.sends.empty()) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    for (auto it = c.sends.begin(); it != c.sends.end() && n + 2 <= kMaxIov; ++it) {
+      std::size_t off = it->sent;
+      if (off < it->header_len) {
+        iov[n++] = {it->header.data() + off, it->header_len - off};
+        off = it->header_len;
+      }
+      const std::size_t payload_off = off - it->header_len;
+      if (payload_off < it->len) {
+        iov[n++] = {const_cast<char*>(it->payload() + payload_off), it->len - payload_off};
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(n);
+    const ssize_t r = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EPIPE || errno == ECONNRESET) {
+        return peer_lost(fmt::format(
+            "tcp: {} closed the connection without shutting its transport down (the process "
+            "died or the network failed; sending: {})",
+            peer_name(c.peer), std::strerror(errno)));
+      }
+      return errno_error(fmt::format("tcp: sending to {}", peer_name(c.peer)), errno);
+    }
+    auto left = static_cast<std::size_t>(r);
+    while (!c.sends.empty()) {
+      SendPiece& p = c.sends.front();
+      const std::size_t take = std::min(left, p.total() - p.sent);
+      p.sent += take;
+      left -= take;
+      if (p.sent < p.total()) break;
+      if (p.req != nullptr) --p.req->parts_left;
+      c.sends.pop_front();
+    }
+  }
+  update_epoll(c);
+  return Status::success();
+}
+
+Status TcpTransport::read_conn(Conn& c) {
+  if (!c.closed.ok() || c.paused) return Status::success();
+  if (c.stage.empty()) c.stage.resize(kStageBytes);
+  for (int round = 0; round < kMaxReadsPerCall; ++round) {
+    HOOP_RETURN_IF_ERROR(consume_stage(c));
+    if (!c.closed.ok() || c.paused) return Status::success();
+    if (c.stage_begin > 0) {
+      std::memmove(c.stage.data(), c.stage.data() + c.stage_begin, c.stage_end - c.stage_begin);
+      c.stage_end -= c.stage_begin;
+      c.stage_begin = 0;
+    }
+    iovec iov[2];
+    int n = 0;
+    std::size_t direct = 0;
+    if (c.sink == Sink::kPiece && c.stage_end == 0 && c.part_len - c.got >= kDirectReadMin) {
+      direct = c.part_len - c.got;
+      iov[n++] = {c.piece.req->data + c.piece.offset + c.got, direct};
+    }
+    iov[n++] = {c.stage.data() + c.stage_end, c.stage.size() - c.stage_end};
+    const ssize_t r = ::readv(c.fd.get(), iov, n);
+    if (r > 0) {
+      const std::size_t to_user = std::min(static_cast<std::size_t>(r), direct);
+      if (to_user > 0) {
+        c.got += to_user;
+        if (c.got == c.part_len) finish_frame(c);
+      }
+      c.stage_end += static_cast<std::size_t>(r) - to_user;
+      continue;
+    }
+    if (r == 0) {
+      return peer_lost(fmt::format(
+          "tcp: {} closed the connection without shutting its transport down (the process died "
+          "or the network failed)",
+          peer_name(c.peer)));
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::success();
+    if (errno == ECONNRESET) {
+      return peer_lost(
+          fmt::format("tcp: {} reset the connection (the process died or the network failed)",
+                      peer_name(c.peer)));
+    }
+    return errno_error(fmt::format("tcp: reading from {}", peer_name(c.peer)), errno);
+  }
+  return Status::success();
+}
+
+Status TcpTransport::consume_stage(Conn& c) {
+  while (c.closed.ok()) {
+    const std::size_t avail = c.stage_end - c.stage_begin;
+    if (c.sink == Sink::kHeader) {
+      if (avail < wire::kFrameHeaderBytes) break;
+      auto h = wire::decode_frame_header(c.stage.data() + c.stage_begin);
+      if (!h.ok()) {
+        return protocol_error(fmt::format("tcp: {} sent a malformed frame: {}", peer_name(c.peer),
+                                          h.status().message()));
+      }
+      c.stage_begin += wire::kFrameHeaderBytes;
+      HOOP_RETURN_IF_ERROR(start_frame(c, *h));
+      continue;
+    }
+    if (c.sink == Sink::kUnexpected && c.unexpected_bytes >= unexpected_cap_) {
+      c.paused = true;
+      update_epoll(c);
+      break;
+    }
+    if (avail == 0) break;
+    const std::size_t take = std::min(avail, c.part_len - c.got);
+    deliver(c, c.stage.data() + c.stage_begin, take);
+    c.stage_begin += take;
+    if (c.got == c.part_len) finish_frame(c);
+  }
+  if (c.stage_begin == c.stage_end) c.stage_begin = c.stage_end = 0;
+  return Status::success();
+}
+
+Status TcpTransport::start_frame(Conn& c, const wire::FrameHeader& h) {
+  c.type = h.type;
+  c.total = h.length;
+  c.got = 0;
+  c.part_len = 0;
+  switch (h.type) {
+    case wire::FrameType::kGoodbye:
+      c.goodbye_received = true;
+      c.sink = Sink::kHeader;
+      return Status::success();
+    case wire::FrameType::kAbort:
+      c.part_len = static_cast<std::size_t>(h.length);
+      c.abort_payload.clear();
+      c.sink = Sink::kAbort;
+      return Status::success();
+    case wire::FrameType::kData:
+      break;
+  }
+  c.part_len = wire::stripe_part(h.length, c.index, sockets_per_peer_).size;
+  if (!aborted_.ok()) {
+    c.sink = Sink::kDiscard;
+  } else if (c.unexpected.empty() && !c.recvs.empty()) {
+    const RecvPiece p = c.recvs.front();
+    c.recvs.pop_front();
+    if (p.req->bytes != h.length) {
+      fail_part(*p.req, protocol_error(fmt::format(
+                            "tcp: {} sent a message of {} bytes but the matching receive on "
+                            "rank {} expects {} bytes",
+                            peer_name(c.peer), h.length, rank_, p.req->bytes)));
+      c.sink = Sink::kDiscard;
+    } else {
+      c.sink = Sink::kPiece;
+      c.piece = p;
+    }
+  } else {
+    c.unexpected.push_back(Unexpected{h.length, c.part_len, {}});
+    c.sink = Sink::kUnexpected;
+  }
+  if (c.part_len == 0) finish_frame(c);
+  return Status::success();
+}
+
+void TcpTransport::deliver(Conn& c, const char* src, std::size_t n) {
+  switch (c.sink) {
+    case Sink::kPiece:
+      std::memcpy(c.piece.req->data + c.piece.offset + c.got, src, n);
+      break;
+    case Sink::kUnexpected:
+      c.unexpected.back().bytes.append(src, n);
+      c.unexpected_bytes += n;
+      break;
+    case Sink::kAbort:
+      c.abort_payload.append(src, n);
+      break;
+    case Sink::kDiscard:
+    case Sink::kHeader:
+      break;
+  }
+  c.got += n;
+}
+
+void TcpTransport::finish_frame(Conn& c) {
+  const Sink sink = c.sink;
+  c.sink = Sink::kHeader;
+  if (sink == Sink::kPiece) {
+    --c.piece.req->parts_left;
+  } else if (sink == Sink::kAbort) {
+    const Status cause = wire::decode_abort(c.abort_payload);
+    abort(Status(cause.code(), fmt::format("{} aborted: {}", peer_name(c.peer), cause.message())));
+  }
+}
+
+void TcpTransport::on_conn_result(Conn& c, const Status& result) {
+  if (result.ok()) return;
+  if (aborted_.ok() && c.closed.ok()) {
+    // A write can fail before the frames already received on the socket are read; one of
+    // them may be the peer's ABORT carrying the first cause, which beats "connection closed".
+    (void)read_conn(c);
+  }
+  if (c.goodbye_received && result.code() == StatusCode::kPeerLost) {
+    // An orderly shutdown: only what was still expected on this socket fails.
+    close_conn(c, peer_lost(fmt::format("tcp: {} shut its transport down", peer_name(c.peer))));
+    return;
+  }
+  close_conn(c, result);
+  abort(result);
+}
+
+void TcpTransport::close_conn(Conn& c, const Status& why) {
+  if (!c.closed.ok()) return;
+  c.closed = why;
+  for (SendPiece& p : c.sends)
+    if (p.req != nullptr) fail_part(*p.req, why);
+  c.sends.clear();
+  for (RecvPiece& p : c.recvs) fail_part(*p.req, why);
+  c.recvs.clear();
+  if (c.sink == Sink::kPiece) fail_part(*c.piece.req, why);
+  if (c.sink == Sink::kUnexpected) {
+    c.unexpected_bytes -= c.unexpected.back().bytes.size();
+    c.unexpected.pop_back();
+  }
+  c.sink = Sink::kHeader;
+  c.paused = false;
+  update_epoll(c);
+  c.fd.reset();
+}
+
+void TcpTransport::update_epoll(Conn& c) {
+  std::uint32_t want = 0;
+  if (c.closed.ok() && c.fd.valid()) {
+    if (!c.paused) want |= EPOLLIN;
+    if (!c.sends.empty()) want |= EPOLLOUT;
+  }
+  if (want == 0) {
+    if (c.registered) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+    c.registered = false;
+    c.epoll_events = 0;
+    return;
+  }
+  if (c.registered && want == c.epoll_events) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.ptr = &c;
+  if (::epoll_ctl(epoll_.get(), c.registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c.fd.get(), &ev) !=
+      0) {
+    // Leave the socket unwatched: its requests then end at their wait deadline.
+    c.closed = errno_error(fmt::format("tcp: epoll_ctl for {}", peer_name(c.peer)), errno);
+    return;
+  }
+  c.registered = true;
+  c.epoll_events = want;
+}
+
+void TcpTransport::resume_if_drained(Conn& c) {
+  if (c.paused && c.unexpected_bytes < unexpected_cap_) {
+    c.paused = false;
+    update_epoll(c);
+  }
+}
+
+}  // namespace hoop::tcp

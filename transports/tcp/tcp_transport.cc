@@ -1,0 +1,356 @@
+#include "transports/tcp/tcp_transport.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "core/config.h"
+#include "core/socket.h"
+#include "transports/tcp/tcp_conn.h"
+
+namespace hoop::tcp {
+namespace {
+
+// How long the destructor and abort() spend pushing the last frames (ABORT, GOODBYE) out.
+constexpr std::chrono::milliseconds kFinalFlushTimeout{1000};
+// Frames that arrive before their receive is posted are buffered up to this many times the
+// socket buffer size per socket.
+constexpr std::size_t kUnexpectedCapFactor = 4;
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> TcpTransport::create(std::vector<PeerSocket> sockets,
+                                                        const MeshParams& params) {
+  const int k = params.options.sockets_per_peer;
+  const std::size_t cap =
+      std::max<std::size_t>(params.options.socket_buffer_bytes, 1 << 20) * kUnexpectedCapFactor;
+  std::unique_ptr<TcpTransport> t(new TcpTransport(params.rank, params.size, k, cap));
+  t->epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!t->epoll_.valid()) return errno_error("epoll_create1", errno);
+  t->conns_.resize(static_cast<std::size_t>(params.size - 1) * k);
+  for (PeerSocket& s : sockets) {
+    const int slot = s.peer < params.rank ? s.peer : s.peer - 1;
+    auto c = std::make_unique<Conn>();
+    c->peer = s.peer;
+    c->index = s.index;
+    c->fd = std::move(s.fd);
+    c->address = std::move(s.address);
+    t->conns_[static_cast<std::size_t>(slot) * k + s.index] = std::move(c);
+  }
+  for (auto& c : t->conns_) {
+    if (c == nullptr) return internal_error("tcp: the mesh is missing a connection");
+    t->update_epoll(*c);
+    if (!c->closed.ok()) return c->closed;
+  }
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+TcpTransport::TcpTransport(int rank, int size, int sockets_per_peer, std::size_t unexpected_cap)
+    : rank_(rank),
+      size_(size),
+      sockets_per_peer_(sockets_per_peer),
+      unexpected_cap_(unexpected_cap) {}
+
+TcpTransport::~TcpTransport() {
+  bool pending = false;
+  for (const auto& [id, req] : requests_) pending = pending || req.parts_left > 0;
+  if (pending) {
+    abort(aborted(fmt::format("rank {} shut its tcp transport down with requests pending", rank_)));
+  }
+  if (aborted_.ok()) {
+    for (auto& c : conns_) {
+      if (!c->closed.ok()) continue;
+      SendPiece goodbye;
+      goodbye.owned.assign(wire::kFrameHeaderBytes, '\0');
+      wire::encode_frame_header(wire::FrameType::kGoodbye, 0, goodbye.owned.data());
+      goodbye.len = goodbye.owned.size();
+      c->sends.push_back(std::move(goodbye));
+    }
+  }
+  // Push the last frames out for a bounded time; a peer that does not read loses them.
+  const auto deadline = net::deadline_after(kFinalFlushTimeout);
+  while (net::Clock::now() < deadline) {
+    std::vector<pollfd> fds;
+    for (auto& c : conns_) {
+      if (c->closed.ok() && !c->sends.empty()) {
+        if (!flush_conn(*c).ok()) c->closed = peer_lost("closed");
+        if (c->closed.ok() && !c->sends.empty()) fds.push_back({c->fd.get(), POLLOUT, 0});
+      }
+    }
+    if (fds.empty()) break;
+    (void)::poll(fds.data(), fds.size(), static_cast<int>(net::remaining(deadline).count()));
+  }
+  // Closing a socket with unread bytes makes the kernel reset the connection, which can
+  // destroy what the peer has not read yet; so read off what is there before closing.
+  char sink[4096];
+  for (auto& c : conns_) {
+    if (!c->fd.valid()) continue;
+    ::shutdown(c->fd.get(), SHUT_WR);
+    for (int i = 0; i < 256 && ::recv(c->fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+    }
+  }
+}
+
+std::string TcpTransport::peer_name(int peer) const {
+  const int slot = peer < rank_ ? peer : peer - 1;
+  return fmt::format("rank {} ({})", peer,
+                     conns_[static_cast<std::size_t>(slot) * sockets_per_peer_]->address);
+}
+
+std::vector<Conn*> TcpTransport::peer_conns(int peer) {
+  const int slot = peer < rank_ ? peer : peer - 1;
+  std::vector<Conn*> out;
+  for (int i = 0; i < sockets_per_peer_; ++i)
+    out.push_back(conns_[static_cast<std::size_t>(slot) * sockets_per_peer_ + i].get());
+  return out;
+}
+
+Status TcpTransport::check_peer(int peer, const void* data, std::size_t bytes) const {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    return invalid_argument(fmt::format(
+        "tcp: peer {} is not another rank of this job (rank {} of {})", peer, rank_, size_));
+  }
+  if (data == nullptr && bytes > 0) return invalid_argument("tcp: null buffer");
+  return aborted_;
+}
+
+RequestId TcpTransport::add_request(int peer, bool is_send, const void* data, std::size_t bytes) {
+  const RequestId id = next_id_++;
+  Request& r = requests_[id];
+  r.peer = peer;
+  r.is_send = is_send;
+  r.data = static_cast<char*>(const_cast<void*>(data));
+  r.bytes = bytes;
+  r.parts_left = sockets_per_peer_;
+  return id;
+}
+
+void TcpTransport::fail_part(Request& req, const Status& why) {
+  if (req.status.ok()) req.status = why;
+  --req.parts_left;
+}
+
+Result<RequestId> TcpTransport::send(int peer, const void* data, std::size_t bytes) {
+  HOOP_RETURN_IF_ERROR(check_peer(peer, data, bytes));
+  const RequestId id = add_request(peer, true, data, bytes);
+  Request& req = requests_[id];
+  for (Conn* c : peer_conns(peer)) {
+    // An earlier socket's eager write may have failed and aborted the transport.
+    if (!aborted_.ok() || !c->closed.ok()) {
+      fail_part(req, aborted_.ok() ? c->closed : aborted_);
+      continue;
+    }
+    const wire::Part part = wire::stripe_part(bytes, c->index, sockets_per_peer_);
+    SendPiece piece;
+    piece.req = &req;
+    wire::encode_frame_header(wire::FrameType::kData, bytes, piece.header.data());
+    piece.header_len = wire::kFrameHeaderBytes;
+    piece.data = static_cast<const char*>(data) + part.offset;
+    piece.len = part.size;
+    const bool was_idle = c->sends.empty();
+    c->sends.push_back(std::move(piece));
+    // Eager: try the socket now; a busy one is written from wait().
+    if (was_idle) on_conn_result(*c, flush_conn(*c));
+  }
+  return id;
+}
+
+Result<RequestId> TcpTransport::recv(int peer, void* data, std::size_t bytes) {
+  HOOP_RETURN_IF_ERROR(check_peer(peer, data, bytes));
+  const RequestId id = add_request(peer, false, data, bytes);
+  Request& req = requests_[id];
+  for (Conn* c : peer_conns(peer)) {
+    const wire::Part part = wire::stripe_part(bytes, c->index, sockets_per_peer_);
+    post_recv_piece(*c, RecvPiece{&req, part.offset, part.size});
+  }
+  if (req.parts_left > 0) {
+    for (Conn* c : peer_conns(peer)) on_conn_result(*c, read_conn(*c));
+  }
+  return id;
+}
+
+void TcpTransport::post_recv_piece(Conn& c, RecvPiece piece) {
+  Request& req = *piece.req;
+  if (!aborted_.ok()) {
+    fail_part(req, aborted_);
+    return;
+  }
+  if (c.unexpected.empty()) {
+    if (!c.closed.ok()) {
+      fail_part(req, c.closed);
+    } else {
+      c.recvs.push_back(piece);
+    }
+    return;
+  }
+  Unexpected& u = c.unexpected.front();
+  const bool being_read = c.sink == Sink::kUnexpected && c.unexpected.size() == 1;
+  if (u.total != req.bytes) {
+    fail_part(req, protocol_error(fmt::format(
+                       "tcp: {} sent a message of {} bytes but the matching receive on rank {} "
+                       "expects {} bytes",
+                       peer_name(c.peer), u.total, rank_, req.bytes)));
+    if (being_read) c.sink = Sink::kDiscard;
+  } else {
+    if (!u.bytes.empty()) std::memcpy(req.data + piece.offset, u.bytes.data(), u.bytes.size());
+    if (being_read) {
+      c.sink = Sink::kPiece;
+      c.piece = piece;
+    } else {
+      --req.parts_left;
+    }
+  }
+  c.unexpected_bytes -= u.bytes.size();
+  c.unexpected.pop_front();
+  resume_if_drained(c);
+}
+
+std::string TcpTransport::describe(const Request& req) const {
+  return fmt::format("{} {} bytes {} {}", req.is_send ? "send of" : "receive of", req.bytes,
+                     req.is_send ? "to" : "from", peer_name(req.peer));
+}
+
+Status TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
+  for (RequestId id : ids) {
+    if (!requests_.contains(id)) {
+      return invalid_argument(fmt::format("tcp: request {} is unknown or already consumed", id));
+    }
+  }
+  std::size_t next = 0;  // requests before `next` are known complete
+  while (true) {
+    while (next < ids.size() && requests_.at(ids[next]).parts_left == 0) ++next;
+    if (next == ids.size()) break;
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      std::string outstanding;
+      std::size_t count = 0;
+      for (RequestId id : ids) {
+        const Request& r = requests_.at(id);
+        if (r.parts_left == 0) continue;
+        if (count++ < 8) outstanding += (outstanding.empty() ? "" : "; ") + describe(r);
+      }
+      const Status timeout = timeout_error(
+          fmt::format("tcp: rank {}: {} request(s) did not complete before the deadline: {}{}",
+                      rank_, count, outstanding, count > 8 ? "; ..." : ""));
+      abort(timeout);
+      for (RequestId id : ids) requests_.erase(id);
+      return timeout;
+    }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
+    progress(static_cast<int>(std::min<std::int64_t>(left, 1000)));
+  }
+  Status first;
+  for (RequestId id : ids) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;  // listed twice
+    if (first.ok()) first = it->second.status;
+    requests_.erase(it);
+  }
+  return first;
+}
+
+Result<bool> TcpTransport::test(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return invalid_argument(fmt::format("tcp: request {} is unknown or already consumed", id));
+  }
+  if (it->second.parts_left > 0) progress(0);
+  it = requests_.find(id);
+  if (it->second.parts_left > 0) return false;
+  const Status s = it->second.status;
+  requests_.erase(it);
+  if (!s.ok()) return s;
+  return true;
+}
+
+void TcpTransport::abort(const Status& cause) {
+  if (!aborted_.ok()) return;
+  aborted_ = cause.ok() ? aborted("tcp: aborted without a cause") : cause;
+  const std::string frame = wire::encode_abort(aborted_);
+  for (auto& c : conns_) {
+    // A frame already partly on the wire is finished from an owned copy, so the ABORT that
+    // follows it is framed correctly and the caller's buffer is free once wait() returns.
+    std::deque<SendPiece> keep;
+    for (SendPiece& p : c->sends) {
+      if (p.req == nullptr || p.sent > 0) {
+        if (p.req != nullptr) {
+          std::string rest(p.header.data(), p.header_len);
+          rest.append(p.data, p.len);
+          fail_part(*p.req, aborted_);
+          SendPiece copy;
+          copy.owned = rest.substr(p.sent);
+          copy.len = copy.owned.size();
+          keep.push_back(std::move(copy));
+        } else {
+          keep.push_back(std::move(p));
+        }
+      } else {
+        fail_part(*p.req, aborted_);
+      }
+    }
+    c->sends = std::move(keep);
+    for (const RecvPiece& p : c->recvs) fail_part(*p.req, aborted_);
+    c->recvs.clear();
+    if (c->sink == Sink::kPiece) {
+      fail_part(*c->piece.req, aborted_);
+      c->sink = Sink::kDiscard;
+    }
+    c->unexpected.clear();
+    c->unexpected_bytes = 0;
+    if (c->sink == Sink::kUnexpected) c->sink = Sink::kDiscard;
+    c->paused = false;
+    if (!c->closed.ok()) continue;
+    SendPiece abort_frame;
+    abort_frame.owned = frame;
+    abort_frame.len = frame.size();
+    c->sends.push_back(std::move(abort_frame));
+    const Status s = flush_conn(*c);
+    if (!s.ok()) close_conn(*c, s);
+  }
+}
+
+Result<TcpOptions> tcp_options_from_env() {
+  TcpOptions o;
+  auto iface = config::get_string("HOOP_IFACE");
+  if (iface.ok()) {
+    o.iface = *iface;
+  } else if (iface.status().code() != StatusCode::kNotFound) {
+    return iface.status();
+  }
+  HOOP_ASSIGN_OR_RETURN(const std::int64_t sockets, config::get_int("HOOP_TCP_SOCKETS_PER_PEER"));
+  o.sockets_per_peer = static_cast<int>(sockets);
+  HOOP_ASSIGN_OR_RETURN(const std::int64_t buffer, config::get_int("HOOP_TCP_BUFFER_BYTES"));
+  o.socket_buffer_bytes = static_cast<std::size_t>(buffer);
+  HOOP_ASSIGN_OR_RETURN(const double start, config::get_seconds("HOOP_START_TIMEOUT"));
+  o.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(start * 1000));
+  return o;
+}
+
+Result<std::unique_ptr<Transport>> connect_mesh(Store& store, int rank, int size,
+                                                const std::string& secret,
+                                                const std::string& job_id,
+                                                const TcpOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return invalid_argument(fmt::format("tcp: rank {} of {} is not a valid rank", rank, size));
+  }
+  if (secret.empty()) return invalid_argument("tcp: the job secret must not be empty");
+  if (options.sockets_per_peer < 1 || options.sockets_per_peer > 64) {
+    return invalid_argument(
+        fmt::format("tcp: sockets_per_peer {} is not between 1 and 64", options.sockets_per_peer));
+  }
+  if (job_id.size() > wire::kMaxIdBytes || options.key_prefix.size() > wire::kMaxIdBytes ||
+      options.key_prefix.empty()) {
+    return invalid_argument("tcp: job id or key prefix empty or too long");
+  }
+  MeshParams params{rank, size, secret, job_id, options};
+  HOOP_ASSIGN_OR_RETURN(auto sockets, build_mesh(store, params));
+  return TcpTransport::create(std::move(sockets), params);
+}
+
+}  // namespace hoop::tcp

@@ -13,18 +13,6 @@
 namespace hoop::bench {
 namespace {
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<std::byte[], FreeDeleter>;
-
-// Page-aligned so that no implementation is penalised by a buffer straddling cache lines.
-Buffer allocate(std::size_t bytes) {
-  constexpr std::size_t kAlign = 4096;
-  const std::size_t rounded = std::max(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
-  return Buffer(static_cast<std::byte*>(std::aligned_alloc(kAlign, rounded)));
-}
-
 struct Case {
   DataType dtype;
   ReduceOp op;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -10,6 +11,12 @@
 #include "src/core/half.h"
 
 namespace hoop::bench {
+
+Buffer allocate(std::size_t bytes) {
+  constexpr std::size_t kAlign = 4096;
+  const std::size_t rounded = std::max(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  return Buffer(static_cast<std::byte*>(std::aligned_alloc(kAlign, rounded)));
+}
 namespace {
 
 // Every input depends on the element index only through i % 9 (sum, avg, min, max) and
@@ -117,6 +124,28 @@ double exact_limit(DataType dtype) {
   return 0;
 }
 
+// fill_block's value: 7 and 13 are coprime with kPeriod, so each block is a permutation of the
+// range and the 180 phases differ.
+std::int64_t block_value(DataType dtype, std::uint64_t block, std::size_t i) {
+  const auto v = static_cast<std::int64_t>((i * 7 + block * 13) % kPeriod);
+  return is_signed(dtype) ? v - static_cast<std::int64_t>(kPeriod / 2) : v;
+}
+
+// Elements of `result` that differ bit for bit from the tiled period of `value(i)`.
+template <typename ValueFn>
+std::int64_t count_mismatches(const void* result, std::size_t count, DataType dtype,
+                              std::size_t first, ValueFn value) {
+  const std::size_t width = dtype_size(dtype);
+  std::array<std::uint64_t, kPeriod> period{};
+  for (std::size_t i = 0; i < kPeriod; ++i) period[i] = encode(dtype, value(i));
+  const auto* in = static_cast<const unsigned char*>(result);
+  std::int64_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (std::memcmp(in + i * width, &period[(first + i) % kPeriod], width) != 0) ++wrong;
+  }
+  return wrong;
+}
+
 // Fills one period of `dtype` bit patterns from `value(i)`, then tiles it over `count` elements.
 template <typename ValueFn>
 void tile(void* buf, std::size_t count, DataType dtype, ValueFn value) {
@@ -147,17 +176,19 @@ void fill_allreduce_input(void* buf, std::size_t count, DataType dtype, ReduceOp
 }
 
 std::int64_t count_allreduce_wrong(const void* result, std::size_t count, DataType dtype,
-                                   ReduceOp op, int nranks) {
-  const std::size_t width = dtype_size(dtype);
-  std::array<std::uint64_t, kPeriod> period{};
-  for (std::size_t i = 0; i < kPeriod; ++i)
-    period[i] = encode(dtype, expected_value(dtype, op, nranks, i));
-  const auto* in = static_cast<const unsigned char*>(result);
-  std::int64_t wrong = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (std::memcmp(in + i * width, &period[i % kPeriod], width) != 0) ++wrong;
-  }
-  return wrong;
+                                   ReduceOp op, int nranks, std::size_t first) {
+  return count_mismatches(result, count, dtype, first,
+                          [&](std::size_t i) { return expected_value(dtype, op, nranks, i); });
+}
+
+void fill_block(void* buf, std::size_t count, DataType dtype, std::uint64_t block) {
+  tile(buf, count, dtype, [&](std::size_t i) { return block_value(dtype, block, i); });
+}
+
+std::int64_t count_block_wrong(const void* result, std::size_t count, DataType dtype,
+                               std::uint64_t block) {
+  return count_mismatches(result, count, dtype, 0,
+                          [&](std::size_t i) { return block_value(dtype, block, i); });
 }
 
 void poison(void* buf, std::size_t count, DataType dtype) {

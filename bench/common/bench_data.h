@@ -12,10 +12,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 
 #include "hoop/core.h"
 
 namespace hoop::bench {
+
+/// Frees what allocate() returned.
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+/// A benchmark buffer.
+using Buffer = std::unique_ptr<std::byte[], FreeDeleter>;
+
+/// A page-aligned buffer of at least `bytes` bytes (at least one page), so that no
+/// implementation is penalised by a buffer straddling cache lines and every loop measures alike.
+Buffer allocate(std::size_t bytes);
 
 /// Ok when the allreduce inputs for (`dtype`, `op`) stay exact on `nranks` ranks; else why not.
 Status check_exact(DataType dtype, ReduceOp op, int nranks);
@@ -23,8 +36,16 @@ Status check_exact(DataType dtype, ReduceOp op, int nranks);
 void fill_allreduce_input(void* buf, std::size_t count, DataType dtype, ReduceOp op, int rank,
                           int nranks);
 /// Number of elements of `result` that differ bit for bit from the exact allreduce result.
+/// `result` holds elements `first` .. `first + count` of it (reduce-scatter checks one block).
 std::int64_t count_allreduce_wrong(const void* result, std::size_t count, DataType dtype,
-                                   ReduceOp op, int nranks);
+                                   ReduceOp op, int nranks, std::size_t first = 0);
+/// Writes block `block` for the collectives that only move data (broadcast, allgather,
+/// alltoall): integers in [-90, 89] ([0, 179] for u8), exact in every dtype, with a phase that
+/// differs between blocks (up to 180 of them), so a block landing in the wrong place is counted.
+void fill_block(void* buf, std::size_t count, DataType dtype, std::uint64_t block);
+/// Number of elements of `result` that differ bit for bit from what fill_block(`block`) wrote.
+std::int64_t count_block_wrong(const void* result, std::size_t count, DataType dtype,
+                               std::uint64_t block);
 /// Fills `count` elements of `buf` with a value no check accepts, so stale output is caught.
 void poison(void* buf, std::size_t count, DataType dtype);
 

@@ -22,10 +22,11 @@
 
 namespace hoop {
 
-/// Allreduce algorithms; kAuto lets the cost model choose per call.
-enum class Algorithm : std::uint8_t { kAuto, kRing, kRecursiveDoubling, kRabenseifner };
+/// Allreduce algorithms; kAuto lets the cost model choose per call. kRabenseifner stays last:
+/// argument validation treats every value above it as unknown.
+enum class Algorithm : std::uint8_t { kAuto, kRing, kRecursiveDoubling, kTree, kRabenseifner };
 
-/// Short name ("auto", "ring", "recursive_doubling", "rabenseifner").
+/// Short name ("auto", "ring", "recursive_doubling", "tree", "rabenseifner").
 std::string_view algorithm_name(Algorithm algorithm);
 /// Parses a name as printed by algorithm_name (also "rd" and "rab").
 std::optional<Algorithm> parse_algorithm(std::string_view name);

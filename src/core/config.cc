@@ -99,7 +99,7 @@ constexpr Var kVars[] = {
     {"HOOP_TRANSPORT", "", kEnum, "tcp", "Transport the collectives run over.", "tcp"},
     {"HOOP_ALGO", "", kEnum, "auto",
      "Allreduce algorithm; auto lets the alpha-beta cost model choose per call.",
-     "auto,ring,recursive_doubling,rabenseifner"},
+     "auto,ring,recursive_doubling,rabenseifner,tree"},
     {"HOOP_ALPHA_US", "", kNumber, "26",
      "Cost model: latency of one message, in microseconds (a non-negative decimal)."},
     {"HOOP_BETA_NS_PER_BYTE", "", kNumber, "1.0",

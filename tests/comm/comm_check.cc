@@ -522,7 +522,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   if (mode == "check") {
     std::vector<Algorithm> algos = {Algorithm::kRing, Algorithm::kRecursiveDoubling,
-                                    Algorithm::kRabenseifner, Algorithm::kAuto};
+                                    Algorithm::kRabenseifner, Algorithm::kTree, Algorithm::kAuto};
     std::vector<std::size_t> counts = {0, 1, 7, 1023};
     bool big = false;
     for (int i = 2; i < argc; ++i) {

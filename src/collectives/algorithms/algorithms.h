@@ -15,6 +15,10 @@ namespace hoop::collectives {
 /// 4 MiB chunk already gives an 8-deep pipeline in which the reduction of one slice overlaps
 /// the transfer of the next.
 inline constexpr std::size_t kSliceBytes = std::size_t{512} << 10;
+/// Largest pipeline slice of the double binary tree, in bytes. Smaller than kSliceBytes because
+/// the tree's lockstep pipeline needs about 2 log2(n) extra slice steps to fill and drain, and
+/// at 128 KiB a step's transfer still outweighs its per-message latency several times over.
+inline constexpr std::size_t kTreeSliceBytes = std::size_t{128} << 10;
 
 /// Ring reduce-scatter of `work` (`count` elements cut by Partition(count, size)); chunk `rank`
 /// ends fully reduced (and divided for kAvg). With `allgather`, the allgather follows in the
@@ -27,6 +31,10 @@ Status allreduce_recursive_doubling(Context& ctx, std::byte* work, std::size_t c
 /// Rabenseifner allreduce (recursive halving, then doubling) of `work` in place.
 Status allreduce_rabenseifner(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
                               ReduceOp op);
+/// Double binary tree allreduce of `work` in place: half t is reduced up tree t and broadcast
+/// back down, both trees pipelined in slices of at most kTreeSliceBytes.
+Status allreduce_tree(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
+                      ReduceOp op);
 /// Broadcast of `bytes` bytes from `root`: binomial tree for small, pipelined chain for large.
 Status broadcast_bytes(Context& ctx, std::byte* buffer, std::size_t bytes, int root);
 /// Ring allgather: block r (at offsets[r], lengths[r] bytes) of `out` is already in place on

@@ -81,6 +81,8 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
         return collectives::allreduce_recursive_doubling(ctx, work, o.count, o.dtype, o.op);
       case Algorithm::kRabenseifner:
         return collectives::allreduce_rabenseifner(ctx, work, o.count, o.dtype, o.op);
+      case Algorithm::kTree:
+        return collectives::allreduce_tree(ctx, work, o.count, o.dtype, o.op);
       default:
         return collectives::ring_reduce_scatter_allgather(ctx, work, o.count, o.dtype, o.op,
                                                           /*allgather=*/true);

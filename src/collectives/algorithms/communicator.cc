@@ -45,6 +45,8 @@ std::string_view algorithm_name(Algorithm algorithm) {
       return "ring";
     case Algorithm::kRecursiveDoubling:
       return "recursive_doubling";
+    case Algorithm::kTree:
+      return "tree";
     case Algorithm::kRabenseifner:
       return "rabenseifner";
   }
@@ -54,6 +56,7 @@ std::string_view algorithm_name(Algorithm algorithm) {
 std::optional<Algorithm> parse_algorithm(std::string_view name) {
   if (name == "auto") return Algorithm::kAuto;
   if (name == "ring") return Algorithm::kRing;
+  if (name == "tree") return Algorithm::kTree;
   if (name == "recursive_doubling" || name == "rd") return Algorithm::kRecursiveDoubling;
   if (name == "rabenseifner" || name == "rab") return Algorithm::kRabenseifner;
   return std::nullopt;

@@ -1,5 +1,8 @@
 #include "collectives/algorithms/cost_model.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "collectives/algorithms/algorithms.h"
 #include "core/config.h"
 
@@ -41,6 +44,13 @@ double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t byte
     case Algorithm::kRabenseifner:
       return (2 * log_p + 2 * f) * a + (2 * (p - 1) / p + 2 * f) * big_n * b +
              ((p - 1) / p + f) * big_n * g;
+    case Algorithm::kTree: {
+      const double half = big_n / 2;
+      const double slices = std::max(1.0, std::ceil(half / static_cast<double>(kTreeSliceBytes)));
+      const double s = half / slices;
+      const double height = std::ceil(std::log2(n));
+      return (slices + 2 * height) * (a + 4 * s * b + 2 * s * g);
+    }
     default:
       return 1e300;  // not an allreduce algorithm the model knows
   }
@@ -49,7 +59,7 @@ double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t byte
 Algorithm choose_allreduce(int size, std::size_t bytes, const CostParams& params) {
   Algorithm best = Algorithm::kRecursiveDoubling;
   double best_t = predict_allreduce_seconds(best, size, bytes, params);
-  for (Algorithm a : {Algorithm::kRabenseifner, Algorithm::kRing}) {
+  for (Algorithm a : {Algorithm::kRabenseifner, Algorithm::kRing, Algorithm::kTree}) {
     const double t = predict_allreduce_seconds(a, size, bytes, params);
     if (t < best_t) {
       best = a;

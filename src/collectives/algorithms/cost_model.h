@@ -8,11 +8,22 @@
 //   recursive doubling: (log2 p + 2f) alpha + (log2 p + 2f) N beta + (log2 p + f) N gamma
 //   rabenseifner:       (2 log2 p + 2f) alpha + (2(p-1)/p + 2f) N beta
 //                       + ((p-1)/p + f) N gamma
+//   tree:               (S + 2H) (alpha + 4 s beta + 2 s gamma),
+//                       H = ceil(log2 n) (the deeper tree's depth), S = ceil(N/2 / kTreeSlice)
+//                       slices per tree of s = N / (2S) bytes
 //
 // The ring is pipelined (slices of kSliceBytes), so its reductions overlap the transfers and
 // only about one slice's reduction per step is exposed; recursive doubling and Rabenseifner
 // reduce after each exchange, so they pay gamma in full. Without gamma Rabenseifner would beat
 // the ring at every size on powers of two, which the pipelined ring does not bear out.
+//
+// The double binary tree runs a lockstep pipeline of S + 2H steps (fill up to the root, drain
+// down to the deepest leaf). In a steady step a rank sends one slice up and up to two down per
+// tree (about 4 s bytes each way; 2N over the call, against the ring's 2(n-1)/n N) and reduces
+// two children's slices between its waits, so gamma is not hidden. It pays off only where alpha
+// is large next to the ring's 2(n-1) messages and small next to a slice's transfer (many ranks,
+// mid-sized buffers); on the default constants the model never prefers it (prediction only,
+// not yet measured against the others).
 //
 // Defaults: alpha and beta measured on loopback TCP on the 2-core development VM with
 // `hooprun -np 2 build/tests/comm_check pingpong` (alpha: half the round trip of a 1-byte
@@ -39,12 +50,12 @@ struct CostParams {
 Result<CostParams> cost_params_from_env();
 
 /// Predicted seconds of one allreduce of `bytes` bytes over `size` ranks with `algorithm`
-/// (kRing, kRecursiveDoubling or kRabenseifner).
+/// (kRing, kRecursiveDoubling, kRabenseifner or kTree).
 double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t bytes,
                                  const CostParams& params);
 
 /// The allreduce algorithm with the smallest predicted time (ties: the earlier of recursive
-/// doubling, Rabenseifner, ring).
+/// doubling, Rabenseifner, ring, tree).
 Algorithm choose_allreduce(int size, std::size_t bytes, const CostParams& params);
 
 }  // namespace hoop::collectives

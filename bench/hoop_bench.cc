@@ -1,0 +1,127 @@
+// hoop-bench: hoop's collectives timed and checked like nccl-tests' *_perf programs, launched
+// with hooprun. Same flags, table and JSON report as the peer drivers in bench/peers, so
+// bench/run_peers.sh can put hoop next to Open MPI and Gloo.
+//
+//   build/bin/hooprun -np 2 build/bin/hoop-bench -b 8 -e 64M -f 2 --collective allreduce
+//       [--algo auto|ring|recursive_doubling|rabenseifner] [--transport tcp] [--json FILE]
+//
+// Exit status: 0 all checks passed, 2 bad arguments, 3 wrong results, 1 anything else.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/common/allreduce_bench.h"
+#include "bench/hoop_bench_collectives.h"
+#include "bench/hoop_bench_peer.h"
+#include "hoop/communicator.h"
+
+namespace hoop::bench {
+namespace {
+
+constexpr char kProgram[] = "hoop-bench";
+constexpr std::array kEveryCollective = {Collective::kAllreduce, Collective::kBroadcast,
+                                         Collective::kAllgather, Collective::kReduceScatter,
+                                         Collective::kAlltoall};
+
+struct Flags {
+  BenchOptions bench;
+  std::string collective = "allreduce";
+  std::string algo = "auto";
+  std::string transport = "tcp";
+};
+
+// With --collective all, each collective's report goes to FILE with the collective's name
+// before the extension (r.json -> r.allgather.json), since one report holds one table.
+std::string json_path_for(const std::string& path, Collective collective, bool several) {
+  if (path.empty() || !several) return path;
+  const std::size_t slash = path.find_last_of('/');
+  const std::size_t dot = path.find_last_of('.');
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  const std::string stem = has_ext ? path.substr(0, dot) : path;
+  const std::string ext = has_ext ? path.substr(dot) : "";
+  return fmt::format("{}.{}{}", stem, collective_name(collective), ext);
+}
+
+// Parses the flags on every rank (they see the same argv, so they agree); returns the exit
+// code on --help or a parse error.
+std::optional<int> parse_flags(int argc, char** argv, Flags& flags) {
+  CLI::App app{"hoop's collectives, timed and checked like nccl-tests' *_perf programs"};
+  add_bench_flags(app, flags.bench);
+  app.add_option("--collective", flags.collective,
+                 "allreduce, broadcast, allgather, reduce_scatter, alltoall or all")
+      ->check([](const std::string& name) -> std::string {
+        if (name == "all" || parse_collective(name)) return "";
+        return fmt::format("unknown collective '{}'", name);
+      })
+      ->capture_default_str();
+  app.add_option("--algo", flags.algo,
+                 "Allreduce algorithm: auto (cost model, or HOOP_ALGO), ring, "
+                 "recursive_doubling, rabenseifner, or any other hoop knows")
+      ->check([](const std::string& name) -> std::string {
+        if (parse_algorithm(name)) return "";
+        return fmt::format("unknown allreduce algorithm '{}'", name);
+      })
+      ->capture_default_str();
+  app.add_option("--transport", flags.transport, "Transport between ranks")
+      ->check(CLI::IsMember({"tcp"}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Only rank 0 prints, so a bad flag is reported once rather than once per rank.
+    const char* rank = std::getenv("HOOP_RANK");
+    const bool first = rank == nullptr || std::string(rank) == "0";
+    return first ? app.exit(e) : e.get_exit_code();
+  }
+  return std::nullopt;
+}
+
+int exit_code(const Status& status, int rank) {
+  if (rank == 0 || status.code() != StatusCode::kInvalidArgument)
+    fmt::print(stderr, "[{}] {}: {}\n", rank, kProgram, status.to_string());
+  // Bad arguments are found alike on every rank; anything else may leave peers waiting.
+  return status.code() == StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+int run(int argc, char** argv) {
+  Flags flags;
+  if (const std::optional<int> code = parse_flags(argc, argv, flags)) return *code;
+  const Algorithm algorithm = *parse_algorithm(flags.algo);
+  std::vector<Collective> collectives;
+  if (flags.collective == "all") {
+    collectives.assign(kEveryCollective.begin(), kEveryCollective.end());
+  } else {
+    collectives.push_back(*parse_collective(flags.collective));
+  }
+
+  CommunicatorOptions comm_options;
+  comm_options.transport = flags.transport;
+  Result<std::unique_ptr<Communicator>> comm = Communicator::create(comm_options);
+  if (!comm.ok()) return exit_code(comm.status(), 0);
+  HoopPeer peer(std::move(*comm), algorithm);
+
+  std::int64_t wrong = 0;
+  for (const Collective collective : collectives) {
+    BenchOptions options = flags.bench;
+    options.json_path = json_path_for(options.json_path, collective, collectives.size() > 1);
+    const Result<std::int64_t> result =
+        collective == Collective::kAllreduce
+            ? run_allreduce_bench(options, peer, kProgram, stdout)
+            : run_collective_bench(options, peer, collective, kProgram, stdout);
+    if (!result.ok()) return exit_code(result.status(), peer.rank());
+    wrong += *result;
+  }
+  return wrong == 0 ? 0 : 3;
+}
+
+}  // namespace
+}  // namespace hoop::bench
+
+int main(int argc, char** argv) { return hoop::bench::run(argc, argv); }

@@ -1,0 +1,81 @@
+#include "bench/hoop_bench_peer.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+namespace hoop::bench {
+
+HoopPeer::HoopPeer(std::unique_ptr<Communicator> comm, Algorithm algorithm)
+    : comm_(std::move(comm)), algorithm_(algorithm) {}
+
+int HoopPeer::rank() const { return comm_->rank(); }
+
+int HoopPeer::size() const { return comm_->size(); }
+
+std::string HoopPeer::describe(const std::string& what) const {
+  return fmt::format("hoop {}, transport {}", what, comm_->transport().name());
+}
+
+std::string HoopPeer::description() const {
+  // kAuto still honours HOOP_ALGO, so the header names what the communicator will force.
+  const Algorithm shown = algorithm_ != Algorithm::kAuto ? algorithm_ : comm_->forced_algorithm();
+  return describe(fmt::format("allreduce, algo {}", algorithm_name(shown)));
+}
+
+Status HoopPeer::supports(DataType /*dtype*/, ReduceOp /*op*/) const {
+  // hoop reduces every DataType with every ReduceOp.
+  return Status::success();
+}
+
+Status HoopPeer::allreduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                           ReduceOp op) {
+  AllreduceOptions o;
+  o.input = send;
+  o.output = recv;
+  o.count = count;
+  o.dtype = dtype;
+  o.op = op;
+  o.algorithm = algorithm_;
+  return hoop::allreduce(*comm_, o);
+}
+
+Status HoopPeer::barrier() { return hoop::barrier(*comm_); }
+
+Result<double> HoopPeer::max_over_ranks(double value) {
+  AllreduceOptions o;
+  o.output = &value;
+  o.count = 1;
+  o.dtype = DataType::kF64;
+  o.op = ReduceOp::kMax;
+  HOOP_RETURN_IF_ERROR(hoop::allreduce(*comm_, o));
+  return value;
+}
+
+Result<std::int64_t> HoopPeer::sum_over_ranks(std::int64_t value) {
+  AllreduceOptions o;
+  o.output = &value;
+  o.count = 1;
+  o.dtype = DataType::kI64;
+  o.op = ReduceOp::kSum;
+  HOOP_RETURN_IF_ERROR(hoop::allreduce(*comm_, o));
+  return value;
+}
+
+Result<std::vector<std::string>> HoopPeer::gather_lines(const std::string& line) {
+  constexpr std::size_t kWidth = 256;  // fixed-size records keep this to one allgather
+  std::string record = line.substr(0, kWidth - 1);
+  record.resize(kWidth, '\0');
+  std::string all(kWidth * static_cast<std::size_t>(size()), '\0');
+  AllgatherOptions o;
+  o.input = record.data();
+  o.output = all.data();
+  o.count = kWidth;
+  o.dtype = DataType::kU8;
+  HOOP_RETURN_IF_ERROR(hoop::allgather(*comm_, o));
+  std::vector<std::string> lines;
+  for (int r = 0; r < size(); ++r) lines.emplace_back(all.c_str() + r * kWidth);
+  return lines;
+}
+
+}  // namespace hoop::bench

@@ -1,0 +1,41 @@
+// HoopPeer: hoop's allreduce behind the shared nccl-tests loop (bench/common), plus the helpers
+// (barrier, max, sum, gather of header lines) that the loops of the other collectives use too.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/common/allreduce_bench.h"
+#include "hoop/communicator.h"
+
+namespace hoop::bench {
+
+class HoopPeer final : public AllreducePeer {
+ public:
+  /// `algorithm` is passed to every timed allreduce; kAuto leaves the choice to hoop.
+  HoopPeer(std::unique_ptr<Communicator> comm, Algorithm algorithm);
+
+  int rank() const override;
+  int size() const override;
+  std::string description() const override;
+  Status supports(DataType dtype, ReduceOp op) const override;
+  Status allreduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                   ReduceOp op) override;
+  Status barrier() override;
+  Result<double> max_over_ranks(double value) override;
+  Result<std::int64_t> sum_over_ranks(std::int64_t value) override;
+  Result<std::vector<std::string>> gather_lines(const std::string& line) override;
+
+  /// The communicator the other collectives run on.
+  Communicator& comm() { return *comm_; }
+  /// "hoop <what>, transport tcp": the table header's implementation line.
+  std::string describe(const std::string& what) const;
+
+ private:
+  std::unique_ptr<Communicator> comm_;
+  Algorithm algorithm_;
+};
+
+}  // namespace hoop::bench

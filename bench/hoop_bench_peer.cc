@@ -42,24 +42,24 @@ Status HoopPeer::allreduce(const void* send, void* recv, std::size_t count, Data
 
 Status HoopPeer::barrier() { return hoop::barrier(*comm_); }
 
-Result<double> HoopPeer::max_over_ranks(double value) {
-  AllreduceOptions o;
-  o.output = &value;
-  o.count = 1;
-  o.dtype = DataType::kF64;
-  o.op = ReduceOp::kMax;
-  HOOP_RETURN_IF_ERROR(hoop::allreduce(*comm_, o));
+namespace {
+
+// One value reduced in place over all ranks.
+template <typename T>
+Result<T> allreduce_scalar(Communicator& comm, T value, DataType dtype, ReduceOp op) {
+  HOOP_RETURN_IF_ERROR(hoop::allreduce(
+      comm, {.input = &value, .output = &value, .count = 1, .dtype = dtype, .op = op}));
   return value;
 }
 
+}  // namespace
+
+Result<double> HoopPeer::max_over_ranks(double value) {
+  return allreduce_scalar(*comm_, value, DataType::kF64, ReduceOp::kMax);
+}
+
 Result<std::int64_t> HoopPeer::sum_over_ranks(std::int64_t value) {
-  AllreduceOptions o;
-  o.output = &value;
-  o.count = 1;
-  o.dtype = DataType::kI64;
-  o.op = ReduceOp::kSum;
-  HOOP_RETURN_IF_ERROR(hoop::allreduce(*comm_, o));
-  return value;
+  return allreduce_scalar(*comm_, value, DataType::kI64, ReduceOp::kSum);
 }
 
 Result<std::vector<std::string>> HoopPeer::gather_lines(const std::string& line) {

@@ -11,22 +11,6 @@ namespace {
 constexpr std::size_t kMaxQuotedKeyChars = 80;
 constexpr std::size_t kMaxListedKeys = 16;
 
-template <typename T>
-void append_le(std::string& out, T v) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    out.push_back(static_cast<char>(static_cast<std::uint8_t>(v >> (8 * i))));
-  }
-}
-
-template <typename T>
-T load_le(const char* p) {
-  T v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    v |= static_cast<T>(static_cast<T>(static_cast<std::uint8_t>(p[i])) << (8 * i));
-  }
-  return v;
-}
-
 template <typename Keys>
 std::string format_key_list(const Keys& keys) {
   std::string out;
@@ -123,56 +107,6 @@ std::string FrameBuilder::finish() {
   const auto length = static_cast<std::uint32_t>(frame_.size() - kFrameHeaderBytes);
   for (std::size_t i = 0; i < 4; ++i) frame_[i] = static_cast<char>((length >> (8 * i)) & 0xff);
   return std::move(frame_);
-}
-
-bool PayloadReader::u8(std::uint8_t& v) {
-  if (rest_.empty()) return false;
-  v = static_cast<std::uint8_t>(rest_[0]);
-  rest_.remove_prefix(1);
-  return true;
-}
-
-bool PayloadReader::u16(std::uint16_t& v) {
-  if (rest_.size() < 2) return false;
-  v = load_le<std::uint16_t>(rest_.data());
-  rest_.remove_prefix(2);
-  return true;
-}
-
-bool PayloadReader::u32(std::uint32_t& v) {
-  if (rest_.size() < 4) return false;
-  v = load_le<std::uint32_t>(rest_.data());
-  rest_.remove_prefix(4);
-  return true;
-}
-
-bool PayloadReader::u64(std::uint64_t& v) {
-  if (rest_.size() < 8) return false;
-  v = load_le<std::uint64_t>(rest_.data());
-  rest_.remove_prefix(8);
-  return true;
-}
-
-bool PayloadReader::bytes(std::size_t n, std::string_view& v) {
-  if (rest_.size() < n) return false;
-  v = rest_.substr(0, n);
-  rest_.remove_prefix(n);
-  return true;
-}
-
-bool PayloadReader::sized(std::size_t max, std::string_view& v) {
-  std::uint32_t n = 0;
-  if (rest_.size() < 4) return false;
-  n = load_le<std::uint32_t>(rest_.data());
-  if (n > max || rest_.size() - 4 < n) return false;
-  rest_.remove_prefix(4);
-  return bytes(n, v);
-}
-
-std::string_view PayloadReader::take_rest() {
-  const std::string_view out = rest_;
-  rest_ = {};
-  return out;
 }
 
 std::string encode_server_hello(const ServerHello& hello) {

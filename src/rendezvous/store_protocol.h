@@ -51,6 +51,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/bytes.h"
 #include "core/crypto.h"
 #include "hoop/core.h"
 
@@ -121,32 +122,6 @@ class FrameBuilder {
 
  private:
   std::string frame_;
-};
-
-/// Reads fields off a payload; every read fails (returns false) instead of over-reading.
-class PayloadReader {
- public:
-  /// Reads from `payload`, which must outlive the reader and the views it hands out.
-  explicit PayloadReader(std::string_view payload) : rest_(payload) {}
-  /// Reads one byte.
-  bool u8(std::uint8_t& v);
-  /// Reads a little-endian u16.
-  bool u16(std::uint16_t& v);
-  /// Reads a little-endian u32.
-  bool u32(std::uint32_t& v);
-  /// Reads a little-endian u64.
-  bool u64(std::uint64_t& v);
-  /// Reads exactly `n` bytes.
-  bool bytes(std::size_t n, std::string_view& v);
-  /// Reads a u32 byte count (at most `max`) and that many bytes.
-  bool sized(std::size_t max, std::string_view& v);
-  /// Takes everything left.
-  std::string_view take_rest();
-  /// Bytes not read yet.
-  std::size_t left() const { return rest_.size(); }
-
- private:
-  std::string_view rest_;
 };
 
 /// The server's first message.

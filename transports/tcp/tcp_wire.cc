@@ -5,22 +5,13 @@
 #include <algorithm>
 #include <cstring>
 
-#include "rendezvous/store_protocol.h"
+#include "core/bytes.h"
 
 namespace hoop::tcp::wire {
 namespace {
 
-using rendezvous::PayloadReader;
-
 constexpr std::string_view kClientLabel{"hoop-tcp client proof v1\0", 25};
 constexpr std::string_view kServerLabel{"hoop-tcp server proof v1\0", 25};
-
-template <typename T>
-void append_le(std::string& out, T v) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    out.push_back(static_cast<char>(static_cast<std::uint8_t>(v >> (8 * i))));
-  }
-}
 
 void append_sized16(std::string& out, std::string_view v) {
   append_le(out, static_cast<std::uint16_t>(v.size()));

@@ -304,5 +304,21 @@ TEST(TcpOptionsTest, ReadFromTheEnvironment) {
   EXPECT_EQ(defaults->socket_buffer_bytes, std::size_t{4} << 20);
 }
 
+TEST(TcpOptionsTest, SpinComesFromTheEnvironment) {
+  ::unsetenv("HOOP_SPIN_US");
+  auto defaults = tcp::tcp_options_from_env();
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->spin, std::chrono::microseconds(200));
+  ::setenv("HOOP_SPIN_US", "7", 1);
+  auto forced = tcp::tcp_options_from_env();
+  ASSERT_TRUE(forced.ok());
+  EXPECT_EQ(forced->spin, std::chrono::microseconds(7));
+  ::setenv("HOOP_SPIN_US", "-1", 1);
+  auto bad = tcp::tcp_options_from_env();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("HOOP_SPIN_US"), std::string::npos);
+  ::unsetenv("HOOP_SPIN_US");
+}
+
 }  // namespace
 }  // namespace hoop::testing

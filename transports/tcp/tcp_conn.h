@@ -119,8 +119,9 @@ class TcpTransport final : public Transport {
   std::string peer_name(int peer) const;
 
   // tcp_io.cc
-  /// Waits up to `timeout_ms` for socket events and moves bytes for every ready socket.
-  void progress(int timeout_ms);
+  /// Waits up to `timeout_ms` for socket events and moves bytes for every ready socket;
+  /// true when some socket was ready.
+  bool progress(int timeout_ms);
   /// Writes as much of `c`'s queue as the socket takes now.
   Status flush_conn(Conn& c);
   /// Reads everything `c`'s socket holds now, delivering frames.
@@ -135,12 +136,20 @@ class TcpTransport final : public Transport {
   void close_conn(Conn& c, const Status& why);
   void update_epoll(Conn& c);
   void resume_if_drained(Conn& c);
+  /// A buffer for an unexpected frame, reused from earlier ones so that large messages that
+  /// arrive early do not fault in fresh pages on every call.
+  std::string take_buffer(std::size_t want);
+  /// Returns an unexpected frame's buffer to the pool (bounded by unexpected_cap_).
+  void recycle(std::string&& buffer);
   std::vector<Conn*> peer_conns(int peer);
 
   int rank_;
   int size_;
   int sockets_per_peer_;
   std::size_t unexpected_cap_;
+  std::chrono::microseconds spin_{0};
+  std::vector<std::string> spare_;  // empty buffers with capacity, for unexpected frames
+  std::size_t spare_bytes_ = 0;
   Fd epoll_;
   std::vector<std::unique_ptr<Conn>> conns_;  // peer-major: conns_[slot(peer) * k + index]
   std::unordered_map<RequestId, Request> requests_;

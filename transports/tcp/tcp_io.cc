@@ -26,7 +26,7 @@ constexpr int kMaxEvents = 64;
 
 }  // namespace
 
-void TcpTransport::progress(int timeout_ms) {
+bool TcpTransport::progress(int timeout_ms) {
   epoll_event events[kMaxEvents];
   const int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, timeout_ms);
   for (int i = 0; i < n; ++i) {
@@ -36,6 +36,7 @@ void TcpTransport::progress(int timeout_ms) {
       on_conn_result(c, read_conn(c));
     }
   }
+  return n > 0;
 }
 
 Status TcpTransport::flush_conn(Conn& c) {
@@ -194,7 +195,7 @@ Status TcpTransport::start_frame(Conn& c, const wire::FrameHeader& h) {
       c.piece = p;
     }
   } else {
-    c.unexpected.push_back(Unexpected{h.length, c.part_len, {}});
+    c.unexpected.push_back(Unexpected{h.length, c.part_len, take_buffer(c.part_len)});
     c.sink = Sink::kUnexpected;
   }
   if (c.part_len == 0) finish_frame(c);
@@ -258,6 +259,7 @@ void TcpTransport::close_conn(Conn& c, const Status& why) {
   if (c.sink == Sink::kPiece) fail_part(*c.piece.req, why);
   if (c.sink == Sink::kUnexpected) {
     c.unexpected_bytes -= c.unexpected.back().bytes.size();
+    recycle(std::move(c.unexpected.back().bytes));
     c.unexpected.pop_back();
   }
   c.sink = Sink::kHeader;
@@ -290,6 +292,32 @@ void TcpTransport::update_epoll(Conn& c) {
   }
   c.registered = true;
   c.epoll_events = want;
+}
+
+std::string TcpTransport::take_buffer(std::size_t want) {
+  std::string buffer;
+  if (!spare_.empty()) {
+    auto best = std::max_element(spare_.begin(), spare_.end(), [](const auto& a, const auto& b) {
+      return a.capacity() < b.capacity();
+    });
+    buffer = std::move(*best);
+    spare_.erase(best);
+    spare_bytes_ -= buffer.capacity();
+  }
+  // The frame's declared length is the peer's word: reserve no more than the pause limit.
+  buffer.reserve(std::min(want, unexpected_cap_));
+  return buffer;
+}
+
+void TcpTransport::recycle(std::string&& buffer) {
+  constexpr std::size_t kMaxSpares = 16;
+  buffer.clear();
+  if (buffer.capacity() < kDirectReadMin || spare_.size() >= kMaxSpares ||
+      spare_bytes_ + buffer.capacity() > unexpected_cap_) {
+    return;
+  }
+  spare_bytes_ += buffer.capacity();
+  spare_.push_back(std::move(buffer));
 }
 
 void TcpTransport::resume_if_drained(Conn& c) {

@@ -1,6 +1,7 @@
 #include "transports/tcp/tcp_transport.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -31,6 +32,7 @@ Result<std::unique_ptr<Transport>> TcpTransport::create(std::vector<PeerSocket> 
   const std::size_t cap =
       std::max<std::size_t>(params.options.socket_buffer_bytes, 1 << 20) * kUnexpectedCapFactor;
   std::unique_ptr<TcpTransport> t(new TcpTransport(params.rank, params.size, k, cap));
+  t->spin_ = params.options.spin;
   t->epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   if (!t->epoll_.valid()) return errno_error("epoll_create1", errno);
   t->conns_.resize(static_cast<std::size_t>(params.size - 1) * k);
@@ -207,6 +209,7 @@ void TcpTransport::post_recv_piece(Conn& c, RecvPiece piece) {
     }
   }
   c.unexpected_bytes -= u.bytes.size();
+  recycle(std::move(u.bytes));
   c.unexpected.pop_front();
   resume_if_drained(c);
 }
@@ -223,6 +226,9 @@ Status TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
     }
   }
   std::size_t next = 0;  // requests before `next` are known complete
+  // Polling goes on while bytes keep moving and for spin_ after they stop: a sleep in
+  // epoll_wait costs a scheduler wake-up, which on loopback is longer than the transfer.
+  auto spin_until = Clock::now() + spin_;
   while (true) {
     while (next < ids.size() && requests_.at(ids[next]).parts_left == 0) ++next;
     if (next == ids.size()) break;
@@ -241,6 +247,16 @@ Status TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
       abort(timeout);
       for (RequestId id : ids) requests_.erase(id);
       return timeout;
+    }
+    if (now < spin_until) {
+      // Yielding between polls hands the core to a rank that shares it (more ranks than
+      // cores), which is usually the one this rank waits for; alone on a core it returns at once.
+      if (progress(0)) {
+        spin_until = Clock::now() + spin_;
+      } else {
+        ::sched_yield();
+      }
+      continue;
     }
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
     progress(static_cast<int>(std::min<std::int64_t>(left, 1000)));
@@ -327,6 +343,8 @@ Result<TcpOptions> tcp_options_from_env() {
   o.sockets_per_peer = static_cast<int>(sockets);
   HOOP_ASSIGN_OR_RETURN(const std::int64_t buffer, config::get_int("HOOP_TCP_BUFFER_BYTES"));
   o.socket_buffer_bytes = static_cast<std::size_t>(buffer);
+  HOOP_ASSIGN_OR_RETURN(const std::int64_t spin, config::get_int("HOOP_SPIN_US"));
+  o.spin = std::chrono::microseconds(spin);
   HOOP_ASSIGN_OR_RETURN(const double start, config::get_seconds("HOOP_START_TIMEOUT"));
   o.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(start * 1000));
   return o;

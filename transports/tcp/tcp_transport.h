@@ -55,12 +55,16 @@ struct TcpOptions {
   std::size_t socket_buffer_bytes = std::size_t{4} << 20;
   /// Deadline for the whole mesh set-up, store look-ups included.
   std::chrono::milliseconds connect_timeout{30000};
+  /// How long wait() keeps polling the sockets (yielding the core between polls) after bytes
+  /// last moved, before it sleeps in epoll_wait: data that comes within this window skips the
+  /// scheduler's wake-up latency.
+  std::chrono::microseconds spin{200};
   /// Store key prefix of the mesh; several meshes (process sets) need distinct prefixes.
   std::string key_prefix = "hoop/tcp";
 };
 
-/// Options from HOOP_IFACE, HOOP_TCP_SOCKETS_PER_PEER, HOOP_TCP_BUFFER_BYTES and
-/// HOOP_START_TIMEOUT (connect_timeout); invalid_argument naming a malformed variable.
+/// Options from HOOP_IFACE, HOOP_TCP_SOCKETS_PER_PEER, HOOP_TCP_BUFFER_BYTES, HOOP_SPIN_US
+/// and HOOP_START_TIMEOUT (connect_timeout); invalid_argument naming a malformed variable.
 Result<TcpOptions> tcp_options_from_env();
 
 /// Connects this rank to every other rank of the job (see the file comment) and returns the

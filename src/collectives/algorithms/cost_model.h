@@ -12,7 +12,7 @@
 //                       H = ceil(log2 n) (the deeper tree's depth), S = ceil(N/2 / kTreeSlice)
 //                       slices per tree of s = N / (2S) bytes
 //
-// The ring is pipelined (slices of kSliceBytes), so its reductions overlap the transfers and
+// The ring is pipelined (slices of ring_slice_bytes), so its reductions overlap the transfers and
 // only about one slice's reduction per step is exposed; recursive doubling and Rabenseifner
 // reduce after each exchange, so they pay gamma in full. Without gamma Rabenseifner would beat
 // the ring at every size on powers of two, which the pipelined ring does not bear out.
@@ -25,11 +25,12 @@
 // mid-sized buffers); on the default constants the model never prefers it (prediction only,
 // not yet measured against the others).
 //
-// Defaults: alpha and beta measured on loopback TCP on the 2-core development VM with
-// `hooprun -np 2 build/tests/comm_check pingpong` (alpha: half the round trip of a 1-byte
-// message, 26 us; beta: the slope between 1 MiB and 16 MiB one-way transfers, 1.0 ns/byte,
-// i.e. about 1 GB/s); gamma is an estimate of the f32-sum kernel's throughput (about 5 GB/s),
-// not measured. Override with HOOP_ALPHA_US, HOOP_BETA_NS_PER_BYTE and HOOP_GAMMA_NS_PER_BYTE.
+// Defaults: alpha measured on loopback TCP on the 2-core development VM with
+// `hooprun -np 2 build/tests/comm_check pingpong` (half the round trip of a 1-byte message
+// with the transport's polling wait, 10 us); beta is the per-direction throughput with both
+// directions loaded, as every step of these algorithms has them (bin/tcp_bound: about 1 GB/s,
+// 1.0 ns/byte; one-way transfers alone reach 0.57 ns/byte); gamma is an estimate of the f32-sum
+// kernel's throughput (about 5 GB/s), not measured. Override with HOOP_ALPHA_US, HOOP_BETA_NS_PER_BYTE and HOOP_GAMMA_NS_PER_BYTE.
 #pragma once
 
 #include <cstddef>

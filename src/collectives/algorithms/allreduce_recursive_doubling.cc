@@ -21,8 +21,7 @@ Status allreduce_recursive_doubling(Context& ctx, std::byte* work, std::size_t c
   if (sat_out) return Status::success();
   for (int step = 0; step < rd.steps(); ++step) {
     const int partner = rd.partner(me, step);
-    HOOP_RETURN_IF_ERROR(ctx.exchange(partner, work, bytes, partner, tmp, bytes));
-    HOOP_RETURN_IF_ERROR(reduce_into(work, tmp, count, dtype, op));
+    HOOP_RETURN_IF_ERROR(ctx.exchange_reduce(partner, work, count, work, tmp, count, dtype, op));
   }
   if (op == ReduceOp::kAvg) HOOP_RETURN_IF_ERROR(divide(work, count, dtype, ctx.size));
   return fold_out(ctx, fold, work, bytes);

@@ -45,6 +45,13 @@ struct Context {
   /// Sends `send_bytes` to `to` and receives `recv_bytes` from `from`, both at once, and waits.
   Status exchange(int to, const void* send_data, std::size_t send_bytes, int from, void* recv_data,
                   std::size_t recv_bytes);
+  /// Sends `send_count` elements at `send` to `partner` while receiving `recv_count` of its
+  /// elements into `tmp`, and reduces them into `dst` (dst = dst op received), slice by slice
+  /// as they arrive, so the reduction overlaps the transfer of later slices. `send` may be
+  /// `dst` itself (recursive doubling); a slice is then only overwritten once it has been sent.
+  Status exchange_reduce(int partner, const std::byte* send, std::size_t send_count,
+                         std::byte* dst, std::byte* tmp, std::size_t recv_count, DataType dtype,
+                         ReduceOp op);
 };
 
 }  // namespace hoop::collectives

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/patterns/tree.h"
 #include "core/config.h"
 
 namespace hoop::collectives {
@@ -49,7 +50,23 @@ double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t byte
       const double slices = std::max(1.0, std::ceil(half / static_cast<double>(kTreeSliceBytes)));
       const double s = half / slices;
       const double height = std::ceil(std::log2(n));
-      return (slices + 2 * height) * (a + 4 * s * b + 2 * s * g);
+      // The busiest rank's links (each carries one slice per steady step) and children (one
+      // reduction each per step), over both trees.
+      const patterns::DoubleBinaryTree trees(size);
+      int links = 0;
+      int children = 0;
+      for (int r = 0; r < size; ++r) {
+        int l = 0;
+        int c = 0;
+        for (int t = 0; t < patterns::DoubleBinaryTree::kTrees; ++t) {
+          const patterns::TreeLinks tl = trees.links(r, t);
+          c += tl.num_children();
+          l += tl.num_children() + (tl.parent >= 0 ? 1 : 0);
+        }
+        links = std::max(links, l);
+        children = std::max(children, c);
+      }
+      return (slices + 2 * height) * (a + links * s * b + children * s * g);
     }
     default:
       return 1e300;  // not an allreduce algorithm the model knows

@@ -8,29 +8,32 @@
 //   recursive doubling: (log2 p + 2f) alpha + (log2 p + 2f) N beta + (log2 p + f) N gamma
 //   rabenseifner:       (2 log2 p + 2f) alpha + (2(p-1)/p + 2f) N beta
 //                       + ((p-1)/p + f) N gamma
-//   tree:               (S + 2H) (alpha + 4 s beta + 2 s gamma),
+//   tree:               (S + 2H) (alpha + L s beta + C s gamma),
 //                       H = ceil(log2 n) (the deeper tree's depth), S = ceil(N/2 / kTreeSlice)
+//                       L, C = the busiest rank's tree links and children over both trees,
 //                       slices per tree of s = N / (2S) bytes
 //
 // The ring is pipelined (slices of ring_slice_bytes), so its reductions overlap the transfers and
 // only about one slice's reduction per step is exposed; recursive doubling and Rabenseifner
-// reduce after each exchange, so they pay gamma in full. Without gamma Rabenseifner would beat
+// need each step's reduction done before the next step sends it, so they pay gamma in full. Without gamma Rabenseifner would beat
 // the ring at every size on powers of two, which the pipelined ring does not bear out.
 //
 // The double binary tree runs a lockstep pipeline of S + 2H steps (fill up to the root, drain
-// down to the deepest leaf). In a steady step a rank sends one slice up and up to two down per
-// tree (about 4 s bytes each way; 2N over the call, against the ring's 2(n-1)/n N) and reduces
-// two children's slices between its waits, so gamma is not hidden. It pays off only where alpha
-// is large next to the ring's 2(n-1) messages and small next to a slice's transfer (many ranks,
-// mid-sized buffers); on the default constants the model never prefers it (prediction only,
-// not yet measured against the others).
+// down to the deepest leaf). In a steady step a rank sends one slice on each of its tree links
+// and reduces one slice per child between its waits, so gamma is not hidden. On the default
+// constants the model never prefers it. Measured (docs/BENCHMARKS.md), it is nevertheless the
+// fastest from 256 KiB up when 4 ranks share 2 cores: fewer, larger messages and a lockstep
+// that keeps every rank busy suit a crowded host in a way alpha and beta do not describe, so
+// HOOP_ALGO=tree is the setting for such hosts.
 //
 // Defaults: alpha measured on loopback TCP on the 2-core development VM with
 // `hooprun -np 2 build/tests/comm_check pingpong` (half the round trip of a 1-byte message
 // with the transport's polling wait, 10 us); beta is the per-direction throughput with both
 // directions loaded, as every step of these algorithms has them (bin/tcp_bound: about 1 GB/s,
 // 1.0 ns/byte; one-way transfers alone reach 0.57 ns/byte); gamma is an estimate of the f32-sum
-// kernel's throughput (about 5 GB/s), not measured. Override with HOOP_ALPHA_US, HOOP_BETA_NS_PER_BYTE and HOOP_GAMMA_NS_PER_BYTE.
+// kernel's throughput (about 5 GB/s) with the cache misses of freshly received data (the kernel
+// alone runs at 0.03-0.12 ns/byte in bench_reduce). Override with HOOP_ALPHA_US,
+// HOOP_BETA_NS_PER_BYTE and HOOP_GAMMA_NS_PER_BYTE.
 #pragma once
 
 #include <cstddef>
@@ -41,7 +44,7 @@ namespace hoop::collectives {
 
 /// The constants of the model.
 struct CostParams {
-  double alpha_s = 26e-6;            // HOOP_ALPHA_US
+  double alpha_s = 10e-6;            // HOOP_ALPHA_US
   double beta_s_per_byte = 1.0e-9;   // HOOP_BETA_NS_PER_BYTE
   double gamma_s_per_byte = 0.2e-9;  // HOOP_GAMMA_NS_PER_BYTE
 };

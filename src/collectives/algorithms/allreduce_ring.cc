@@ -28,7 +28,6 @@ Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t 
   const std::size_t es = dtype_size(dtype);
   const patterns::Ring ring(n);
   const patterns::Partition part(count, n);
-
   const int rs_steps = ring.steps();
   const int total = allgather ? 2 * rs_steps : rs_steps;
   auto step_at = [&](int t) {

@@ -269,8 +269,7 @@ Result<std::int64_t> run_collective_bench(const BenchOptions& options, HoopPeer&
         const Case c{collective, dtype, op, count,
                      case_bytes(collective, dtype, count, peer.size())};
         HOOP_ASSIGN_OR_RETURN(const Row row, measure(peer, options, buffers, c, check));
-        wrong += std::max<std::int64_t>(0, row.out_of_place.wrong) +
-                 std::max<std::int64_t>(0, row.in_place.wrong);
+        wrong += row.wrong();
         if (report) report->add_row(row);
       }
     }

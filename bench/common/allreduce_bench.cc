@@ -129,8 +129,7 @@ Result<std::int64_t> run_allreduce_bench(const BenchOptions& options, AllreduceP
         const Case c{dtype, op, bytes / dtype_size(dtype)};
         HOOP_ASSIGN_OR_RETURN(const Row row,
                               measure(peer, options, send.get(), recv.get(), c, check));
-        wrong += std::max<std::int64_t>(0, row.out_of_place.wrong) +
-                 std::max<std::int64_t>(0, row.in_place.wrong);
+        wrong += row.wrong();
         if (report) report->add_row(row);
       }
     }

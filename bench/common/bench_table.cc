@@ -292,9 +292,7 @@ double Report::avg_busbw_gbps() const {
 
 std::int64_t Report::wrong_total() const {
   std::int64_t total = 0;
-  for (const Row& row : rows_)
-    for (const Measurement* m : {&row.out_of_place, &row.in_place})
-      if (m->wrong > 0) total += m->wrong;
+  for (const Row& row : rows_) total += row.wrong();
   return total;
 }
 

@@ -7,6 +7,7 @@
 // factor that makes busbw comparable with the link bandwidth whatever the rank count.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -84,6 +85,12 @@ struct Row {
   int root = -1;               // -1 for rootless collectives, as nccl-tests prints
   Measurement out_of_place;
   Measurement in_place;
+
+  /// Wrong elements over both measurements (unchecked ones count as none).
+  std::int64_t wrong() const {
+    return std::max<std::int64_t>(0, out_of_place.wrong) +
+           std::max<std::int64_t>(0, in_place.wrong);
+  }
 };
 
 /// Who ran: printed in the header comment block and stored in the JSON report.

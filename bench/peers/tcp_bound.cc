@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "bench/common/bench_table.h"
+#include "core/fd.h"
 
 namespace hoop::bench {
 namespace {
@@ -57,25 +58,6 @@ struct SizeResult {
   std::size_t bytes;
   double bidir_us;
   double unidir_us;
-};
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    std::swap(fd_, other.fd_);
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
 };
 
 Status set_buffers(int fd, std::size_t bytes) {

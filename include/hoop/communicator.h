@@ -47,7 +47,9 @@ class Communicator {
   /// Joins the job the environment describes (hooprun, mpirun, Slurm; see bootstrap_from_env),
   /// connects to the store and builds the transport. A single-process job needs no store.
   static Result<std::unique_ptr<Communicator>> create(const CommunicatorOptions& options = {});
-  /// Builds a communicator over an existing store connection (which must outlive it).
+  /// Builds a communicator over an existing store connection (which must outlive it). Every
+  /// rank must call it: the ranks agree on one small allreduce whether some host runs more
+  /// ranks than it has cores, which changes the algorithms auto picks.
   static Result<std::unique_ptr<Communicator>> create(const BootstrapInfo& info, Store* store,
                                                       const CommunicatorOptions& options = {});
   virtual ~Communicator() = default;

@@ -22,6 +22,19 @@ TEST(CostModel, SwitchesFromRecursiveDoublingToRingAsTheBufferGrows) {
   }
 }
 
+TEST(CostModel, CrowdedJobsTakeTheTreeForLargeBuffersFromThreeRanks) {
+  CostParams p;
+  p.crowded = true;
+  for (int n : {3, 4, 8}) {
+    EXPECT_EQ(choose_allreduce(n, 8, p), Algorithm::kRecursiveDoubling) << n;
+    EXPECT_NE(choose_allreduce(n, collectives::kCrowdedTreeBytes - 4, p), Algorithm::kTree) << n;
+    EXPECT_EQ(choose_allreduce(n, collectives::kCrowdedTreeBytes, p), Algorithm::kTree) << n;
+    EXPECT_EQ(choose_allreduce(n, std::size_t{256} << 20, p), Algorithm::kTree) << n;
+  }
+  // Two ranks: the tree is one link each way, no better than the ring.
+  EXPECT_EQ(choose_allreduce(2, std::size_t{256} << 20, p), Algorithm::kRing);
+}
+
 TEST(CostModel, PredictionsGrowWithTheBuffer) {
   const CostParams p;
   for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner})

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -118,6 +119,12 @@ class TcpTransport final : public Transport {
   std::string describe(const Request& req) const;
   std::string peer_name(int peer) const;
 
+  /// The one socket that every unfinished request of `ids` uses, when no other socket has
+  /// bytes to send: polling it directly saves the epoll_wait per message. Else null.
+  Conn* sole_conn(std::span<const RequestId> ids);
+  /// Moves what `c`'s socket allows now, without epoll; true when bytes moved.
+  bool poll_conn(Conn& c);
+
   // tcp_io.cc
   /// Waits up to `timeout_ms` for socket events and moves bytes for every ready socket;
   /// true when some socket was ready.
@@ -141,7 +148,8 @@ class TcpTransport final : public Transport {
   std::string take_buffer(std::size_t want);
   /// Returns an unexpected frame's buffer to the pool (bounded by unexpected_cap_).
   void recycle(std::string&& buffer);
-  std::vector<Conn*> peer_conns(int peer);
+  /// The sockets to `peer`.
+  std::span<const std::unique_ptr<Conn>> peer_conns(int peer) const;
 
   int rank_;
   int size_;
@@ -150,6 +158,7 @@ class TcpTransport final : public Transport {
   std::chrono::microseconds spin_{0};
   std::vector<std::string> spare_;  // empty buffers with capacity, for unexpected frames
   std::size_t spare_bytes_ = 0;
+  std::uint64_t io_calls_ = 0;  // sendmsg and readv calls that moved bytes
   Fd epoll_;
   std::vector<std::unique_ptr<Conn>> conns_;  // peer-major: conns_[slot(peer) * k + index]
   std::unordered_map<RequestId, Request> requests_;

@@ -69,6 +69,7 @@ Status TcpTransport::flush_conn(Conn& c) {
       }
       return errno_error(fmt::format("tcp: sending to {}", peer_name(c.peer)), errno);
     }
+    ++io_calls_;
     auto left = static_cast<std::size_t>(r);
     while (!c.sends.empty()) {
       SendPiece& p = c.sends.front();
@@ -87,9 +88,12 @@ Status TcpTransport::flush_conn(Conn& c) {
 Status TcpTransport::read_conn(Conn& c) {
   if (!c.closed.ok() || c.paused) return Status::success();
   if (c.stage.empty()) c.stage.resize(kStageBytes);
+  // A read that fills less than it asked for has emptied the socket: reading again would only
+  // return EAGAIN, a syscall per message; epoll is level-triggered, so later bytes are not lost.
+  bool drained = false;
   for (int round = 0; round < kMaxReadsPerCall; ++round) {
     HOOP_RETURN_IF_ERROR(consume_stage(c));
-    if (!c.closed.ok() || c.paused) return Status::success();
+    if (!c.closed.ok() || c.paused || drained) return Status::success();
     if (c.stage_begin > 0) {
       std::memmove(c.stage.data(), c.stage.data() + c.stage_begin, c.stage_end - c.stage_begin);
       c.stage_end -= c.stage_begin;
@@ -103,14 +107,17 @@ Status TcpTransport::read_conn(Conn& c) {
       iov[n++] = {c.piece.req->data + c.piece.offset + c.got, direct};
     }
     iov[n++] = {c.stage.data() + c.stage_end, c.stage.size() - c.stage_end};
+    const std::size_t asked = direct + (c.stage.size() - c.stage_end);
     const ssize_t r = ::readv(c.fd.get(), iov, n);
     if (r > 0) {
+      ++io_calls_;
       const std::size_t to_user = std::min(static_cast<std::size_t>(r), direct);
       if (to_user > 0) {
         c.got += to_user;
         if (c.got == c.part_len) finish_frame(c);
       }
       c.stage_end += static_cast<std::size_t>(r) - to_user;
+      drained = static_cast<std::size_t>(r) < asked;
       continue;
     }
     if (r == 0) {

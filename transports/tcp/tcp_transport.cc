@@ -105,12 +105,10 @@ std::string TcpTransport::peer_name(int peer) const {
                      conns_[static_cast<std::size_t>(slot) * sockets_per_peer_]->address);
 }
 
-std::vector<Conn*> TcpTransport::peer_conns(int peer) {
+std::span<const std::unique_ptr<Conn>> TcpTransport::peer_conns(int peer) const {
   const int slot = peer < rank_ ? peer : peer - 1;
-  std::vector<Conn*> out;
-  for (int i = 0; i < sockets_per_peer_; ++i)
-    out.push_back(conns_[static_cast<std::size_t>(slot) * sockets_per_peer_ + i].get());
-  return out;
+  return std::span(conns_).subspan(static_cast<std::size_t>(slot) * sockets_per_peer_,
+                                   static_cast<std::size_t>(sockets_per_peer_));
 }
 
 Status TcpTransport::check_peer(int peer, const void* data, std::size_t bytes) const {
@@ -142,7 +140,7 @@ Result<RequestId> TcpTransport::send(int peer, const void* data, std::size_t byt
   HOOP_RETURN_IF_ERROR(check_peer(peer, data, bytes));
   const RequestId id = add_request(peer, true, data, bytes);
   Request& req = requests_[id];
-  for (Conn* c : peer_conns(peer)) {
+  for (const auto& c : peer_conns(peer)) {
     // An earlier socket's eager write may have failed and aborted the transport.
     if (!aborted_.ok() || !c->closed.ok()) {
       fail_part(req, aborted_.ok() ? c->closed : aborted_);
@@ -167,12 +165,9 @@ Result<RequestId> TcpTransport::recv(int peer, void* data, std::size_t bytes) {
   HOOP_RETURN_IF_ERROR(check_peer(peer, data, bytes));
   const RequestId id = add_request(peer, false, data, bytes);
   Request& req = requests_[id];
-  for (Conn* c : peer_conns(peer)) {
+  for (const auto& c : peer_conns(peer)) {
     const wire::Part part = wire::stripe_part(bytes, c->index, sockets_per_peer_);
     post_recv_piece(*c, RecvPiece{&req, part.offset, part.size});
-  }
-  if (req.parts_left > 0) {
-    for (Conn* c : peer_conns(peer)) on_conn_result(*c, read_conn(*c));
   }
   return id;
 }
@@ -229,6 +224,7 @@ Status TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
   // Polling goes on while bytes keep moving and for spin_ after they stop: a sleep in
   // epoll_wait costs a scheduler wake-up, which on loopback is longer than the transfer.
   auto spin_until = Clock::now() + spin_;
+  Conn* sole = sole_conn(ids);
   while (true) {
     while (next < ids.size() && requests_.at(ids[next]).parts_left == 0) ++next;
     if (next == ids.size()) break;
@@ -251,7 +247,7 @@ Status TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
     if (now < spin_until) {
       // Yielding between polls hands the core to a rank that shares it (more ranks than
       // cores), which is usually the one this rank waits for; alone on a core it returns at once.
-      if (progress(0)) {
+      if (sole != nullptr ? poll_conn(*sole) : progress(0)) {
         spin_until = Clock::now() + spin_;
       } else {
         ::sched_yield();
@@ -269,6 +265,31 @@ Status TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
     requests_.erase(it);
   }
   return first;
+}
+
+Conn* TcpTransport::sole_conn(std::span<const RequestId> ids) {
+  if (sockets_per_peer_ != 1) return nullptr;
+  int peer = -1;
+  for (RequestId id : ids) {
+    const Request& r = requests_.at(id);
+    if (r.parts_left == 0) continue;
+    if (peer >= 0 && r.peer != peer) return nullptr;
+    peer = r.peer;
+  }
+  if (peer < 0) return nullptr;
+  Conn* sole = peer_conns(peer).front().get();
+  // Bytes queued for another peer must keep moving while this wait polls.
+  for (const auto& c : conns_) {
+    if (c.get() != sole && !c->sends.empty()) return nullptr;
+  }
+  return sole;
+}
+
+bool TcpTransport::poll_conn(Conn& c) {
+  const std::uint64_t before = io_calls_;
+  if (!c.sends.empty()) on_conn_result(c, flush_conn(c));
+  on_conn_result(c, read_conn(c));
+  return io_calls_ != before;
 }
 
 Result<bool> TcpTransport::test(RequestId id) {

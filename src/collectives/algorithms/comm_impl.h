@@ -24,6 +24,8 @@ class CommImpl final : public Communicator {
   std::chrono::milliseconds timeout() const override { return timeout_; }
   /// The cost-model constants used for kAuto.
   const CostParams& cost() const { return cost_; }
+  /// Marks the job crowded (CostParams::crowded) once all ranks have agreed on it.
+  void set_crowded(bool crowded) { cost_.crowded = crowded; }
   /// The scratch buffers reused across collectives.
   Scratch& scratch() { return scratch_; }
 

@@ -1,6 +1,8 @@
 // Communicator::create: settings from options and the environment, then the transport.
 #include <fmt/format.h>
 
+#include <sched.h>
+
 #include <cmath>
 
 #include "collectives/algorithms/comm_impl.h"
@@ -34,6 +36,29 @@ class SelfTransport final : public Transport {
     return invalid_argument(fmt::format("peer {} does not exist in a one-rank job", peer));
   }
 };
+
+/// The cores this process may run on (what `nproc` prints).
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+/// Whether any host of the job runs more ranks than it has cores. Every rank must pick the same
+/// algorithm for a call, so the hosts' answers are combined by one small allreduce (max).
+Result<bool> job_is_crowded(Communicator& comm, const BootstrapInfo& info) {
+  std::int32_t crowded = info.local_size > usable_cores() ? 1 : 0;
+  if (comm.size() == 1) return crowded != 0;
+  AllreduceOptions o;
+  o.output = &crowded;
+  o.count = 1;
+  o.dtype = DataType::kI32;
+  o.op = ReduceOp::kMax;
+  o.algorithm = Algorithm::kRecursiveDoubling;
+  HOOP_RETURN_IF_ERROR(allreduce(comm, o));
+  return crowded != 0;
+}
 
 }  // namespace
 
@@ -107,8 +132,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
     HOOP_ASSIGN_OR_RETURN(
         t, tcp::connect_mesh(*store, info.rank, info.size, info.secret, info.job_id, tcp_options));
   }
-  return std::unique_ptr<Communicator>(
-      std::make_unique<collectives::CommImpl>(std::move(t), algorithm, timeout, cost));
+  auto comm = std::make_unique<collectives::CommImpl>(std::move(t), algorithm, timeout, cost);
+  HOOP_ASSIGN_OR_RETURN(bool crowded, job_is_crowded(*comm, info));
+  comm->set_crowded(crowded);
+  return std::unique_ptr<Communicator>(std::move(comm));
 }
 
 }  // namespace hoop

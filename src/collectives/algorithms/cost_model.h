@@ -21,10 +21,15 @@
 // The double binary tree runs a lockstep pipeline of S + 2H steps (fill up to the root, drain
 // down to the deepest leaf). In a steady step a rank sends one slice on each of its tree links
 // and reduces one slice per child between its waits, so gamma is not hidden. On the default
-// constants the model never prefers it. Measured (docs/BENCHMARKS.md), it is nevertheless the
-// fastest from 256 KiB up when 4 ranks share 2 cores: fewer, larger messages and a lockstep
-// that keeps every rank busy suit a crowded host in a way alpha and beta do not describe, so
-// HOOP_ALGO=tree is the setting for such hosts.
+// constants the model never prefers it.
+//
+// Crowded hosts: where some host runs more ranks than it has cores, alpha and beta stop
+// describing the run: a step finishes only when every rank of it has been scheduled, and the
+// ring's 2(n-1) dependent steps each wait for that. Measured (docs/BENCHMARKS.md, 4 ranks on
+// 2 cores), the tree's fewer, larger exchanges make it the fastest of all algorithms and peers
+// from 512 KiB up (0.54-0.72x Open MPI's time) while the ring is 1.1-1.3x behind. So on a
+// crowded job (CostParams::crowded, agreed by all ranks when the communicator is made)
+// choose_allreduce takes the tree from kCrowdedTreeBytes up, with three or more ranks.
 //
 // Defaults: alpha measured on loopback TCP on the 2-core development VM with
 // `hooprun -np 2 build/tests/comm_check pingpong` (half the round trip of a 1-byte message
@@ -47,7 +52,12 @@ struct CostParams {
   double alpha_s = 10e-6;            // HOOP_ALPHA_US
   double beta_s_per_byte = 1.0e-9;   // HOOP_BETA_NS_PER_BYTE
   double gamma_s_per_byte = 0.2e-9;  // HOOP_GAMMA_NS_PER_BYTE
+  /// Some host of the job runs more ranks than it has cores (see the note above).
+  bool crowded = false;
 };
+
+/// From this many bytes a crowded job's allreduce takes the tree.
+inline constexpr std::size_t kCrowdedTreeBytes = std::size_t{512} << 10;
 
 /// The defaults overridden by HOOP_ALPHA_US, HOOP_BETA_NS_PER_BYTE, HOOP_GAMMA_NS_PER_BYTE;
 /// invalid_argument naming a malformed variable.
@@ -59,7 +69,8 @@ double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t byte
                                  const CostParams& params);
 
 /// The allreduce algorithm with the smallest predicted time (ties: the earlier of recursive
-/// doubling, Rabenseifner, ring, tree).
+/// doubling, Rabenseifner, ring, tree); on a crowded job of 3+ ranks, the tree from
+/// kCrowdedTreeBytes up.
 Algorithm choose_allreduce(int size, std::size_t bytes, const CostParams& params);
 
 }  // namespace hoop::collectives

@@ -22,6 +22,13 @@ TEST(CostModel, SwitchesFromRecursiveDoublingToRingAsTheBufferGrows) {
   }
 }
 
+TEST(CostModel, TwoRanksExchangeTheWholeBufferUpToOneMebibyte) {
+  const CostParams p;
+  EXPECT_EQ(choose_allreduce(2, collectives::kTwoRankExchangeBytes, p),
+            Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(choose_allreduce(2, collectives::kTwoRankExchangeBytes + 4, p), Algorithm::kRing);
+}
+
 TEST(CostModel, CrowdedJobsTakeTheTreeForLargeBuffersFromThreeRanks) {
   CostParams p;
   p.crowded = true;

@@ -74,6 +74,7 @@ double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t byte
 }
 
 Algorithm choose_allreduce(int size, std::size_t bytes, const CostParams& params) {
+  if (size == 2 && bytes <= kTwoRankExchangeBytes) return Algorithm::kRecursiveDoubling;
   if (params.crowded && size > 2 && bytes >= kCrowdedTreeBytes) return Algorithm::kTree;
   Algorithm best = Algorithm::kRecursiveDoubling;
   double best_t = predict_allreduce_seconds(best, size, bytes, params);

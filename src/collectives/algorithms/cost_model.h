@@ -31,6 +31,14 @@
 // crowded job (CostParams::crowded, agreed by all ranks when the communicator is made)
 // choose_allreduce takes the tree from kCrowdedTreeBytes up, with three or more ranks.
 //
+// Two ranks: recursive doubling is one exchange of the whole buffer, reduced slice by slice as
+// it arrives (Context::exchange_reduce), so its reduction hides behind the transfer much like
+// the ring's, and it has half the ring's steps. Measured on loopback (7 interleaved runs,
+// us): 256 KiB 240 vs the ring's 277, 512 KiB 313 vs 524, 1 MiB 491 vs 638, but 2 MiB 1696
+// vs 1314, where reducing the whole buffer (the ring reduces half) outweighs the saved step.
+// The model's full gamma for recursive doubling predicts the ring from 64 KiB, so with two
+// ranks choose_allreduce takes recursive doubling up to kTwoRankExchangeBytes.
+//
 // Defaults: alpha measured on loopback TCP on the 2-core development VM with
 // `hooprun -np 2 build/tests/comm_check pingpong` (half the round trip of a 1-byte message
 // with the transport's polling wait, 10 us); beta is the per-direction throughput with both
@@ -56,6 +64,8 @@ struct CostParams {
   bool crowded = false;
 };
 
+/// Up to this many bytes a two-rank allreduce takes recursive doubling.
+inline constexpr std::size_t kTwoRankExchangeBytes = std::size_t{1} << 20;
 /// From this many bytes a crowded job's allreduce takes the tree.
 inline constexpr std::size_t kCrowdedTreeBytes = std::size_t{512} << 10;
 
@@ -69,8 +79,8 @@ double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t byte
                                  const CostParams& params);
 
 /// The allreduce algorithm with the smallest predicted time (ties: the earlier of recursive
-/// doubling, Rabenseifner, ring, tree); on a crowded job of 3+ ranks, the tree from
-/// kCrowdedTreeBytes up.
+/// doubling, Rabenseifner, ring, tree); with two ranks, recursive doubling up to
+/// kTwoRankExchangeBytes; on a crowded job of 3+ ranks, the tree from kCrowdedTreeBytes up.
 Algorithm choose_allreduce(int size, std::size_t bytes, const CostParams& params);
 
 }  // namespace hoop::collectives

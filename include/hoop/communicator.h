@@ -39,6 +39,9 @@ struct CommunicatorOptions {
   std::optional<Algorithm> algorithm;
   /// Deadline of each collective; unset: HOOP_TIMEOUT_SECONDS.
   std::optional<std::chrono::milliseconds> timeout;
+  /// Names this communicator's keys in the store, so that several communicators (process
+  /// sets, control channels) can be built over one store; empty: the transport's default.
+  std::string key_prefix;
 };
 
 /// A group of ranks that run collectives together, over one transport.

@@ -115,6 +115,31 @@ constexpr Var kVars[] = {
      "Cost model: transfer time per byte, in nanoseconds (a non-negative decimal)."},
     {"HOOP_GAMMA_NS_PER_BYTE", "", kNumber, "0.2",
      "Cost model: reduction time per byte, in nanoseconds (a non-negative decimal)."},
+    {"HOOP_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", kBytes, "128M",
+     "Runtime: largest fusion buffer; ready tensors of one dtype, op and scale are packed into "
+     "it and reduced as one (0 turns fusion off)."},
+    {"HOOP_CYCLE_TIME_MS", "HOROVOD_CYCLE_TIME", kNumber, "1",
+     "Runtime: the longest the background thread keeps collecting tensors that arrive back to "
+     "back before it negotiates them, in milliseconds; a lone tensor goes at once."},
+    {"HOOP_CACHE_CAPACITY",
+     "HOROVOD_CACHE_CAPACITY",
+     kInt,
+     "1024",
+     "Runtime: tensors remembered by the response cache (0 turns it off); a cached tensor is "
+     "negotiated with one bit instead of its description.",
+     {},
+     0,
+     1 << 20},
+    {"HOOP_TIMELINE", "HOROVOD_TIMELINE", kString, "",
+     "Runtime: write a Chrome-trace timeline (chrome://tracing, Perfetto) of every tensor to "
+     "this file (rank 0's view; '%r' in the name becomes the rank, one file per rank)."},
+    {"HOOP_TIMELINE_MAX_BYTES", "", kBytes, "0",
+     "Runtime: stop adding events once the timeline file reaches this size (0: no bound)."},
+    {"HOOP_STALL_CHECK_SECONDS", "HOROVOD_STALL_CHECK_TIME_SECONDS", kSeconds, "60",
+     "Runtime: rank 0 logs the tensors some ranks have submitted and others have not after "
+     "this many seconds, naming the missing ranks (0: never)."},
+    {"HOOP_STALL_SHUTDOWN_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", kSeconds, "0",
+     "Runtime: a stall this long fails every pending operation on every rank (0: never)."},
 };
 
 std::string lower(std::string_view s) {

@@ -11,6 +11,7 @@ namespace hoop {
 namespace {
 
 using launch::testing::run_hooprun;
+using launch::testing::count_lines_with;
 using launch::testing::RunResult;
 
 /// Bounds a broken run; never a speed check.
@@ -18,16 +19,7 @@ constexpr std::chrono::seconds kDeadline{240};
 
 RunResult run_ranks(int n, const std::vector<std::string>& args,
                     std::chrono::seconds deadline = kDeadline) {
-  std::vector<std::string> argv = {"-np", std::to_string(n), HOOP_COMM_CHECK_BIN};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_hooprun(argv, {}, deadline);
-}
-
-int count_lines_with(const std::string& text, const std::string& a, const std::string& b = "") {
-  int found = 0;
-  for (const std::string& line : launch::testing::split_lines(text))
-    if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) ++found;
-  return found;
+  return launch::testing::run_ranks(HOOP_COMM_CHECK_BIN, n, args, {}, deadline);
 }
 
 class CommCheck : public ::testing::TestWithParam<int> {};

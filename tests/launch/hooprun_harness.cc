@@ -225,6 +225,20 @@ bool wait_until_gone(pid_t pid, std::chrono::seconds deadline) {
   }
 }
 
+int count_lines_with(const std::string& text, const std::string& a, const std::string& b) {
+  int found = 0;
+  for (const std::string& line : split_lines(text))
+    if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) ++found;
+  return found;
+}
+
+RunResult run_ranks(const std::string& binary, int n, const std::vector<std::string>& args,
+                    const std::vector<std::string>& extra_env, std::chrono::seconds deadline) {
+  std::vector<std::string> argv = {"-np", std::to_string(n), binary};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_hooprun(argv, extra_env, deadline);
+}
+
 std::vector<std::string> split_lines(std::string_view text) {
   std::vector<std::string> lines;
   while (!text.empty()) {

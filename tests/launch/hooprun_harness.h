@@ -94,6 +94,11 @@ std::optional<std::string> wait_for_line(const std::string& path,
 bool wait_until_gone(pid_t pid, std::chrono::seconds deadline = kDeadline);
 /// `text` cut at newlines; a last line without newline counts too.
 std::vector<std::string> split_lines(std::string_view text);
+/// Lines of `text` that contain both `a` and `b`.
+int count_lines_with(const std::string& text, const std::string& a, const std::string& b = "");
+/// Runs `hooprun -np n binary args...` with `extra_env`.
+RunResult run_ranks(const std::string& binary, int n, const std::vector<std::string>& args,
+                    const std::vector<std::string>& extra_env, std::chrono::seconds deadline);
 
 /// The command `/bin/sh -c script` as hooprun arguments after `-np n`.
 std::vector<std::string> sh_job(int num_ranks, const std::string& script,

@@ -129,6 +129,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
     if (store == nullptr)
       return invalid_argument(fmt::format("store: a {}-rank job needs a store", info.size));
     HOOP_ASSIGN_OR_RETURN(tcp::TcpOptions tcp_options, tcp::tcp_options_from_env());
+    if (!options.key_prefix.empty()) tcp_options.key_prefix = options.key_prefix;
     HOOP_ASSIGN_OR_RETURN(
         t, tcp::connect_mesh(*store, info.rank, info.size, info.secret, info.job_id, tcp_options));
   }

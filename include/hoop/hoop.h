@@ -1,0 +1,190 @@
+// hoop's runtime: the Horovod-like API for training loops.
+//
+// init() joins the job the launcher described and starts one background thread per process
+// set. Every collective names its tensor; ranks may submit tensors in any order, and the
+// background threads agree on one execution order (rank 0 of each set coordinates), check that
+// every rank asked for the same thing, fuse small tensors into one buffer and run them through
+// a Communicator. Steady-state steps are answered from a response cache: a rank sends only the
+// cache bits of the tensors it has ready.
+//
+// Errors: functions that start work throw hoop::Error for bad arguments (null data, a name
+// already in flight on this rank, an unknown process set) and when the runtime has failed.
+// What goes wrong later (ranks that disagree on a tensor, a lost peer, a stall past
+// HOOP_STALL_SHUTDOWN_SECONDS) fails the Handle: wait() throws it, status() returns it. A
+// failure of the job (a lost peer) fails every pending and later handle on every rank with
+// the original cause.
+//
+// Thread safety: every function may be called from any thread; one tensor name must not be
+// submitted twice at once on one rank.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hoop/core.h"
+
+namespace hoop {
+
+/// The device of a tensor's memory: kCpuDevice, or a CUDA device ordinal.
+inline constexpr int kCpuDevice = -1;
+
+/// A caller's tensor: dense row-major elements of `dtype` at `data`.
+struct Tensor {
+  void* data = nullptr;
+  DataType dtype = DataType::kF32;
+  std::vector<std::int64_t> shape;  // empty: a scalar (one element)
+  int device = kCpuDevice;
+
+  /// The number of elements (product of the shape).
+  std::size_t count() const;
+  /// count() * dtype_size(dtype).
+  std::size_t bytes() const;
+};
+
+/// A tensor whose storage the runtime allocated (allgather, alltoall, reducescatter results).
+struct OwnedTensor {
+  DataType dtype = DataType::kF32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::byte> storage;
+
+  /// A Tensor view of the storage.
+  Tensor view();
+};
+
+namespace detail {
+struct HandleState;
+}
+
+/// An asynchronous operation. Copies share the operation.
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(std::shared_ptr<detail::HandleState> state) : state_(std::move(state)) {}
+
+  /// Whether this handle refers to an operation.
+  bool valid() const { return state_ != nullptr; }
+  /// True once the operation has finished, successfully or not. Never blocks.
+  bool poll() const;
+  /// Blocks until the operation finishes; throws hoop::Error when it failed.
+  void wait() const;
+  /// Blocks until the operation finishes and returns its outcome.
+  Status status() const;
+  /// The result of an allgather, alltoall or reducescatter (valid after wait()).
+  OwnedTensor& output() const;
+  /// Alltoall: the number of first-dimension rows received from each rank (after wait()).
+  const std::vector<std::int64_t>& received_splits() const;
+  /// join(): the rank (in the process set) that joined last (after wait()).
+  int last_joined_rank() const;
+
+ private:
+  std::shared_ptr<detail::HandleState> state_;
+};
+
+/// A subset of the job's ranks with its own coordination and communicator. 0 is the global
+/// set of all ranks.
+using ProcessSet = int;
+inline constexpr ProcessSet kGlobalProcessSet = 0;
+
+/// Settings of a reduction.
+struct ReduceOptions {
+  ReduceOp op = ReduceOp::kAvg;
+  /// Multiplies each rank's input before the reduction (float types only when != 1).
+  double prescale = 1.0;
+  /// Multiplies the result after the reduction (float types only when != 1).
+  double postscale = 1.0;
+  ProcessSet process_set = kGlobalProcessSet;
+};
+
+/// Joins the job described by the environment (hooprun, mpirun, Slurm, HOOP_*), connects the
+/// ranks and starts the background thread. Throws hoop::Error naming what is wrong. A second
+/// init() without shutdown() is a no-op; init() after shutdown() starts afresh.
+void init();
+/// Finishes the work in flight on every rank, stops the background threads and closes the
+/// connections. Every rank must call it. Idempotent; a no-op before init().
+void shutdown();
+/// Whether init() has succeeded and shutdown() has not been called since.
+bool is_initialized();
+
+/// This rank, the number of ranks, this rank among the ranks of its host, the ranks on its
+/// host, this host's index and the number of hosts. Throw hoop::Error before init().
+int rank();
+int size();
+int local_rank();
+int local_size();
+int cross_rank();
+int cross_size();
+
+/// Reduces `input` over the ranks of the set into `output` (same dtype and shape; may be the
+/// same memory as `input`). Every rank must submit the same name, dtype, shape, op and scales.
+Handle allreduce_async(const std::string& name, const Tensor& input, const Tensor& output,
+                       const ReduceOptions& options = {});
+/// allreduce_async(...).wait().
+void allreduce(const std::string& name, const Tensor& input, const Tensor& output,
+               const ReduceOptions& options = {});
+/// Reduces several tensors as one unit: they are negotiated and fused together. names[i]
+/// belongs to inputs[i] and outputs[i]. One handle for the group.
+Handle grouped_allreduce_async(const std::vector<std::string>& names,
+                               const std::vector<Tensor>& inputs,
+                               const std::vector<Tensor>& outputs,
+                               const ReduceOptions& options = {});
+
+/// Concatenates every rank's `input` along the first dimension (rank order). The first
+/// dimension may differ between ranks; the rest of the shape and the dtype must not.
+Handle allgather_async(const std::string& name, const Tensor& input,
+                       ProcessSet process_set = kGlobalProcessSet);
+/// allgather_async(...) waited for; returns its output.
+OwnedTensor allgather(const std::string& name, const Tensor& input,
+                      ProcessSet process_set = kGlobalProcessSet);
+
+/// Copies `tensor` on `root` (a rank of the set, numbered within it) into `tensor` on every
+/// other rank of the set.
+Handle broadcast_async(const std::string& name, const Tensor& tensor, int root,
+                       ProcessSet process_set = kGlobalProcessSet);
+/// broadcast_async(...).wait().
+void broadcast(const std::string& name, const Tensor& tensor, int root,
+               ProcessSet process_set = kGlobalProcessSet);
+
+/// Sends splits[j] first-dimension rows of `input` to rank j of the set (in order) and
+/// receives the rows every rank sends here, concatenated in rank order. Empty splits: the
+/// first dimension divided evenly (it must divide). Output and received splits on the handle.
+Handle alltoall_async(const std::string& name, const Tensor& input,
+                      const std::vector<std::int64_t>& splits = {},
+                      ProcessSet process_set = kGlobalProcessSet);
+/// alltoall_async(...) waited for; returns its output.
+OwnedTensor alltoall(const std::string& name, const Tensor& input,
+                     const std::vector<std::int64_t>& splits = {},
+                     ProcessSet process_set = kGlobalProcessSet);
+
+/// Reduces `input` over the set and leaves rank r of the set with its share of the first
+/// dimension (rows split as evenly as possible, the first ranks taking one more).
+Handle reducescatter_async(const std::string& name, const Tensor& input,
+                           const ReduceOptions& options = {});
+/// reducescatter_async(...) waited for; returns this rank's share.
+OwnedTensor reducescatter(const std::string& name, const Tensor& input,
+                          const ReduceOptions& options = {});
+
+/// Returns once every rank of the set has reached its barrier.
+void barrier(ProcessSet process_set = kGlobalProcessSet);
+
+/// Declares that this rank has no more tensors for this step: until every rank of the set has
+/// joined, allreduces the others submit run with zeros from this rank (kAvg divides by the
+/// ranks that did submit) and allgathers with no rows from it; other collectives that need
+/// this rank fail naming it. Handle::last_joined_rank() says who joined last.
+Handle join_async(ProcessSet process_set = kGlobalProcessSet);
+/// join_async(...) waited for; returns the last rank to join.
+int join(ProcessSet process_set = kGlobalProcessSet);
+
+/// Creates a process set of the given global ranks (sorted, distinct). Every rank of the job
+/// must call it with the same ranks, in the same order relative to other process-set calls.
+ProcessSet add_process_set(const std::vector<int>& ranks);
+/// Removes a process set (every rank of the job calls it); its pending work fails.
+void remove_process_set(ProcessSet process_set);
+/// The global ranks of a set, and this rank's place in it (-1: not a member).
+std::vector<int> process_set_ranks(ProcessSet process_set);
+int process_set_rank(ProcessSet process_set);
+
+}  // namespace hoop

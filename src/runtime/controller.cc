@@ -1,0 +1,440 @@
+#include "runtime/controller.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sched.h>
+
+#include <algorithm>
+
+#include "core/config.h"
+#include "core/log.h"
+
+namespace hoop::runtime {
+namespace {
+
+// Tensors submitted less than this apart count as one burst and go out in one message.
+constexpr std::chrono::microseconds kBurstGap{20};
+// The longest an idle coordinator goes without reading what the others submitted.
+constexpr std::chrono::milliseconds kIdleWake{1000};
+
+}  // namespace
+
+Result<RuntimeSettings> runtime_settings_from_env() {
+  RuntimeSettings s;
+  HOOP_ASSIGN_OR_RETURN(std::int64_t fusion, config::get_int("HOOP_FUSION_THRESHOLD"));
+  s.fusion_threshold = static_cast<std::size_t>(fusion);
+  HOOP_ASSIGN_OR_RETURN(double cycle_ms, config::get_number("HOOP_CYCLE_TIME_MS"));
+  s.cycle = std::chrono::microseconds(static_cast<std::int64_t>(cycle_ms * 1000));
+  HOOP_ASSIGN_OR_RETURN(std::int64_t cache, config::get_int("HOOP_CACHE_CAPACITY"));
+  s.cache_capacity = static_cast<std::size_t>(cache);
+  HOOP_ASSIGN_OR_RETURN(double check, config::get_seconds("HOOP_STALL_CHECK_SECONDS"));
+  s.stall_check = std::chrono::milliseconds(static_cast<std::int64_t>(check * 1000));
+  HOOP_ASSIGN_OR_RETURN(double stop, config::get_seconds("HOOP_STALL_SHUTDOWN_SECONDS"));
+  s.stall_shutdown = std::chrono::milliseconds(static_cast<std::int64_t>(stop * 1000));
+  HOOP_ASSIGN_OR_RETURN(std::int64_t spin, config::get_int("HOOP_SPIN_US"));
+  s.spin = std::chrono::microseconds(spin);
+  Result<std::string> timeline = config::get_string("HOOP_TIMELINE");
+  if (timeline.ok()) {
+    s.timeline_path = *timeline;
+  } else if (timeline.status().code() != StatusCode::kNotFound) {
+    return timeline.status();
+  }
+  HOOP_ASSIGN_OR_RETURN(std::int64_t tl_max, config::get_int("HOOP_TIMELINE_MAX_BYTES"));
+  s.timeline_max_bytes = static_cast<std::size_t>(tl_max);
+  return s;
+}
+
+Controller::Controller(int rank, int size, const RuntimeSettings& settings, Timeline* timeline)
+    : rank_(rank),
+      size_(size),
+      settings_(settings),
+      timeline_(timeline),
+      cache_(settings.cache_capacity) {}
+
+Result<std::unique_ptr<Controller>> Controller::start(const BootstrapInfo& info, Store* store,
+                                                      const std::string& prefix,
+                                                      const RuntimeSettings& settings,
+                                                      Timeline* timeline) {
+  std::unique_ptr<Controller> c(new Controller(info.rank, info.size, settings, timeline));
+  // Control messages travel apart from the data: the transport matches messages per pair in
+  // order, so a negotiation message must never meet a collective's receive.
+  CommunicatorOptions control;
+  control.key_prefix = prefix + "/control";
+  control.algorithm = Algorithm::kRecursiveDoubling;
+  HOOP_ASSIGN_OR_RETURN(c->control_, Communicator::create(info, store, control));
+  CommunicatorOptions data;
+  data.key_prefix = prefix + "/data";
+  HOOP_ASSIGN_OR_RETURN(c->data_, Communicator::create(info, store, data));
+  c->executor_ = std::make_unique<Executor>(*c->data_, timeline);
+  if (c->rank_ == 0)
+    c->coordinator_ = std::make_unique<Coordinator>(c->size_, settings.fusion_threshold, c->cache_);
+  c->headers_.resize(static_cast<std::size_t>(c->size_));
+  if (c->size_ > 1) {
+    if (c->rank_ == 0) {
+      for (int p = 1; p < c->size_; ++p) HOOP_RETURN_IF_ERROR(c->post_header_recv(p));
+    } else {
+      HOOP_RETURN_IF_ERROR(c->post_header_recv(0));
+    }
+  }
+  c->last_activity_ = c->last_stall_check_ = Clock::now();
+  c->thread_ = std::thread([raw = c.get()] { raw->loop(); });
+  return c;
+}
+
+Controller::~Controller() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    if (failure_.ok() && !done_) failure_ = aborted("runtime: the process set was removed");
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status Controller::submit(std::vector<Entry> entries) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return failure_;
+    if (shutdown_queued_ || stopped_) return aborted("runtime: shut down");
+    for (const Entry& e : entries) {
+      if (in_flight_.contains(e.request.name))
+        return invalid_argument(fmt::format(
+            "tensor '{}' was submitted again on rank {} before the first submission finished",
+            e.request.name, rank_));
+    }
+    for (Entry& e : entries) {
+      in_flight_[e.request.name] = true;
+      if (timeline_ != nullptr) timeline_->begin(e.request.name, "QUEUE");
+      queue_.push_back(std::move(e));
+    }
+    submitted_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_one();
+  return Status::success();
+}
+
+Status Controller::join(std::shared_ptr<detail::HandleState> handle) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return failure_;
+    if (join_handle_ != nullptr) return invalid_argument("join: this rank has already joined");
+    join_queued_ = true;
+    join_handle_ = std::move(handle);
+    submitted_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_one();
+  return Status::success();
+}
+
+std::string Controller::next_barrier_name() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fmt::format("barrier.{}", barriers_++);
+}
+
+Status Controller::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_queued_ = true;
+    submitted_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+bool Controller::has_outstanding() const { return !pending_.empty() || joined_ || shutting_down_; }
+
+void Controller::loop() {
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_ || !failure_.ok()) break;
+    }
+    Result<bool> moved = step();
+    if (!moved.ok()) {
+      fail_everything(moved.status());
+      break;
+    }
+    if (done_) break;
+    if (*moved) {
+      last_activity_ = Clock::now();
+      continue;
+    }
+    idle_wait(has_outstanding());
+  }
+  // Whatever is still waiting fails with the cause (or the shutdown).
+  Status why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    why = failure_.ok() ? aborted("runtime: shut down before the operation ran") : failure_;
+    for (Entry& e : queue_) pending_.emplace(e.request.name, std::move(e));
+    queue_.clear();
+    in_flight_.clear();
+    stopped_ = true;
+  }
+  for (auto& [name, e] : pending_) e.handle->finish_part(why);
+  pending_.clear();
+  if (join_handle_ != nullptr) join_handle_->finish_part(why);
+}
+
+void Controller::fail_everything(const Status& cause) {
+  HOOP_LOG(kError, "runtime: {}", cause.to_string());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_.ok()) failure_ = cause;
+  }
+  // The peers learn the original cause from the aborts, not from a closed connection.
+  control_->transport().abort(cause);
+  data_->transport().abort(cause);
+}
+
+void Controller::idle_wait(bool active) {
+  const auto now = Clock::now();
+  if (active && now - last_activity_ < settings_.spin) {
+    ::sched_yield();
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  const std::uint64_t seen = submitted_.load(std::memory_order_acquire);
+  auto nothing_new = [&] {
+    return queue_.empty() && !join_queued_ && !shutdown_queued_ && !stopped_ &&
+           submitted_.load(std::memory_order_acquire) == seen;
+  };
+  if (!nothing_new()) return;
+  std::chrono::microseconds sleep = settings_.cycle;
+  if (!active) {
+    sleep = coordinator_ != nullptr ? std::chrono::microseconds(kIdleWake)
+                                    : std::chrono::microseconds(std::chrono::hours(1));
+  }
+  cv_.wait_for(lock, std::max(sleep, std::chrono::microseconds(50)),
+               [&] { return !nothing_new(); });
+}
+
+bool Controller::collect(RequestList& out) {
+  std::vector<Entry> taken;
+  const auto first = Clock::now();
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Entry& e : queue_) taken.push_back(std::move(e));
+      queue_.clear();
+      if (join_queued_) {
+        out.join = true;
+        join_queued_ = false;
+        joined_ = true;
+      }
+      if (shutdown_queued_) {
+        out.shutdown = true;
+        shutdown_queued_ = false;
+        shutting_down_ = true;
+      }
+    }
+    if (taken.empty() || Clock::now() - first >= settings_.cycle) break;
+    // More may be on its way: a training loop submits its gradients back to back.
+    const std::uint64_t seen = submitted_.load(std::memory_order_acquire);
+    const auto gap_end = Clock::now() + kBurstGap;
+    bool more = false;
+    while (Clock::now() < gap_end) {
+      if (submitted_.load(std::memory_order_acquire) != seen) {
+        more = true;
+        break;
+      }
+      ::sched_yield();
+    }
+    if (!more) break;
+  }
+  for (Entry& e : taken) {
+    if (timeline_ != nullptr) {
+      timeline_->end(e.request.name);
+      timeline_->begin(e.request.name, "NEGOTIATE");
+    }
+    if (auto slot = cache_.find(e.request); slot && coordinator_ == nullptr) {
+      out.cached.push_back(*slot);
+    } else {
+      out.requests.push_back(e.request);
+    }
+    std::string name = e.request.name;
+    pending_.emplace(std::move(name), std::move(e));
+  }
+  return !taken.empty() || out.join || out.shutdown;
+}
+
+Status Controller::send_message(int peer, std::string payload) {
+  Transport& t = control_->transport();
+  const std::uint64_t length = payload.size();
+  HOOP_ASSIGN_OR_RETURN(RequestId h, t.send(peer, &length, sizeof(length)));
+  HOOP_ASSIGN_OR_RETURN(RequestId b, t.send(peer, payload.data(), payload.size()));
+  const RequestId ids[2] = {h, b};
+  return t.wait(ids, Clock::now() + control_->timeout());
+}
+
+Status Controller::post_header_recv(int peer) {
+  HeaderRecv& h = headers_[static_cast<std::size_t>(peer)];
+  HOOP_ASSIGN_OR_RETURN(h.id, control_->transport().recv(peer, &h.length, sizeof(h.length)));
+  return Status::success();
+}
+
+Result<bool> Controller::poll_messages() {
+  bool moved = false;
+  Transport& t = control_->transport();
+  for (int peer = 0; peer < size_; ++peer) {
+    HeaderRecv& h = headers_[static_cast<std::size_t>(peer)];
+    if (h.id == 0) continue;
+    HOOP_ASSIGN_OR_RETURN(bool complete, t.test(h.id));
+    if (!complete) continue;
+    h.id = 0;
+    if (h.length > (std::uint64_t{1} << 32))
+      return protocol_error(
+          fmt::format("runtime: rank {} announced a control message of {} bytes", peer, h.length));
+    std::string payload(static_cast<std::size_t>(h.length), '\0');
+    HOOP_ASSIGN_OR_RETURN(RequestId body, t.recv(peer, payload.data(), payload.size()));
+    HOOP_RETURN_IF_ERROR(wait_one(t, body, Clock::now() + control_->timeout()));
+    moved = true;
+    if (coordinator_ != nullptr) {
+      HOOP_RETURN_IF_ERROR(post_header_recv(peer));
+      HOOP_ASSIGN_OR_RETURN(RequestList list, decode_request_list(payload));
+      HOOP_RETURN_IF_ERROR(coordinator_->add(peer, list, Clock::now()));
+    } else {
+      HOOP_ASSIGN_OR_RETURN(ResponseList list, decode_response_list(payload));
+      HOOP_RETURN_IF_ERROR(run_responses(list));
+      if (done_) return say_goodbye();
+      HOOP_RETURN_IF_ERROR(post_header_recv(peer));
+    }
+  }
+  return moved;
+}
+
+Result<bool> Controller::say_goodbye() {
+  // An empty message completes the receive the coordinator keeps posted for this rank, so
+  // that neither side closes its transport with a request still pending (which would abort).
+  HOOP_RETURN_IF_ERROR(send_message(0, std::string()));
+  return true;
+}
+
+Status Controller::collect_goodbyes() {
+  Transport& t = control_->transport();
+  const Deadline deadline = Clock::now() + control_->timeout();
+  for (int peer = 1; peer < size_; ++peer) {
+    HeaderRecv& h = headers_[static_cast<std::size_t>(peer)];
+    while (true) {
+      HOOP_RETURN_IF_ERROR(wait_one(t, h.id, deadline));
+      std::string payload(static_cast<std::size_t>(std::min<std::uint64_t>(h.length, 1u << 30)),
+                          '\0');
+      HOOP_ASSIGN_OR_RETURN(RequestId body, t.recv(peer, payload.data(), payload.size()));
+      HOOP_RETURN_IF_ERROR(wait_one(t, body, deadline));
+      if (h.length == 0) break;
+      // A message sent before the worker saw the shutdown: nothing can run any more.
+      HOOP_RETURN_IF_ERROR(post_header_recv(peer));
+    }
+    h.id = 0;
+  }
+  return Status::success();
+}
+
+Status Controller::coordinate() {
+  ResponseList list = coordinator_->take_ready();
+  // Every rank caches the same tensors at the same point of the same response sequence.
+  const std::string payload = encode(list);
+  for (int peer = 1; peer < size_; ++peer) HOOP_RETURN_IF_ERROR(send_message(peer, payload));
+  HOOP_RETURN_IF_ERROR(run_responses(list));
+  return done_ ? collect_goodbyes() : Status::success();
+}
+
+Status Controller::run_responses(const ResponseList& list) {
+  for (const Response& resp : list.responses) {
+    std::vector<Entry*> entries;
+    std::vector<Entry> mine;
+    mine.reserve(resp.tensors.size());
+    const bool joined =
+        std::find(resp.joined.begin(), resp.joined.end(), rank_) != resp.joined.end();
+    for (const Request& t : resp.tensors) {
+      auto it = pending_.find(t.name);
+      if (it == pending_.end()) {
+        if (!joined)
+          return protocol_error(fmt::format(
+              "runtime: the coordinator scheduled tensor '{}', which rank {} never submitted",
+              t.name, rank_));
+        entries.push_back(nullptr);
+        continue;
+      }
+      mine.push_back(std::move(it->second));
+      pending_.erase(it);
+      entries.push_back(&mine.back());
+      if (timeline_ != nullptr) timeline_->end(t.name);
+    }
+    Status s;
+    if (!resp.error.empty()) {
+      s = mismatch_error(resp.error);
+    } else {
+      s = executor_->run(resp, entries);
+      for (const Request& t : resp.tensors) cache_.put(t);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Entry& e : mine) in_flight_.erase(e.request.name);
+    }
+    for (Entry& e : mine) e.handle->finish_part(s);
+    // A mismatch fails only its tensors; a failed collective means a broken job.
+    if (!s.ok() && resp.error.empty()) return s;
+  }
+  if (list.join_done_last >= 0 && join_handle_ != nullptr) {
+    joined_ = false;
+    std::shared_ptr<detail::HandleState> h;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      h = std::move(join_handle_);
+      join_handle_.reset();
+    }
+    {
+      std::lock_guard<std::mutex> lock(h->mu);
+      h->last_joined = list.join_done_last;
+    }
+    h->finish_part(Status::success());
+  }
+  if (list.shutdown) done_ = true;
+  return Status::success();
+}
+
+void Controller::check_stall() {
+  if (coordinator_ == nullptr) return;
+  const auto now = Clock::now();
+  if (now - last_stall_check_ < std::chrono::milliseconds(100)) return;
+  last_stall_check_ = now;
+  if (settings_.stall_check.count() > 0) {
+    for (const std::string& line : coordinator_->stalled(now, settings_.stall_check))
+      HOOP_LOG(kWarn, "stall: {}", line);
+  }
+  if (settings_.stall_shutdown.count() > 0 &&
+      coordinator_->stalled_longer_than(now, settings_.stall_shutdown)) {
+    std::vector<std::string> lines = coordinator_->stalled(now, std::chrono::milliseconds(0));
+    fail_everything(timeout_error(
+        fmt::format("runtime: stalled for more than HOOP_STALL_SHUTDOWN_SECONDS={}: {}",
+                    settings_.stall_shutdown.count() / 1000.0, fmt::join(lines, "; "))));
+  }
+}
+
+Result<bool> Controller::step() {
+  bool moved = false;
+  RequestList mine;
+  if (collect(mine)) {
+    moved = true;
+    if (coordinator_ != nullptr) {
+      HOOP_RETURN_IF_ERROR(coordinator_->add(0, mine, Clock::now()));
+    } else {
+      HOOP_RETURN_IF_ERROR(send_message(0, encode(mine)));
+    }
+  }
+  HOOP_ASSIGN_OR_RETURN(bool got, poll_messages());
+  moved = moved || got;
+  if (coordinator_ != nullptr) {
+    if (coordinator_->has_ready()) {
+      HOOP_RETURN_IF_ERROR(coordinate());
+      moved = true;
+    }
+    check_stall();
+  }
+  return moved;
+}
+
+}  // namespace hoop::runtime

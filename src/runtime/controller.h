@@ -1,0 +1,135 @@
+// One process set's background thread: collects the tensors this rank submits, negotiates
+// them with the set's coordinator over a control communicator, and runs the responses on a
+// data communicator in the order the coordinator chose.
+//
+// Waking: the thread sleeps on a condition variable and wakes as soon as a tensor is
+// submitted. While it has work outstanding it polls its connections, yielding the core
+// between polls, then sleeping in steps of at most HOOP_CYCLE_TIME_MS; with nothing
+// outstanding it only wakes for new work (the coordinator also every second, to read what
+// the others submitted for the stall inspector). A rank without outstanding work never needs
+// to answer anyone: a response exists only once every rank has submitted its tensors.
+//
+// Batching: after waking, the thread keeps collecting tensors for as long as they keep
+// arriving back to back (less than kBurstGap apart), at most HOOP_CYCLE_TIME_MS; then it
+// sends them in one message. A lone tensor goes out after one kBurstGap.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "hoop/communicator.h"
+#include "hoop/rendezvous.h"
+#include "runtime/coordinator.h"
+#include "runtime/executor.h"
+#include "runtime/handle_state.h"
+#include "runtime/timeline.h"
+
+namespace hoop::runtime {
+
+/// Settings every controller of a job shares (from the HOOP_* runtime variables).
+struct RuntimeSettings {
+  std::size_t fusion_threshold = std::size_t{128} << 20;
+  std::chrono::microseconds cycle{1000};
+  std::size_t cache_capacity = 1024;
+  std::chrono::milliseconds stall_check{60000};  // 0: off
+  std::chrono::milliseconds stall_shutdown{0};   // 0: off
+  std::chrono::microseconds spin{200};
+  std::string timeline_path;
+  std::size_t timeline_max_bytes = 0;
+};
+
+/// Reads RuntimeSettings from the environment; invalid_argument naming a malformed variable.
+Result<RuntimeSettings> runtime_settings_from_env();
+
+class Controller {
+ public:
+  /// Builds the set's communicators through `store` (keys under "<prefix>/..."; null for a
+  /// one-rank set) and starts the thread. `info` describes this rank within the set.
+  static Result<std::unique_ptr<Controller>> start(const BootstrapInfo& info, Store* store,
+                                                   const std::string& prefix,
+                                                   const RuntimeSettings& settings,
+                                                   Timeline* timeline);
+  /// Stops the thread; work still pending fails (call shutdown() first for a clean stop).
+  ~Controller();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  /// Queues entries sharing one handle. A name already pending on this rank, or a runtime
+  /// that has failed or shut down, is an error and nothing is queued.
+  Status submit(std::vector<Entry> entries);
+  /// Queues this rank's join; the handle finishes once every rank of the set has joined.
+  Status join(std::shared_ptr<detail::HandleState> handle);
+  /// The next barrier's tensor name (the same sequence on every rank).
+  std::string next_barrier_name();
+  /// Negotiates the end with every rank of the set, then stops the thread.
+  Status shutdown();
+
+ private:
+  Controller(int rank, int size, const RuntimeSettings& settings, Timeline* timeline);
+  void loop();
+  /// One pass: local work out, messages in, responses out and run. True if anything moved.
+  Result<bool> step();
+  /// Takes queued work into a message (batching bursts); false when there was none.
+  bool collect(RequestList& out);
+  Status send_message(int peer, std::string payload);
+  /// Reads every complete message; the coordinator feeds them to the coordinator, the others
+  /// run the response lists.
+  Result<bool> poll_messages();
+  Status post_header_recv(int peer);
+  /// After the shutdown list: a worker's last message, and the coordinator's wait for them.
+  Result<bool> say_goodbye();
+  Status collect_goodbyes();
+  Status run_responses(const ResponseList& list);
+  Status coordinate();
+  void check_stall();
+  void fail_everything(const Status& cause);
+  bool has_outstanding() const;
+  void idle_wait(bool active);
+
+  int rank_;
+  int size_;
+  RuntimeSettings settings_;
+  Timeline* timeline_;
+  std::unique_ptr<Communicator> control_;
+  std::unique_ptr<Communicator> data_;
+  std::unique_ptr<Executor> executor_;
+  ResponseCache cache_;
+  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+
+  // Shared with the submitting threads.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Entry> queue_;
+  std::atomic<std::uint64_t> submitted_{0};
+  bool join_queued_ = false;
+  std::shared_ptr<detail::HandleState> join_handle_;
+  bool shutdown_queued_ = false;
+  bool stopped_ = false;
+  Status failure_;                                   // once set, everything fails with it
+  std::unordered_map<std::string, bool> in_flight_;  // names submitted and not finished
+  std::uint64_t barriers_ = 0;
+
+  // The thread's own state.
+  std::unordered_map<std::string, Entry> pending_;  // sent, waiting for a response
+  struct HeaderRecv {
+    RequestId id = 0;
+    std::uint64_t length = 0;
+  };
+  std::vector<HeaderRecv> headers_;  // by peer: the posted receive of the next message length
+  bool joined_ = false;
+  bool shutting_down_ = false;
+  bool done_ = false;
+  Clock::time_point last_activity_;
+  Clock::time_point last_stall_check_;
+  std::thread thread_;
+};
+
+}  // namespace hoop::runtime

@@ -1,0 +1,101 @@
+// The coordinator's bookkeeping (rank 0 of each process set): which rank has submitted which
+// tensor, when a tensor is ready everywhere, whether the ranks agree on it, how ready tensors
+// are fused into responses, and which tensors stall. Pure logic over messages, so it is
+// tested without processes; the Controller feeds it and sends what it returns.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hoop/transport.h"
+#include "runtime/message.h"
+
+namespace hoop::runtime {
+
+/// Remembers the descriptions of tensors that have run, so that a rank can name a tensor it
+/// submits again with the same description by its slot: one integer instead of the whole
+/// description. Every rank updates its cache from the same responses in the same order, so
+/// slots agree everywhere. Slots are never reused for another name (a full cache stops taking
+/// new names): a slot a rank sends can then never mean a different tensor to the coordinator,
+/// whose cache may be a few responses ahead.
+class ResponseCache {
+ public:
+  /// A cache of at most `capacity` names (0: caching off).
+  explicit ResponseCache(std::size_t capacity) : capacity_(capacity) {}
+
+  /// The slot holding exactly this description, if any.
+  std::optional<std::uint32_t> find(const Request& r) const;
+  /// The description in `slot`, or null for a slot never filled.
+  const Request* at(std::uint32_t slot) const;
+  /// Records a tensor that ran: its name's slot takes the new description, or a new slot is
+  /// filled while there is room. Only allreduce, broadcast and reducescatter are cached (the
+  /// others' first dimensions may change from step to step).
+  void put(const Request& r);
+  std::size_t size() const { return slots_.size(); }
+
+ private:
+  std::size_t capacity_;
+  std::vector<Request> slots_;
+  std::unordered_map<std::string, std::uint32_t> by_name_;
+};
+
+/// Rank 0's view of one process set's negotiation.
+class Coordinator {
+ public:
+  /// `size` ranks; fused allreduces up to `fusion_threshold` bytes (0: no fusion).
+  Coordinator(int size, std::size_t fusion_threshold, const ResponseCache& cache)
+      : size_(size), fusion_threshold_(fusion_threshold), cache_(cache) {}
+
+  /// Takes one rank's message. A cache slot the coordinator does not know, or a tensor the
+  /// rank already has pending, is a protocol error naming the rank.
+  Status add(int rank, const RequestList& list, Clock::time_point now);
+  /// The work that is ready now: fused responses in order, a finished join, shutdown. Empty
+  /// when there is nothing to send.
+  ResponseList take_ready();
+  /// Whether take_ready() would return something.
+  bool has_ready() const;
+  /// One line per tensor that some ranks submitted at least `after` ago and others have not:
+  /// its name, the ranks that submitted it and the ones missing. Each tensor is reported again
+  /// only after another `after`.
+  std::vector<std::string> stalled(Clock::time_point now, std::chrono::milliseconds after);
+  /// Whether any tensor has been pending for at least `after`.
+  bool stalled_longer_than(Clock::time_point now, std::chrono::milliseconds after) const;
+
+ private:
+  struct Pending {
+    std::vector<std::optional<Request>> by_rank;
+    int submitted = 0;
+    Clock::time_point first_seen;
+    Clock::time_point last_report;
+  };
+
+  void add_request(int rank, Request r, Clock::time_point now);
+  bool is_ready(const Pending& p) const;
+  /// Moves every ready pending tensor (and completed group) to ready_, in arrival order.
+  void collect_ready();
+  /// The response for one ready tensor: validated, with its first dimensions.
+  Response make_response(const std::string& name, Pending& p) const;
+  std::vector<std::int32_t> joined_ranks() const;
+
+  int size_;
+  std::size_t fusion_threshold_;
+  const ResponseCache& cache_;
+  std::map<std::string, Pending> pending_;
+  std::vector<std::string> arrival_;                     // pending names in the order first seen
+  std::map<std::string, std::vector<Response>> groups_;  // ready members of incomplete groups
+  std::deque<Response> ready_;
+  std::vector<bool> joined_;
+  int joined_count_ = 0;
+  int last_joined_ = -1;
+  std::vector<bool> shutting_down_;
+  int shutdown_count_ = 0;
+  bool join_done_ = false;
+};
+
+}  // namespace hoop::runtime

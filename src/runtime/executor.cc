@@ -1,0 +1,246 @@
+#include "runtime/executor.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/reduce.h"
+#include "runtime/scale.h"
+
+namespace hoop::runtime {
+namespace {
+
+std::size_t bytes_of(const Request& t) { return t.count() * dtype_size(t.dtype); }
+
+/// Elements per first-dimension row.
+std::size_t row_elems(const std::vector<std::int64_t>& shape) {
+  std::size_t n = 1;
+  for (std::size_t i = 1; i < shape.size(); ++i) n *= static_cast<std::size_t>(shape[i]);
+  return n;
+}
+
+OwnedTensor make_output(const Request& t, std::int64_t rows) {
+  OwnedTensor out;
+  out.dtype = t.dtype;
+  out.shape = t.shape.empty() ? std::vector<std::int64_t>{rows} : t.shape;
+  out.shape[0] = rows;
+  out.storage.resize(static_cast<std::size_t>(rows) * row_elems(out.shape) * dtype_size(t.dtype));
+  return out;
+}
+
+}  // namespace
+
+void Executor::begin(const Response& resp, const char* phase) {
+  if (timeline_ == nullptr) return;
+  for (const Request& t : resp.tensors)
+    timeline_->begin(t.name, phase,
+                     {{"bytes", std::to_string(bytes_of(t))},
+                      {"tensors", std::to_string(resp.tensors.size())},
+                      {"transport", std::string(comm_.transport().name())}});
+}
+
+void Executor::end(const Response& resp) {
+  if (timeline_ == nullptr) return;
+  for (const Request& t : resp.tensors) timeline_->end(t.name);
+}
+
+Status Executor::run(const Response& resp, const std::vector<Entry*>& entries) {
+  switch (resp.type) {
+    case OpType::kAllreduce:
+      return allreduce(resp, entries);
+    case OpType::kAllgather:
+      return allgather(resp, entries.front());
+    case OpType::kBroadcast:
+      return broadcast(resp, entries.front());
+    case OpType::kAlltoall:
+      return alltoall(resp, entries.front());
+    case OpType::kReducescatter:
+      return reducescatter(resp, entries.front());
+    case OpType::kBarrier:
+      return hoop::barrier(comm_);
+  }
+  return internal_error("runtime: unknown operation in a response");
+}
+
+Status Executor::reduce_in_place(const Request& t, void* buf, std::size_t count, int contributors) {
+  AllreduceOptions o;
+  o.output = buf;
+  o.count = count;
+  o.dtype = t.dtype;
+  // With every rank contributing, kAvg runs in the communicator, exactly as a direct call
+  // would; with joined ranks the divisor is the number of ranks that submitted.
+  const bool all = contributors == comm_.size();
+  o.op = t.op == ReduceOp::kAvg && !all ? ReduceOp::kSum : t.op;
+  HOOP_RETURN_IF_ERROR(hoop::allreduce(comm_, o));
+  if (t.op == ReduceOp::kAvg && !all)
+    HOOP_RETURN_IF_ERROR(divide(buf, count, t.dtype, std::max(1, contributors)));
+  return scale_copy(buf, buf, count, t.dtype, t.postscale);
+}
+
+Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entries) {
+  const Request& first = resp.tensors.front();
+  const int contributors = comm_.size() - static_cast<int>(resp.joined.size());
+  if (resp.tensors.size() == 1 && entries.front() != nullptr) {
+    // One tensor: reduced in the caller's output, no fusion copy.
+    Entry& e = *entries.front();
+    begin(resp, "ALLREDUCE");
+    HOOP_RETURN_IF_ERROR(
+        scale_copy(e.output.data, e.input.data, first.count(), first.dtype, first.prescale));
+    Status s = reduce_in_place(first, e.output.data, first.count(), contributors);
+    end(resp);
+    return s;
+  }
+  std::size_t total = 0;
+  for (const Request& t : resp.tensors) total += bytes_of(t);
+  if (fusion_.size() < total) fusion_.resize(total);
+  const std::size_t es = dtype_size(first.dtype);
+  begin(resp, "MEMCPY_IN_FUSION_BUFFER");
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < resp.tensors.size(); ++i) {
+    const Request& t = resp.tensors[i];
+    if (entries[i] == nullptr) {
+      std::memset(fusion_.data() + at, 0, bytes_of(t));  // a joined rank adds nothing
+    } else {
+      HOOP_RETURN_IF_ERROR(
+          scale_copy(fusion_.data() + at, entries[i]->input.data, t.count(), t.dtype, t.prescale));
+    }
+    at += bytes_of(t);
+  }
+  end(resp);
+  begin(resp, "ALLREDUCE");
+  Status s = reduce_in_place(first, fusion_.data(), total / es, contributors);
+  end(resp);
+  HOOP_RETURN_IF_ERROR(s);
+  begin(resp, "MEMCPY_OUT_FUSION_BUFFER");
+  at = 0;
+  for (std::size_t i = 0; i < resp.tensors.size(); ++i) {
+    const std::size_t b = bytes_of(resp.tensors[i]);
+    if (entries[i] != nullptr && b > 0)
+      std::memcpy(entries[i]->output.data, fusion_.data() + at, b);
+    at += b;
+  }
+  end(resp);
+  return Status::success();
+}
+
+Status Executor::allgather(const Response& resp, Entry* e) {
+  const Request& t = resp.tensors.front();
+  const std::size_t row = row_elems(t.shape);
+  std::vector<std::size_t> counts;
+  std::int64_t rows = 0;
+  for (std::int64_t d : resp.first_dims) {
+    counts.push_back(static_cast<std::size_t>(d) * row);
+    rows += d;
+  }
+  OwnedTensor out = make_output(t, rows);
+  begin(resp, "ALLGATHER");
+  AllgathervOptions o;
+  o.input = e != nullptr ? e->input.data : nullptr;
+  o.output = out.storage.data();
+  o.counts = counts;
+  o.dtype = t.dtype;
+  Status s = hoop::allgatherv(comm_, o);
+  end(resp);
+  if (s.ok() && e != nullptr) e->handle->output = std::move(out);
+  return s;
+}
+
+Status Executor::broadcast(const Response& resp, Entry* e) {
+  const Request& t = resp.tensors.front();
+  begin(resp, "BROADCAST");
+  BroadcastOptions o;
+  o.buffer = e->output.data;
+  o.count = t.count();
+  o.dtype = t.dtype;
+  o.root = t.root;
+  Status s = hoop::broadcast(comm_, o);
+  end(resp);
+  return s;
+}
+
+Status Executor::alltoall(const Response& resp, Entry* e) {
+  const Request& t = resp.tensors.front();
+  const int n = comm_.size();
+  const std::size_t row = row_elems(t.shape);
+  const std::int64_t rows = t.shape.empty() ? 1 : t.shape[0];
+  std::vector<std::int64_t> send_rows = e->splits;
+  if (send_rows.empty()) send_rows.assign(static_cast<std::size_t>(n), rows / n);
+  // Every rank learns how many rows it gets from each rank before the data moves.
+  std::vector<std::int64_t> recv_rows(static_cast<std::size_t>(n));
+  begin(resp, "ALLTOALL");
+  AlltoallOptions counts;
+  counts.input = send_rows.data();
+  counts.output = recv_rows.data();
+  counts.count = 1;
+  counts.dtype = DataType::kI64;
+  Status s = hoop::alltoall(comm_, counts);
+  if (!s.ok()) {
+    end(resp);
+    return s;
+  }
+  std::vector<std::size_t> send_counts;
+  std::vector<std::size_t> recv_counts;
+  std::int64_t total = 0;
+  for (int r = 0; r < n; ++r) {
+    send_counts.push_back(static_cast<std::size_t>(send_rows[r]) * row);
+    recv_counts.push_back(static_cast<std::size_t>(recv_rows[r]) * row);
+    total += recv_rows[r];
+  }
+  OwnedTensor out = make_output(t, total);
+  AlltoallvOptions o;
+  o.input = e->input.data;
+  o.send_counts = send_counts;
+  o.output = out.storage.data();
+  o.recv_counts = recv_counts;
+  o.dtype = t.dtype;
+  s = hoop::alltoallv(comm_, o);
+  end(resp);
+  if (s.ok()) {
+    e->handle->output = std::move(out);
+    e->handle->received_splits = std::move(recv_rows);
+  }
+  return s;
+}
+
+Status Executor::reducescatter(const Response& resp, Entry* e) {
+  const Request& t = resp.tensors.front();
+  const int n = comm_.size();
+  const int me = comm_.rank();
+  const std::size_t row = row_elems(t.shape);
+  const std::int64_t rows = t.shape.empty() ? 1 : t.shape[0];
+  const std::size_t es = dtype_size(t.dtype);
+  // Rank r's share: rows / n rows, one more for the first rows % n ranks. The communicator's
+  // reduce-scatter takes equal blocks, so every share is padded to the largest.
+  auto share = [&](int r) { return rows / n + (r < rows % n ? 1 : 0); };
+  const std::size_t block = static_cast<std::size_t>(share(0)) * row;
+  scratch_.assign(block * static_cast<std::size_t>(n) * es + block * es, std::byte{0});
+  std::byte* padded = scratch_.data();
+  std::byte* mine = padded + block * static_cast<std::size_t>(n) * es;
+  std::size_t from = 0;
+  for (int r = 0; r < n; ++r) {
+    const std::size_t elems = static_cast<std::size_t>(share(r)) * row;
+    HOOP_RETURN_IF_ERROR(scale_copy(padded + block * static_cast<std::size_t>(r) * es,
+                                    static_cast<const std::byte*>(e->input.data) + from * es, elems,
+                                    t.dtype, t.prescale));
+    from += elems;
+  }
+  begin(resp, "REDUCESCATTER");
+  ReduceScatterOptions o;
+  o.input = padded;
+  o.output = mine;
+  o.count = block;
+  o.dtype = t.dtype;
+  o.op = t.op;
+  Status s = hoop::reduce_scatter(comm_, o);
+  end(resp);
+  HOOP_RETURN_IF_ERROR(s);
+  OwnedTensor out = make_output(t, share(me));
+  const std::size_t elems = static_cast<std::size_t>(share(me)) * row;
+  HOOP_RETURN_IF_ERROR(scale_copy(out.storage.data(), mine, elems, t.dtype, t.postscale));
+  e->handle->output = std::move(out);
+  return Status::success();
+}
+
+}  // namespace hoop::runtime

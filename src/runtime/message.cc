@@ -1,0 +1,215 @@
+#include "runtime/message.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cstring>
+
+#include "core/bytes.h"
+
+namespace hoop::runtime {
+namespace {
+
+// Bounds checked before anything is allocated for a decoded field.
+constexpr std::size_t kMaxName = 4096;
+constexpr std::uint32_t kMaxItems = 1u << 24;
+constexpr std::uint32_t kMaxDims = 64;
+constexpr std::size_t kMaxError = 1 << 20;
+
+void put_string(std::string& out, std::string_view s) {
+  append_le<std::uint32_t>(out, static_cast<std::uint32_t>(s.size()));
+  out.append(s);
+}
+
+void put_double(std::string& out, double v) {
+  append_le<std::uint64_t>(out, std::bit_cast<std::uint64_t>(v));
+}
+
+void put_request(std::string& out, const Request& r) {
+  put_string(out, r.name);
+  out.push_back(static_cast<char>(r.type));
+  out.push_back(static_cast<char>(r.dtype));
+  out.push_back(static_cast<char>(r.op));
+  append_le<std::uint32_t>(out, static_cast<std::uint32_t>(r.shape.size()));
+  for (std::int64_t d : r.shape) append_le<std::uint64_t>(out, static_cast<std::uint64_t>(d));
+  append_le<std::uint32_t>(out, static_cast<std::uint32_t>(r.root));
+  append_le<std::uint32_t>(out, static_cast<std::uint32_t>(r.device));
+  put_double(out, r.prescale);
+  put_double(out, r.postscale);
+  put_string(out, r.group);
+  append_le<std::uint32_t>(out, r.group_size);
+}
+
+/// Reads fields in order; the first failure sticks and names the field.
+class Reader {
+ public:
+  explicit Reader(std::string_view bytes) : r_(bytes) {}
+
+  std::uint8_t u8(const char* what) {
+    std::uint8_t v = 0;
+    if (ok() && !r_.u8(v)) fail(what);
+    return v;
+  }
+  std::uint32_t u32(const char* what) {
+    std::uint32_t v = 0;
+    if (ok() && !r_.u32(v)) fail(what);
+    return v;
+  }
+  std::uint64_t u64(const char* what) {
+    std::uint64_t v = 0;
+    if (ok() && !r_.u64(v)) fail(what);
+    return v;
+  }
+  double f64(const char* what) { return std::bit_cast<double>(u64(what)); }
+  std::string str(const char* what, std::size_t max = kMaxName) {
+    std::string_view v;
+    if (ok() && !r_.sized(max, v)) fail(what);
+    return std::string(v);
+  }
+  std::uint32_t items(const char* what, std::uint32_t max = kMaxItems) {
+    const std::uint32_t n = u32(what);
+    // Every item takes at least one byte, so a count beyond what is left is corrupt.
+    if (ok() && (n > max || n > r_.left())) fail(what);
+    return ok() ? n : 0;
+  }
+  template <typename E>
+  E enumerated(const char* what, E last) {
+    const std::uint8_t v = u8(what);
+    if (ok() && v > static_cast<std::uint8_t>(last)) fail(what);
+    return static_cast<E>(v);
+  }
+  Request request() {
+    Request q;
+    q.name = str("tensor name");
+    q.type = enumerated("operation", OpType::kBarrier);
+    q.dtype = enumerated("dtype", DataType::kF64);
+    q.op = enumerated("reduce op", ReduceOp::kProd);
+    const std::uint32_t dims = items("shape", kMaxDims);
+    for (std::uint32_t i = 0; i < dims && ok(); ++i)
+      q.shape.push_back(static_cast<std::int64_t>(u64("shape")));
+    q.root = static_cast<std::int32_t>(u32("root"));
+    q.device = static_cast<std::int32_t>(u32("device"));
+    q.prescale = f64("prescale");
+    q.postscale = f64("postscale");
+    q.group = str("group");
+    q.group_size = u32("group size");
+    return q;
+  }
+  bool ok() const { return error_.empty(); }
+  Status finish(const char* message) const {
+    if (!ok()) return protocol_error(fmt::format("runtime: malformed {} (at {})", message, error_));
+    if (r_.left() != 0)
+      return protocol_error(
+          fmt::format("runtime: malformed {} ({} bytes after the end)", message, r_.left()));
+    return Status::success();
+  }
+
+ private:
+  void fail(const char* what) {
+    if (ok()) error_ = what;
+  }
+  PayloadReader r_;
+  std::string error_;
+};
+
+}  // namespace
+
+std::string_view op_type_name(OpType type) {
+  switch (type) {
+    case OpType::kAllreduce:
+      return "allreduce";
+    case OpType::kAllgather:
+      return "allgather";
+    case OpType::kBroadcast:
+      return "broadcast";
+    case OpType::kAlltoall:
+      return "alltoall";
+    case OpType::kReducescatter:
+      return "reducescatter";
+    case OpType::kBarrier:
+      return "barrier";
+  }
+  return "unknown";
+}
+
+std::size_t Request::count() const {
+  std::size_t n = 1;
+  for (std::int64_t d : shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+bool same_description(const Request& a, const Request& b) {
+  return a.name == b.name && a.type == b.type && a.dtype == b.dtype && a.op == b.op &&
+         a.shape == b.shape && a.root == b.root && a.device == b.device &&
+         a.prescale == b.prescale && a.postscale == b.postscale && a.group == b.group &&
+         a.group_size == b.group_size;
+}
+
+std::string encode(const RequestList& list) {
+  std::string out;
+  append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.requests.size()));
+  for (const Request& r : list.requests) put_request(out, r);
+  append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.cached.size()));
+  for (std::uint32_t s : list.cached) append_le<std::uint32_t>(out, s);
+  out.push_back(static_cast<char>((list.join ? 1 : 0) | (list.shutdown ? 2 : 0)));
+  return out;
+}
+
+std::string encode(const ResponseList& list) {
+  std::string out;
+  append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.responses.size()));
+  for (const Response& r : list.responses) {
+    out.push_back(static_cast<char>(r.type));
+    append_le<std::uint32_t>(out, static_cast<std::uint32_t>(r.tensors.size()));
+    for (const Request& t : r.tensors) put_request(out, t);
+    append_le<std::uint32_t>(out, static_cast<std::uint32_t>(r.first_dims.size()));
+    for (std::int64_t d : r.first_dims)
+      append_le<std::uint64_t>(out, static_cast<std::uint64_t>(d));
+    append_le<std::uint32_t>(out, static_cast<std::uint32_t>(r.joined.size()));
+    for (std::int32_t j : r.joined) append_le<std::uint32_t>(out, static_cast<std::uint32_t>(j));
+    put_string(out, r.error);
+  }
+  append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.join_done_last));
+  out.push_back(static_cast<char>(list.shutdown ? 1 : 0));
+  return out;
+}
+
+Result<RequestList> decode_request_list(std::string_view bytes) {
+  Reader in(bytes);
+  RequestList list;
+  const std::uint32_t n = in.items("request count");
+  for (std::uint32_t i = 0; i < n && in.ok(); ++i) list.requests.push_back(in.request());
+  const std::uint32_t c = in.items("cached count");
+  for (std::uint32_t i = 0; i < c && in.ok(); ++i) list.cached.push_back(in.u32("cache slot"));
+  const std::uint8_t flags = in.u8("flags");
+  list.join = (flags & 1) != 0;
+  list.shutdown = (flags & 2) != 0;
+  HOOP_RETURN_IF_ERROR(in.finish("request list"));
+  return list;
+}
+
+Result<ResponseList> decode_response_list(std::string_view bytes) {
+  Reader in(bytes);
+  ResponseList list;
+  const std::uint32_t n = in.items("response count");
+  for (std::uint32_t i = 0; i < n && in.ok(); ++i) {
+    Response r;
+    r.type = in.enumerated("operation", OpType::kBarrier);
+    const std::uint32_t t = in.items("tensor count");
+    for (std::uint32_t k = 0; k < t && in.ok(); ++k) r.tensors.push_back(in.request());
+    const std::uint32_t d = in.items("first dims");
+    for (std::uint32_t k = 0; k < d && in.ok(); ++k)
+      r.first_dims.push_back(static_cast<std::int64_t>(in.u64("first dim")));
+    const std::uint32_t j = in.items("joined ranks");
+    for (std::uint32_t k = 0; k < j && in.ok(); ++k)
+      r.joined.push_back(static_cast<std::int32_t>(in.u32("joined rank")));
+    r.error = in.str("error", kMaxError);
+    list.responses.push_back(std::move(r));
+  }
+  list.join_done_last = static_cast<std::int32_t>(in.u32("join"));
+  list.shutdown = in.u8("shutdown") != 0;
+  HOOP_RETURN_IF_ERROR(in.finish("response list"));
+  return list;
+}
+
+}  // namespace hoop::runtime

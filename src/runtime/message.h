@@ -1,0 +1,93 @@
+// What the runtime's background threads tell each other: a rank's requests (tensors it has
+// ready) go to the coordinator, and the coordinator's responses (what to run, in which order)
+// go to every rank. Both are encoded into byte strings for the control connection; decoding
+// checks every length, so a corrupt message is an error, never an over-read.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hoop/core.h"
+
+namespace hoop::runtime {
+
+/// The collective a tensor takes part in.
+enum class OpType : std::uint8_t {
+  kAllreduce,
+  kAllgather,
+  kBroadcast,
+  kAlltoall,
+  kReducescatter,
+  kBarrier
+};
+
+/// Lower-case name ("allreduce", ...), as in error messages and the timeline.
+std::string_view op_type_name(OpType type);
+
+/// One rank's description of one tensor operation; every rank must send the same one (the
+/// first dimension of allgather and alltoall inputs excepted).
+struct Request {
+  std::string name;
+  OpType type = OpType::kAllreduce;
+  DataType dtype = DataType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  std::vector<std::int64_t> shape;
+  std::int32_t root = -1;
+  std::int32_t device = -1;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  /// grouped_allreduce: the first name of the group and its size; empty / 0 otherwise.
+  std::string group;
+  std::uint32_t group_size = 0;
+
+  /// The number of elements.
+  std::size_t count() const;
+};
+
+/// A message from a rank to the coordinator of its process set.
+struct RequestList {
+  /// Tensors submitted since the last message and not in the response cache.
+  std::vector<Request> requests;
+  /// Response-cache slots of tensors submitted since the last message.
+  std::vector<std::uint32_t> cached;
+  bool join = false;      // this rank has joined
+  bool shutdown = false;  // this rank is shutting down
+};
+
+/// One unit of work every rank runs in the same order.
+struct Response {
+  OpType type = OpType::kAllreduce;
+  /// The tensors, in fusion order, fully described (every rank needs the shapes: a joined rank
+  /// has no request of its own, and an allgather's first dimensions differ per rank).
+  std::vector<Request> tensors;
+  /// Allgather: first dimension of each tensor on each rank, tensor-major
+  /// (tensors.size() x set size).
+  std::vector<std::int64_t> first_dims;
+  /// Ranks (in the set) that had joined when the response was made.
+  std::vector<std::int32_t> joined;
+  /// Non-empty: the tensors fail with this message (a mismatch) instead of running.
+  std::string error;
+};
+
+/// A message from the coordinator to every rank.
+struct ResponseList {
+  std::vector<Response> responses;
+  /// Every rank has joined: their join handles finish, naming this rank as the last (-1: no).
+  std::int32_t join_done_last = -1;
+  /// Every rank asked to shut down: the background threads stop after this list.
+  bool shutdown = false;
+};
+
+/// Byte encodings of the messages.
+std::string encode(const RequestList& list);
+std::string encode(const ResponseList& list);
+/// Decoders; protocol_error naming what was malformed.
+Result<RequestList> decode_request_list(std::string_view bytes);
+Result<ResponseList> decode_response_list(std::string_view bytes);
+
+/// Whether two requests describe the same operation (shape compared in full).
+bool same_description(const Request& a, const Request& b);
+
+}  // namespace hoop::runtime

@@ -1,0 +1,456 @@
+// The public runtime API (hoop/hoop.h): the job-wide state, argument checks, and the hand-off
+// of each call to its process set's Controller.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+#include <mutex>
+
+#include "core/log.h"
+#include "hoop/hoop.h"
+#include "runtime/controller.h"
+
+namespace hoop {
+namespace {
+
+using runtime::Controller;
+using runtime::Entry;
+using runtime::OpType;
+using runtime::Request;
+
+struct SetState {
+  std::vector<int> ranks;  // global ranks, sorted
+  int my_rank = -1;        // in the set; -1: not a member (no controller)
+  std::unique_ptr<Controller> controller;
+};
+
+struct Global {
+  std::mutex mu;
+  bool initialized = false;
+  int generation = 0;  // init() count: fresh store keys for every init
+  BootstrapInfo info;
+  std::unique_ptr<Store> store;
+  runtime::RuntimeSettings settings;
+  std::unique_ptr<runtime::Timeline> timeline;
+  std::map<ProcessSet, SetState> sets;
+  ProcessSet next_set = 1;
+};
+
+Global& global() {
+  static Global g;
+  return g;
+}
+
+[[noreturn]] void fail(Status s) { throw Error(std::move(s)); }
+
+void check(Status s) {
+  if (!s.ok()) fail(std::move(s));
+}
+
+Global& initialized_global() {
+  Global& g = global();
+  if (!g.initialized) fail(invalid_argument("hoop::init() has not been called"));
+  return g;
+}
+
+/// The controller of a set this rank belongs to.
+Controller& controller_of(ProcessSet ps) {
+  Global& g = initialized_global();
+  std::lock_guard<std::mutex> lock(g.mu);
+  auto it = g.sets.find(ps);
+  if (it == g.sets.end()) fail(invalid_argument(fmt::format("process set {} does not exist", ps)));
+  if (it->second.controller == nullptr)
+    fail(invalid_argument(
+        fmt::format("rank {} is not a member of process set {}", g.info.rank, ps)));
+  return *it->second.controller;
+}
+
+void check_tensor(const std::string& name, const Tensor& t, const char* role) {
+  if (name.empty()) fail(invalid_argument("a tensor needs a non-empty name"));
+  if (static_cast<unsigned>(t.dtype) > static_cast<unsigned>(DataType::kF64))
+    fail(invalid_argument(fmt::format("tensor '{}': {} has an unknown dtype", name, role)));
+  for (std::int64_t d : t.shape)
+    if (d < 0)
+      fail(invalid_argument(fmt::format("tensor '{}': {} has a negative dimension", name, role)));
+  if (t.data == nullptr && t.count() > 0)
+    fail(invalid_argument(fmt::format("tensor '{}': {} data is null", name, role)));
+  if (t.device != kCpuDevice)
+    fail(invalid_argument(
+        fmt::format("tensor '{}': {} is on cuda:{}; this build's transports take host memory only",
+                    name, role, t.device)));
+}
+
+void check_scales(const std::string& name, DataType dtype, const ReduceOptions& o) {
+  if (static_cast<unsigned>(o.op) > static_cast<unsigned>(ReduceOp::kProd))
+    fail(invalid_argument(fmt::format("tensor '{}': unknown reduce op", name)));
+  if (!dtype_is_float(dtype) && (o.prescale != 1.0 || o.postscale != 1.0))
+    fail(invalid_argument(
+        fmt::format("tensor '{}': prescale/postscale other than 1 need a float dtype, not {}", name,
+                    dtype_name(dtype))));
+}
+
+Request describe(const std::string& name, OpType type, const Tensor& t) {
+  Request r;
+  r.name = name;
+  r.type = type;
+  r.dtype = t.dtype;
+  r.shape = t.shape;
+  r.device = t.device;
+  return r;
+}
+
+Handle submit_one(ProcessSet ps, Entry e) {
+  Controller& c = controller_of(ps);
+  auto state = std::make_shared<detail::HandleState>();
+  e.handle = state;
+  std::vector<Entry> entries;
+  entries.push_back(std::move(e));
+  check(c.submit(std::move(entries)));
+  return Handle(state);
+}
+
+OwnedTensor take_output(const Handle& h) {
+  h.wait();
+  return std::move(h.output());
+}
+
+}  // namespace
+
+std::size_t Tensor::count() const {
+  std::size_t n = 1;
+  for (std::int64_t d : shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+std::size_t Tensor::bytes() const { return count() * dtype_size(dtype); }
+
+Tensor OwnedTensor::view() { return Tensor{storage.data(), dtype, shape, kCpuDevice}; }
+
+bool Handle::poll() const {
+  if (!state_) return true;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->done;
+}
+
+Status Handle::status() const {
+  if (!state_) return invalid_argument("an empty hoop::Handle");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [&] { return state_->done; });
+  return state_->status;
+}
+
+void Handle::wait() const { check(status()); }
+
+OwnedTensor& Handle::output() const {
+  if (!state_) fail(invalid_argument("an empty hoop::Handle"));
+  return state_->output;
+}
+
+const std::vector<std::int64_t>& Handle::received_splits() const {
+  if (!state_) fail(invalid_argument("an empty hoop::Handle"));
+  return state_->received_splits;
+}
+
+int Handle::last_joined_rank() const {
+  if (!state_) fail(invalid_argument("an empty hoop::Handle"));
+  return state_->last_joined;
+}
+
+void init() {
+  Global& g = global();
+  std::lock_guard<std::mutex> lock(g.mu);
+  if (g.initialized) return;
+  auto fresh = [&](Status s) {
+    g.sets.clear();
+    g.timeline.reset();
+    g.store.reset();
+    fail(std::move(s));
+  };
+  Result<BootstrapInfo> info = bootstrap_from_env();
+  if (!info.ok()) fresh(info.status());
+  Result<runtime::RuntimeSettings> settings = runtime::runtime_settings_from_env();
+  if (!settings.ok()) fresh(settings.status());
+  g.info = *info;
+  g.settings = *settings;
+  if (g.info.size > 1) {
+    Result<std::unique_ptr<Store>> store = connect_store(g.info);
+    if (!store.ok()) fresh(store.status());
+    g.store = std::move(*store);
+  }
+  const std::string& path = g.settings.timeline_path;
+  const bool per_rank = path.find("%r") != std::string::npos;
+  if (!path.empty() && (per_rank || g.info.rank == 0)) {
+    std::string file = path;
+    if (per_rank) file.replace(file.find("%r"), 2, std::to_string(g.info.rank));
+    auto tl = runtime::Timeline::open(file, g.info.rank, g.settings.timeline_max_bytes);
+    if (!tl.ok()) fresh(tl.status().with_context("HOOP_TIMELINE"));
+    g.timeline = std::move(*tl);
+  }
+  ++g.generation;
+  SetState all;
+  for (int r = 0; r < g.info.size; ++r) all.ranks.push_back(r);
+  all.my_rank = g.info.rank;
+  auto c = Controller::start(g.info, g.store.get(), fmt::format("hoop/rt{}/ps0", g.generation),
+                             g.settings, g.timeline.get());
+  if (!c.ok()) fresh(c.status());
+  all.controller = std::move(*c);
+  g.sets[kGlobalProcessSet] = std::move(all);
+  g.next_set = 1;
+  g.initialized = true;
+}
+
+void shutdown() {
+  Global& g = global();
+  std::unique_lock<std::mutex> lock(g.mu);
+  if (!g.initialized) return;
+  g.initialized = false;
+  std::map<ProcessSet, SetState> sets = std::move(g.sets);
+  g.sets.clear();
+  lock.unlock();
+  Status first;
+  // The global set last: the others may still be finishing work.
+  for (auto it = sets.rbegin(); it != sets.rend(); ++it) {
+    if (it->second.controller == nullptr) continue;
+    Status s = it->second.controller->shutdown();
+    if (first.ok() && !s.ok()) first = s;
+    it->second.controller.reset();
+  }
+  lock.lock();
+  g.timeline.reset();
+  g.store.reset();
+  if (!first.ok()) HOOP_LOG(kWarn, "shutdown after a failure: {}", first.to_string());
+}
+
+bool is_initialized() {
+  std::lock_guard<std::mutex> lock(global().mu);
+  return global().initialized;
+}
+
+int rank() { return initialized_global().info.rank; }
+int size() { return initialized_global().info.size; }
+int local_rank() { return initialized_global().info.local_rank; }
+int local_size() { return initialized_global().info.local_size; }
+int cross_rank() { return initialized_global().info.cross_rank; }
+int cross_size() { return initialized_global().info.cross_size; }
+
+Handle allreduce_async(const std::string& name, const Tensor& input, const Tensor& output,
+                       const ReduceOptions& options) {
+  return grouped_allreduce_async({name}, {input}, {output}, options);
+}
+
+void allreduce(const std::string& name, const Tensor& input, const Tensor& output,
+               const ReduceOptions& options) {
+  allreduce_async(name, input, output, options).wait();
+}
+
+Handle grouped_allreduce_async(const std::vector<std::string>& names,
+                               const std::vector<Tensor>& inputs,
+                               const std::vector<Tensor>& outputs, const ReduceOptions& options) {
+  if (names.empty() || names.size() != inputs.size() || names.size() != outputs.size())
+    fail(invalid_argument(fmt::format(
+        "grouped allreduce: {} names, {} inputs and {} outputs; need the same non-zero number",
+        names.size(), inputs.size(), outputs.size())));
+  std::vector<Entry> entries;
+  auto state = std::make_shared<detail::HandleState>();
+  state->parts_left = static_cast<int>(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    check_tensor(names[i], inputs[i], "input");
+    check_tensor(names[i], outputs[i], "output");
+    if (inputs[i].dtype != outputs[i].dtype || inputs[i].count() != outputs[i].count())
+      fail(invalid_argument(fmt::format(
+          "tensor '{}': output must have the input's dtype and element count", names[i])));
+    check_scales(names[i], inputs[i].dtype, options);
+    Entry e;
+    e.request = describe(names[i], OpType::kAllreduce, inputs[i]);
+    e.request.op = options.op;
+    e.request.prescale = options.prescale;
+    e.request.postscale = options.postscale;
+    if (names.size() > 1) {
+      e.request.group = names.front();
+      e.request.group_size = static_cast<std::uint32_t>(names.size());
+    }
+    e.input = inputs[i];
+    e.output = outputs[i];
+    e.handle = state;
+    entries.push_back(std::move(e));
+  }
+  check(controller_of(options.process_set).submit(std::move(entries)));
+  return Handle(state);
+}
+
+Handle allgather_async(const std::string& name, const Tensor& input, ProcessSet ps) {
+  check_tensor(name, input, "input");
+  Entry e;
+  e.request = describe(name, OpType::kAllgather, input);
+  if (e.request.shape.empty()) e.request.shape = {1};  // a scalar gathers as one row
+  e.input = input;
+  return submit_one(ps, std::move(e));
+}
+
+OwnedTensor allgather(const std::string& name, const Tensor& input, ProcessSet ps) {
+  return take_output(allgather_async(name, input, ps));
+}
+
+Handle broadcast_async(const std::string& name, const Tensor& tensor, int root, ProcessSet ps) {
+  check_tensor(name, tensor, "tensor");
+  const int n = controller_of(ps).size();
+  if (root < 0 || root >= n)
+    fail(invalid_argument(fmt::format(
+        "tensor '{}': broadcast root {} is not a rank of a {}-rank set", name, root, n)));
+  Entry e;
+  e.request = describe(name, OpType::kBroadcast, tensor);
+  e.request.root = root;
+  e.input = tensor;
+  e.output = tensor;
+  return submit_one(ps, std::move(e));
+}
+
+void broadcast(const std::string& name, const Tensor& tensor, int root, ProcessSet ps) {
+  broadcast_async(name, tensor, root, ps).wait();
+}
+
+Handle alltoall_async(const std::string& name, const Tensor& input,
+                      const std::vector<std::int64_t>& splits, ProcessSet ps) {
+  check_tensor(name, input, "input");
+  const int n = controller_of(ps).size();
+  const std::int64_t rows = input.shape.empty() ? 1 : input.shape[0];
+  if (splits.empty()) {
+    if (rows % n != 0)
+      fail(invalid_argument(fmt::format(
+          "tensor '{}': {} rows do not split evenly over {} ranks; pass splits", name, rows, n)));
+  } else {
+    std::int64_t sum = 0;
+    for (std::int64_t s : splits) sum += s < 0 ? rows + 1 : s;
+    if (static_cast<int>(splits.size()) != n || sum != rows)
+      fail(invalid_argument(fmt::format(
+          "tensor '{}': splits must be {} non-negative row counts summing to {}", name, n, rows)));
+  }
+  Entry e;
+  e.request = describe(name, OpType::kAlltoall, input);
+  if (e.request.shape.empty()) e.request.shape = {1};
+  e.input = input;
+  e.splits = splits;
+  return submit_one(ps, std::move(e));
+}
+
+OwnedTensor alltoall(const std::string& name, const Tensor& input,
+                     const std::vector<std::int64_t>& splits, ProcessSet ps) {
+  return take_output(alltoall_async(name, input, splits, ps));
+}
+
+Handle reducescatter_async(const std::string& name, const Tensor& input,
+                           const ReduceOptions& options) {
+  check_tensor(name, input, "input");
+  check_scales(name, input.dtype, options);
+  Entry e;
+  e.request = describe(name, OpType::kReducescatter, input);
+  if (e.request.shape.empty()) e.request.shape = {1};
+  e.request.op = options.op;
+  e.request.prescale = options.prescale;
+  e.request.postscale = options.postscale;
+  e.input = input;
+  return submit_one(options.process_set, std::move(e));
+}
+
+OwnedTensor reducescatter(const std::string& name, const Tensor& input,
+                          const ReduceOptions& options) {
+  return take_output(reducescatter_async(name, input, options));
+}
+
+void barrier(ProcessSet ps) {
+  Controller& c = controller_of(ps);
+  Entry e;
+  e.request.name = c.next_barrier_name();
+  e.request.type = OpType::kBarrier;
+  e.request.shape = {0};
+  submit_one(ps, std::move(e)).wait();
+}
+
+Handle join_async(ProcessSet ps) {
+  auto state = std::make_shared<detail::HandleState>();
+  check(controller_of(ps).join(state));
+  return Handle(state);
+}
+
+int join(ProcessSet ps) {
+  Handle h = join_async(ps);
+  h.wait();
+  return h.last_joined_rank();
+}
+
+ProcessSet add_process_set(const std::vector<int>& ranks) {
+  Global& g = initialized_global();
+  std::lock_guard<std::mutex> lock(g.mu);
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= g.info.size || (i > 0 && ranks[i] <= ranks[i - 1]))
+      fail(invalid_argument(fmt::format(
+          "add_process_set: ranks [{}] must be sorted, distinct and below the job size {}",
+          fmt::join(ranks, ", "), g.info.size)));
+  }
+  if (ranks.empty()) fail(invalid_argument("add_process_set: a process set needs a rank"));
+  const ProcessSet id = g.next_set++;
+  SetState set;
+  set.ranks = ranks;
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] == g.info.rank) set.my_rank = static_cast<int>(i);
+  if (set.my_rank >= 0) {
+    const std::string prefix = fmt::format("hoop/rt{}/ps{}", g.generation, id);
+    const std::string listed = fmt::format("{}", fmt::join(ranks, ","));
+    if (ranks.size() > 1) {
+      // The members must agree on who they are, or the mesh would wait for a rank that never
+      // comes; the first member publishes its list and the others compare.
+      if (set.my_rank == 0) {
+        check(g.store->set(prefix + "/ranks", listed));
+      } else {
+        Result<std::string> theirs = g.store->wait_get(prefix + "/ranks", g.info.start_timeout);
+        check(theirs.status());
+        if (*theirs != listed)
+          fail(mismatch_error(
+              fmt::format("add_process_set: process set {} is [{}] on rank {} but [{}] on rank {}",
+                          id, *theirs, ranks.front(), listed, g.info.rank)));
+      }
+    }
+    BootstrapInfo sub = g.info;
+    sub.rank = set.my_rank;
+    sub.size = static_cast<int>(ranks.size());
+    auto c = Controller::start(sub, ranks.size() > 1 ? g.store.get() : nullptr, prefix, g.settings,
+                               g.timeline.get());
+    check(c.status());
+    set.controller = std::move(*c);
+  }
+  g.sets[id] = std::move(set);
+  return id;
+}
+
+void remove_process_set(ProcessSet ps) {
+  Global& g = initialized_global();
+  if (ps == kGlobalProcessSet) fail(invalid_argument("the global process set cannot be removed"));
+  SetState set;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    auto it = g.sets.find(ps);
+    if (it == g.sets.end())
+      fail(invalid_argument(fmt::format("process set {} does not exist", ps)));
+    set = std::move(it->second);
+    g.sets.erase(it);
+  }
+  if (set.controller != nullptr) check(set.controller->shutdown());
+}
+
+std::vector<int> process_set_ranks(ProcessSet ps) {
+  Global& g = initialized_global();
+  std::lock_guard<std::mutex> lock(g.mu);
+  auto it = g.sets.find(ps);
+  if (it == g.sets.end()) fail(invalid_argument(fmt::format("process set {} does not exist", ps)));
+  return it->second.ranks;
+}
+
+int process_set_rank(ProcessSet ps) {
+  Global& g = initialized_global();
+  std::lock_guard<std::mutex> lock(g.mu);
+  auto it = g.sets.find(ps);
+  if (it == g.sets.end()) fail(invalid_argument(fmt::format("process set {} does not exist", ps)));
+  return it->second.my_rank;
+}
+
+}  // namespace hoop

@@ -1,0 +1,53 @@
+#include "runtime/scale.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/half.h"
+
+namespace hoop::runtime {
+namespace {
+
+template <typename T>
+void scale_as(void* dst, const void* src, std::size_t count, T factor) {
+  auto* d = static_cast<T*>(dst);
+  const auto* s = static_cast<const T*>(src);
+  for (std::size_t i = 0; i < count; ++i) d[i] = s[i] * factor;
+}
+
+template <float (*Widen)(std::uint16_t), std::uint16_t (*Narrow)(float)>
+void scale_16(void* dst, const void* src, std::size_t count, float factor) {
+  auto* d = static_cast<std::uint16_t*>(dst);
+  const auto* s = static_cast<const std::uint16_t*>(src);
+  for (std::size_t i = 0; i < count; ++i) d[i] = Narrow(Widen(s[i]) * factor);
+}
+
+}  // namespace
+
+Status scale_copy(void* dst, const void* src, std::size_t count, DataType dtype, double factor) {
+  if (factor == 1.0) {
+    if (dst != src && count > 0) std::memmove(dst, src, count * dtype_size(dtype));
+    return Status::success();
+  }
+  switch (dtype) {
+    case DataType::kF32:
+      scale_as<float>(dst, src, count, static_cast<float>(factor));
+      return Status::success();
+    case DataType::kF64:
+      scale_as<double>(dst, src, count, factor);
+      return Status::success();
+    case DataType::kF16:
+      scale_16<half_to_float, float_to_half>(dst, src, count, static_cast<float>(factor));
+      return Status::success();
+    case DataType::kBF16:
+      scale_16<bf16_to_float, float_to_bf16>(dst, src, count, static_cast<float>(factor));
+      return Status::success();
+    default:
+      return invalid_argument(fmt::format("scale factor {} on {} elements: only float types scale",
+                                          factor, dtype_name(dtype)));
+  }
+}
+
+}  // namespace hoop::runtime

@@ -1,0 +1,84 @@
+// The runtime's timeline: a Chrome trace of each tensor's phases (negotiation, the collective,
+// copies), written as it happens so that a job that hangs or dies still leaves a readable trace.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/fd.h"
+#include "hoop/core.h"
+
+namespace hoop::runtime {
+
+/// Writes a Chrome trace-event JSON file (chrome://tracing, Perfetto). The file is a JSON array
+/// that is complete after every event: each write replaces the closing "]" with the event and a
+/// new "]", in one pwrite, so the file parses even when the process is killed. Thread-safe.
+/// (One exception: Linux copies a write page by page and stops between pages once SIGKILL is
+/// pending, so a kill inside a write that crosses a 4 KiB boundary cuts the file there.)
+class Timeline {
+ public:
+  /// Creates (truncates) `path`. `pid` is the rank (the trace's process id; a process_name
+  /// metadata event "rank N" is written first). `max_bytes` > 0 bounds the file size: an event
+  /// that would pass it is dropped, and once that happens one instant event named
+  /// "TIMELINE_TRUNCATED" is written (the bound reserves room for it). Fails (io_error naming the
+  /// path and strerror) when the file cannot be created, and (invalid_argument) when `max_bytes`
+  /// is too small to hold even the first event and the truncation marker.
+  static Result<std::unique_ptr<Timeline>> open(const std::string& path, int pid,
+                                                std::size_t max_bytes);
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+  ~Timeline();
+
+  /// Starts phase `phase` (e.g. "NEGOTIATE", "ALLREDUCE") on the row of tensor `tensor` (each
+  /// tensor name gets its own row: a trace "tid", with a thread_name metadata event the first
+  /// time the name is seen). `args` is a list of key/value string pairs written as the event's
+  /// "args" object (may be empty).
+  void begin(std::string_view tensor, std::string_view phase,
+             const std::vector<std::pair<std::string, std::string>>& args = {});
+  /// Ends the phase begun last on `tensor`'s row (nothing when no phase is open there).
+  void end(std::string_view tensor);
+  /// An instant event on `tensor`'s row.
+  void instant(std::string_view tensor, std::string_view name);
+  /// Bytes written so far (the file's size).
+  std::size_t bytes() const;
+
+ private:
+  struct Row {
+    int tid = 0;
+    std::vector<std::string> open_phases = {};  // E events repeat their B's name, for readability
+  };
+
+  Timeline(Fd fd, std::string path, int pid, std::size_t max_bytes, std::size_t reserve,
+           std::size_t size);
+
+  // The row of `tensor`; a new one gets a thread_name metadata event appended to `events`.
+  Row& row(std::string_view tensor, std::string& events);
+  // Writes `events` (each preceded by ",\n") in place of the closing bracket, or drops them
+  // when they would pass the bound; a failed write logs once and stops the timeline. Caller
+  // holds mu_.
+  void append(const std::string& events);
+  // Microseconds since open, as a JSON number with nanosecond digits.
+  std::string timestamp() const;
+
+  Fd fd_;
+  const std::string path_;
+  const int pid_;
+  const std::size_t max_bytes_;  // 0: unbounded
+  const std::size_t reserve_;    // the longest truncation marker, kept free below max_bytes_
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  mutable std::mutex mu_;
+  std::size_t size_ = 0;  // the file's size; the last bytes are the closing bracket
+  bool stopped_ = false;  // truncated or a write failed: nothing more is written
+  int next_tid_ = 1;      // tid 0 holds process-wide events (metadata, the truncation marker)
+  std::map<std::string, Row, std::less<>> rows_;  // std::less<>: found by string_view
+};
+
+}  // namespace hoop::runtime

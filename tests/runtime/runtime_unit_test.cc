@@ -1,0 +1,297 @@
+// The runtime's pure parts: message encoding, the coordinator's negotiation table, the
+// response cache and the scale kernel, without processes.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/coordinator.h"
+#include "runtime/message.h"
+#include "runtime/scale.h"
+
+namespace hoop::runtime {
+namespace {
+
+Request allreduce(const std::string& name, std::vector<std::int64_t> shape = {4},
+                  DataType dtype = DataType::kF32) {
+  Request r;
+  r.name = name;
+  r.type = OpType::kAllreduce;
+  r.dtype = dtype;
+  r.op = ReduceOp::kSum;
+  r.shape = std::move(shape);
+  return r;
+}
+
+RequestList list_of(std::vector<Request> requests) {
+  RequestList l;
+  l.requests = std::move(requests);
+  return l;
+}
+
+std::vector<std::string> names(const Response& r) {
+  std::vector<std::string> out;
+  for (const Request& t : r.tensors) out.push_back(t.name);
+  return out;
+}
+
+const Clock::time_point kT0 = Clock::now();
+
+TEST(Message, ListsRoundTrip) {
+  RequestList rl;
+  Request r = allreduce("grad/w", {3, 5}, DataType::kBF16);
+  r.prescale = 0.5;
+  r.group = "grad/w";
+  r.group_size = 2;
+  rl.requests = {r, allreduce("b")};
+  rl.cached = {7, 9};
+  rl.join = true;
+  auto back = decode_request_list(encode(rl));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  ASSERT_EQ(back->requests.size(), 2u);
+  EXPECT_TRUE(same_description(back->requests[0], r));
+  EXPECT_EQ(back->cached, rl.cached);
+  EXPECT_TRUE(back->join);
+  EXPECT_FALSE(back->shutdown);
+
+  ResponseList sl;
+  Response resp;
+  resp.type = OpType::kAllgather;
+  resp.tensors = {r};
+  resp.first_dims = {1, 2, 3};
+  resp.joined = {2};
+  resp.error = "tensor 'x': ranks disagree";
+  sl.responses = {resp};
+  sl.join_done_last = 3;
+  sl.shutdown = true;
+  auto sback = decode_response_list(encode(sl));
+  ASSERT_TRUE(sback.ok()) << sback.status().to_string();
+  EXPECT_EQ(sback->responses[0].first_dims, resp.first_dims);
+  EXPECT_EQ(sback->responses[0].joined, resp.joined);
+  EXPECT_EQ(sback->responses[0].error, resp.error);
+  EXPECT_EQ(sback->join_done_last, 3);
+  EXPECT_TRUE(sback->shutdown);
+}
+
+TEST(Message, CorruptBytesAreAProtocolErrorNotACrash) {
+  const std::string good = encode(list_of({allreduce("a"), allreduce("b")}));
+  for (std::size_t cut = 0; cut < good.size(); ++cut) {
+    auto r = decode_request_list(good.substr(0, cut));
+    EXPECT_EQ(r.status().code(), StatusCode::kProtocolError) << cut;
+  }
+  std::string huge = good;
+  huge[0] = '\xff';
+  huge[1] = '\xff';
+  EXPECT_EQ(decode_request_list(huge).status().code(), StatusCode::kProtocolError);
+  EXPECT_EQ(decode_request_list(good + "x").status().code(), StatusCode::kProtocolError);
+  std::string bad_enum = good;
+  bad_enum[4 + 4 + 1] = 99;  // the first request's operation byte
+  EXPECT_EQ(decode_request_list(bad_enum).status().code(), StatusCode::kProtocolError);
+}
+
+TEST(Coordinator, ATensorRunsOnceEveryRankSubmittedIt) {
+  ResponseCache cache(16);
+  Coordinator c(3, 1 << 20, cache);
+  ASSERT_TRUE(c.add(0, list_of({allreduce("a")}), kT0).ok());
+  ASSERT_TRUE(c.add(2, list_of({allreduce("a")}), kT0).ok());
+  EXPECT_FALSE(c.has_ready());
+  ASSERT_TRUE(c.add(1, list_of({allreduce("a")}), kT0).ok());
+  ASSERT_TRUE(c.has_ready());
+  ResponseList l = c.take_ready();
+  ASSERT_EQ(l.responses.size(), 1u);
+  EXPECT_EQ(names(l.responses[0]), std::vector<std::string>{"a"});
+  EXPECT_TRUE(l.responses[0].error.empty());
+  EXPECT_FALSE(c.has_ready());
+}
+
+TEST(Coordinator, DifferentSubmissionOrdersGiveOneOrderAndFuseCompatibleTensors) {
+  ResponseCache cache(16);
+  Coordinator c(2, 1 << 20, cache);
+  Request f64 = allreduce("d", {4}, DataType::kF64);
+  ASSERT_TRUE(c.add(0, list_of({allreduce("a"), allreduce("b"), f64, allreduce("c")}), kT0).ok());
+  ASSERT_TRUE(c.add(1, list_of({allreduce("c"), f64, allreduce("b"), allreduce("a")}), kT0).ok());
+  ResponseList l = c.take_ready();
+  ASSERT_EQ(l.responses.size(), 2u);
+  EXPECT_EQ(names(l.responses[0]), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(names(l.responses[1]), std::vector<std::string>{"d"});
+}
+
+TEST(Coordinator, FusionStopsAtTheThreshold) {
+  ResponseCache cache(16);
+  Coordinator c(1, 40, cache);  // 16-byte tensors: two fit in 40 bytes
+  ASSERT_TRUE(c.add(0, list_of({allreduce("a"), allreduce("b"), allreduce("c")}), kT0).ok());
+  ResponseList l = c.take_ready();
+  ASSERT_EQ(l.responses.size(), 2u);
+  EXPECT_EQ(names(l.responses[0]), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(names(l.responses[1]), std::vector<std::string>{"c"});
+}
+
+TEST(Coordinator, AMismatchNamesTheTensorTheFieldTheValuesAndTheRanks) {
+  ResponseCache cache(16);
+  Coordinator c(3, 1 << 20, cache);
+  ASSERT_TRUE(c.add(0, list_of({allreduce("grad/w", {2, 3})}), kT0).ok());
+  ASSERT_TRUE(c.add(1, list_of({allreduce("grad/w", {2, 4})}), kT0).ok());
+  ASSERT_TRUE(c.add(2, list_of({allreduce("grad/w", {2, 3})}), kT0).ok());
+  ResponseList l = c.take_ready();
+  ASSERT_EQ(l.responses.size(), 1u);
+  EXPECT_EQ(l.responses[0].error,
+            "tensor 'grad/w': ranks disagree on the shape: [2, 3] on ranks 0, 2; [2, 4] on rank 1");
+  Request other = allreduce("x");
+  Request op = other;
+  op.op = ReduceOp::kMax;
+  ASSERT_TRUE(c.add(0, list_of({other}), kT0).ok());
+  ASSERT_TRUE(c.add(1, list_of({op}), kT0).ok());
+  ASSERT_TRUE(c.add(2, list_of({other}), kT0).ok());
+  EXPECT_NE(c.take_ready().responses[0].error.find(
+                "disagree on the op: sum on ranks 0, 2; max on rank 1"),
+            std::string::npos);
+}
+
+TEST(Coordinator, AllgatherFirstDimensionsMayDifferAndAreReported) {
+  ResponseCache cache(16);
+  Coordinator c(2, 1 << 20, cache);
+  Request a = allreduce("g", {2, 3});
+  a.type = OpType::kAllgather;
+  Request b = a;
+  b.shape = {5, 3};
+  ASSERT_TRUE(c.add(0, list_of({a}), kT0).ok());
+  ASSERT_TRUE(c.add(1, list_of({b}), kT0).ok());
+  ResponseList l = c.take_ready();
+  ASSERT_EQ(l.responses.size(), 1u);
+  EXPECT_TRUE(l.responses[0].error.empty()) << l.responses[0].error;
+  EXPECT_EQ(l.responses[0].first_dims, (std::vector<std::int64_t>{2, 5}));
+}
+
+TEST(Coordinator, AGroupRunsOnlyWhenAllItsMembersAreReady) {
+  ResponseCache cache(16);
+  Coordinator c(2, 1 << 20, cache);
+  Request a = allreduce("a");
+  Request b = allreduce("b");
+  a.group = b.group = "a";
+  a.group_size = b.group_size = 2;
+  ASSERT_TRUE(c.add(0, list_of({a, b}), kT0).ok());
+  ASSERT_TRUE(c.add(1, list_of({a}), kT0).ok());
+  EXPECT_FALSE(c.has_ready());
+  ASSERT_TRUE(c.add(1, list_of({b}), kT0).ok());
+  ResponseList l = c.take_ready();
+  ASSERT_EQ(l.responses.size(), 1u);
+  EXPECT_EQ(names(l.responses[0]), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(Coordinator, JoinedRanksCountAsReadyAndTheLastToJoinIsReported) {
+  ResponseCache cache(16);
+  Coordinator c(3, 1 << 20, cache);
+  RequestList join;
+  join.join = true;
+  ASSERT_TRUE(c.add(2, join, kT0).ok());
+  ASSERT_TRUE(c.add(0, list_of({allreduce("a")}), kT0).ok());
+  ASSERT_TRUE(c.add(1, list_of({allreduce("a")}), kT0).ok());
+  ResponseList l = c.take_ready();
+  ASSERT_EQ(l.responses.size(), 1u);
+  EXPECT_EQ(l.responses[0].joined, std::vector<std::int32_t>{2});
+  EXPECT_EQ(l.join_done_last, -1);
+  Request bc = allreduce("b");
+  bc.type = OpType::kBroadcast;
+  bc.root = 0;
+  ASSERT_TRUE(c.add(0, list_of({bc}), kT0).ok());
+  ASSERT_TRUE(c.add(1, list_of({bc}), kT0).ok());
+  l = c.take_ready();
+  EXPECT_NE(l.responses[0].error.find("broadcast needs every rank, but rank 2 joined"),
+            std::string::npos)
+      << l.responses[0].error;
+  ASSERT_TRUE(c.add(0, join, kT0).ok());
+  ASSERT_TRUE(c.add(1, join, kT0).ok());
+  EXPECT_EQ(c.take_ready().join_done_last, 1);
+}
+
+TEST(Coordinator, ShutdownFailsWhatCanNeverRun) {
+  ResponseCache cache(16);
+  Coordinator c(2, 1 << 20, cache);
+  RequestList bye;
+  bye.shutdown = true;
+  ASSERT_TRUE(c.add(0, list_of({allreduce("lonely")}), kT0).ok());
+  ASSERT_TRUE(c.add(0, bye, kT0).ok());
+  EXPECT_FALSE(c.has_ready());
+  ASSERT_TRUE(c.add(1, bye, kT0).ok());
+  ResponseList l = c.take_ready();
+  EXPECT_TRUE(l.shutdown);
+  ASSERT_EQ(l.responses.size(), 1u);
+  EXPECT_EQ(l.responses[0].error, "tensor 'lonely': the job shut down before rank 1 submitted it");
+}
+
+TEST(Coordinator, StallReportNamesTheMissingRanksOncePerInterval) {
+  ResponseCache cache(16);
+  Coordinator c(4, 1 << 20, cache);
+  ASSERT_TRUE(c.add(0, list_of({allreduce("slow")}), kT0).ok());
+  ASSERT_TRUE(c.add(2, list_of({allreduce("slow")}), kT0).ok());
+  const auto later = kT0 + std::chrono::seconds(61);
+  EXPECT_TRUE(c.stalled(kT0 + std::chrono::seconds(10), std::chrono::seconds(60)).empty());
+  auto lines = c.stalled(later, std::chrono::seconds(60));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0],
+            "tensor 'slow' (allreduce) submitted by ranks 0, 2 61 s ago; waiting for ranks 1, 3");
+  EXPECT_TRUE(c.stalled(later + std::chrono::seconds(1), std::chrono::seconds(60)).empty());
+  EXPECT_TRUE(c.stalled_longer_than(later, std::chrono::seconds(60)));
+}
+
+TEST(Coordinator, DuplicateSubmissionIsAProtocolError) {
+  ResponseCache cache(16);
+  Coordinator c(2, 1 << 20, cache);
+  ASSERT_TRUE(c.add(1, list_of({allreduce("a")}), kT0).ok());
+  Status s = c.add(1, list_of({allreduce("a")}), kT0);
+  EXPECT_EQ(s.code(), StatusCode::kProtocolError);
+  EXPECT_NE(s.message().find("rank 1 submitted tensor 'a' while it was still pending"),
+            std::string::npos);
+}
+
+TEST(ResponseCache, SlotsAreStableAndAFullCacheTakesNoNewNames) {
+  ResponseCache cache(2);
+  cache.put(allreduce("a"));
+  cache.put(allreduce("b"));
+  cache.put(allreduce("c"));
+  EXPECT_EQ(cache.find(allreduce("a")), 0u);
+  EXPECT_EQ(cache.find(allreduce("b")), 1u);
+  EXPECT_FALSE(cache.find(allreduce("c")));
+  // A new description for a known name replaces it in its slot.
+  cache.put(allreduce("a", {8}));
+  EXPECT_FALSE(cache.find(allreduce("a")));
+  EXPECT_EQ(cache.find(allreduce("a", {8})), 0u);
+  Request g = allreduce("g");
+  g.type = OpType::kAllgather;
+  ResponseCache other(4);
+  other.put(g);
+  EXPECT_EQ(other.size(), 0u);  // first dimensions vary: not cached
+}
+
+TEST(Coordinator, CachedSlotsStandForTheirDescription) {
+  ResponseCache cache(4);
+  cache.put(allreduce("a"));
+  Coordinator c(2, 1 << 20, cache);
+  RequestList bits;
+  bits.cached = {0};
+  ASSERT_TRUE(c.add(1, bits, kT0).ok());
+  ASSERT_TRUE(c.add(0, list_of({allreduce("a")}), kT0).ok());
+  ResponseList l = c.take_ready();
+  ASSERT_EQ(l.responses.size(), 1u);
+  EXPECT_TRUE(l.responses[0].error.empty());
+  bits.cached = {3};
+  EXPECT_EQ(c.add(1, bits, kT0).code(), StatusCode::kProtocolError);
+}
+
+TEST(Scale, ScalesFloatsAndRefusesIntegers) {
+  std::vector<float> f = {1, 2, 3};
+  ASSERT_TRUE(scale_copy(f.data(), f.data(), 3, DataType::kF32, 0.5).ok());
+  EXPECT_EQ(f, (std::vector<float>{0.5f, 1.0f, 1.5f}));
+  std::vector<std::uint16_t> bf = {0x3f80, 0x4000};  // 1, 2 in bf16
+  std::vector<std::uint16_t> out(2);
+  ASSERT_TRUE(scale_copy(out.data(), bf.data(), 2, DataType::kBF16, 2.0).ok());
+  EXPECT_EQ(out, (std::vector<std::uint16_t>{0x4000, 0x4080}));
+  std::vector<std::int32_t> i = {1, 2};
+  EXPECT_EQ(scale_copy(i.data(), i.data(), 2, DataType::kI32, 2.0).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(scale_copy(i.data(), i.data(), 2, DataType::kI32, 1.0).ok());
+}
+
+}  // namespace
+}  // namespace hoop::runtime

@@ -61,6 +61,13 @@ class Transport {
   /// the request's error if it failed.
   virtual Result<bool> test(RequestId id) = 0;
 
+  /// Moves bytes for the pending requests, sleeping up to `timeout` until some connection is
+  /// ready or wake() is called; never fails (failures land on the requests, where test() and
+  /// wait() report them). For a caller that waits for messages and for its own work at once.
+  virtual void poll(std::chrono::microseconds timeout) = 0;
+  /// Ends a poll() in progress on another thread (or the next one) early. Thread-safe.
+  virtual void wake() = 0;
+
   /// Fails every pending and later request with `cause` and sends `cause` to every reachable
   /// peer, whose own pending and later requests then fail with it. Idempotent.
   virtual void abort(const Status& cause) = 0;

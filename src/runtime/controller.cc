@@ -14,7 +14,8 @@ namespace {
 
 // Tensors submitted less than this apart count as one burst and go out in one message.
 constexpr std::chrono::microseconds kBurstGap{20};
-// The longest an idle coordinator goes without reading what the others submitted.
+// The longest the thread sleeps between stall checks, with and without work outstanding.
+constexpr std::chrono::milliseconds kActiveWake{100};
 constexpr std::chrono::milliseconds kIdleWake{1000};
 
 }  // namespace
@@ -87,11 +88,12 @@ Controller::~Controller() {
     stopped_ = true;
     if (failure_.ok() && !done_) failure_ = aborted("runtime: the process set was removed");
   }
-  cv_.notify_all();
+  if (control_ != nullptr) control_->transport().wake();
   if (thread_.joinable()) thread_.join();
 }
 
 Status Controller::submit(std::vector<Entry> entries) {
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return failure_;
@@ -108,8 +110,10 @@ Status Controller::submit(std::vector<Entry> entries) {
       queue_.push_back(std::move(e));
     }
     submitted_.fetch_add(1, std::memory_order_release);
+    // A polling thread sees the counter; only a sleeping one needs the (syscall) wake-up.
+    wake = sleeping_;
   }
-  cv_.notify_one();
+  if (wake) control_->transport().wake();
   return Status::success();
 }
 
@@ -122,7 +126,7 @@ Status Controller::join(std::shared_ptr<detail::HandleState> handle) {
     join_handle_ = std::move(handle);
     submitted_.fetch_add(1, std::memory_order_release);
   }
-  cv_.notify_one();
+  control_->transport().wake();
   return Status::success();
 }
 
@@ -137,7 +141,7 @@ Status Controller::shutdown() {
     shutdown_queued_ = true;
     submitted_.fetch_add(1, std::memory_order_release);
   }
-  cv_.notify_one();
+  control_->transport().wake();
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
   return failure_;
@@ -195,20 +199,16 @@ void Controller::idle_wait(bool active) {
     ::sched_yield();
     return;
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  const std::uint64_t seen = submitted_.load(std::memory_order_acquire);
-  auto nothing_new = [&] {
-    return queue_.empty() && !join_queued_ && !shutdown_queued_ && !stopped_ &&
-           submitted_.load(std::memory_order_acquire) == seen;
-  };
-  if (!nothing_new()) return;
-  std::chrono::microseconds sleep = settings_.cycle;
-  if (!active) {
-    sleep = coordinator_ != nullptr ? std::chrono::microseconds(kIdleWake)
-                                    : std::chrono::microseconds(std::chrono::hours(1));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!queue_.empty() || join_queued_ || shutdown_queued_ || stopped_) return;
+    sleeping_ = true;
   }
-  cv_.wait_for(lock, std::max(sleep, std::chrono::microseconds(50)),
-               [&] { return !nothing_new(); });
+  // Sleeps until a message arrives on the control connections or submit() wakes the
+  // transport; the timeout only paces the coordinator's stall checks.
+  control_->transport().poll(active ? kActiveWake : kIdleWake);
+  std::lock_guard<std::mutex> lock(mu_);
+  sleeping_ = false;
 }
 
 bool Controller::collect(RequestList& out) {
@@ -296,7 +296,7 @@ Result<bool> Controller::poll_messages() {
       HOOP_ASSIGN_OR_RETURN(RequestList list, decode_request_list(payload));
       HOOP_RETURN_IF_ERROR(coordinator_->add(peer, list, Clock::now()));
     } else {
-      HOOP_ASSIGN_OR_RETURN(ResponseList list, decode_response_list(payload));
+      HOOP_ASSIGN_OR_RETURN(ResponseList list, decode_response_list(payload, &cache_));
       HOOP_RETURN_IF_ERROR(run_responses(list));
       if (done_) return say_goodbye();
       HOOP_RETURN_IF_ERROR(post_header_recv(peer));
@@ -335,7 +335,7 @@ Status Controller::collect_goodbyes() {
 Status Controller::coordinate() {
   ResponseList list = coordinator_->take_ready();
   // Every rank caches the same tensors at the same point of the same response sequence.
-  const std::string payload = encode(list);
+  const std::string payload = encode(list, &cache_);
   for (int peer = 1; peer < size_; ++peer) HOOP_RETURN_IF_ERROR(send_message(peer, payload));
   HOOP_RETURN_IF_ERROR(run_responses(list));
   return done_ ? collect_goodbyes() : Status::success();

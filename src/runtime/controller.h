@@ -2,12 +2,11 @@
 // them with the set's coordinator over a control communicator, and runs the responses on a
 // data communicator in the order the coordinator chose.
 //
-// Waking: the thread sleeps on a condition variable and wakes as soon as a tensor is
-// submitted. While it has work outstanding it polls its connections, yielding the core
-// between polls, then sleeping in steps of at most HOOP_CYCLE_TIME_MS; with nothing
-// outstanding it only wakes for new work (the coordinator also every second, to read what
-// the others submitted for the stall inspector). A rank without outstanding work never needs
-// to answer anyone: a response exists only once every rank has submitted its tensors.
+// Waking: the thread sleeps in its control transport's poll(), which returns as soon as a
+// message arrives or a submission calls wake(). After anything moved it keeps polling for
+// HOOP_SPIN_US, yielding the core between polls, since the next message usually follows
+// closely. A rank without outstanding work never needs to answer anyone: a response exists
+// only once every rank has submitted its tensors.
 //
 // Batching: after waking, the thread keeps collecting tensors for as long as they keep
 // arriving back to back (less than kBurstGap apart), at most HOOP_CYCLE_TIME_MS; then it
@@ -16,7 +15,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -106,14 +104,14 @@ class Controller {
 
   // Shared with the submitting threads.
   std::mutex mu_;
-  std::condition_variable cv_;
   std::vector<Entry> queue_;
   std::atomic<std::uint64_t> submitted_{0};
   bool join_queued_ = false;
   std::shared_ptr<detail::HandleState> join_handle_;
   bool shutdown_queued_ = false;
   bool stopped_ = false;
-  Status failure_;                                   // once set, everything fails with it
+  bool sleeping_ = false;  // the thread sleeps in the control transport's poll()
+  Status failure_;         // once set, everything fails with it
   std::unordered_map<std::string, bool> in_flight_;  // names submitted and not finished
   std::uint64_t barriers_ = 0;
 

@@ -5,13 +5,10 @@
 
 #include <algorithm>
 #include <functional>
+#include <tuple>
 
 namespace hoop::runtime {
 namespace {
-
-bool cacheable(OpType t) {
-  return t == OpType::kAllreduce || t == OpType::kBroadcast || t == OpType::kReducescatter;
-}
 
 /// "rank 2" or "ranks 0, 1, 3".
 std::string rank_list(const std::vector<int>& ranks) {
@@ -55,27 +52,6 @@ std::vector<Field> fields_of(OpType type) {
 }
 
 }  // namespace
-
-std::optional<std::uint32_t> ResponseCache::find(const Request& r) const {
-  auto it = by_name_.find(r.name);
-  if (it == by_name_.end() || !same_description(slots_[it->second], r)) return std::nullopt;
-  return it->second;
-}
-
-const Request* ResponseCache::at(std::uint32_t slot) const {
-  return slot < slots_.size() ? &slots_[slot] : nullptr;
-}
-
-void ResponseCache::put(const Request& r) {
-  if (!cacheable(r.type)) return;
-  if (auto it = by_name_.find(r.name); it != by_name_.end()) {
-    slots_[it->second] = r;
-    return;
-  }
-  if (slots_.size() >= capacity_) return;
-  by_name_.emplace(r.name, static_cast<std::uint32_t>(slots_.size()));
-  slots_.push_back(r);
-}
 
 Status Coordinator::add(int rank, const RequestList& list, Clock::time_point now) {
   if (joined_.empty()) {
@@ -150,8 +126,12 @@ Response Coordinator::make_response(const std::string& name, Pending& p) const {
   resp.type = ref.type;
   resp.tensors.push_back(ref);
   resp.joined = joined_ranks();
+  // Agreement is the common case; only a disagreement is worth describing field by field.
+  const bool agree = std::all_of(p.by_rank.begin(), p.by_rank.end(), [&](const auto& q) {
+    return !q || same_description(*q, ref, /*skip_first_dim=*/true);
+  });
   // The first field on which some rank differs from the first submitter, with every value.
-  for (const Field& f : fields_of(ref.type)) {
+  for (const Field& f : agree ? std::vector<Field>{} : fields_of(ref.type)) {
     std::vector<std::pair<std::string, std::vector<int>>> values;
     for (int r = 0; r < size_; ++r) {
       if (!p.by_rank[r]) continue;
@@ -235,31 +215,31 @@ bool Coordinator::has_ready() const {
 
 ResponseList Coordinator::take_ready() {
   ResponseList out;
-  std::vector<bool> taken(ready_.size(), false);
-  auto fusable = [](const Response& a, const Response& b) {
-    const Request& x = a.tensors.front();
-    const Request& y = b.tensors.front();
-    return a.error.empty() && b.error.empty() && a.type == OpType::kAllreduce &&
-           b.type == OpType::kAllreduce && x.dtype == y.dtype && x.op == y.op &&
-           x.device == y.device && x.prescale == y.prescale && x.postscale == y.postscale &&
-           a.joined == b.joined;
+  // Ready allreduces fuse with the open response of their kind (dtype, op, device, scales,
+  // joined ranks) while it has room; responses keep the order of their first tensor.
+  struct Open {
+    std::size_t index;
+    std::size_t bytes;
   };
-  for (std::size_t i = 0; i < ready_.size(); ++i) {
-    if (taken[i]) continue;
-    taken[i] = true;
-    Response fused = std::move(ready_[i]);
-    std::size_t bytes = fused.tensors.front().count() * dtype_size(fused.tensors.front().dtype);
-    // Look ahead for compatible tensors, as long as they fit the fusion buffer.
-    for (std::size_t j = i + 1; j < ready_.size() && fusion_threshold_ > 0; ++j) {
-      if (taken[j] || !fusable(fused, ready_[j])) continue;
-      const Request& t = ready_[j].tensors.front();
-      const std::size_t b = t.count() * dtype_size(t.dtype);
-      if (bytes + b > fusion_threshold_) continue;
-      bytes += b;
-      fused.tensors.push_back(t);
-      taken[j] = true;
+  std::map<std::tuple<DataType, ReduceOp, std::int32_t, double, double, std::vector<std::int32_t>>,
+           Open>
+      open;
+  for (Response& r : ready_) {
+    const Request& t = r.tensors.front();
+    const std::size_t b = t.count() * dtype_size(t.dtype);
+    if (r.type != OpType::kAllreduce || !r.error.empty() || fusion_threshold_ == 0) {
+      out.responses.push_back(std::move(r));
+      continue;
     }
-    out.responses.push_back(std::move(fused));
+    auto key = std::make_tuple(t.dtype, t.op, t.device, t.prescale, t.postscale, r.joined);
+    auto it = open.find(key);
+    if (it != open.end() && it->second.bytes + b <= fusion_threshold_) {
+      out.responses[it->second.index].tensors.push_back(t);
+      it->second.bytes += b;
+      continue;
+    }
+    open[key] = Open{out.responses.size(), b};
+    out.responses.push_back(std::move(r));
   }
   ready_.clear();
   if (join_done_) {

@@ -1,6 +1,7 @@
 // The shared state behind a Handle, and a rank's record of one tensor it has submitted.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -18,6 +19,7 @@ struct HandleState {
   std::condition_variable cv;
   int parts_left = 1;
   bool done = false;
+  std::atomic<bool> finished{false};  // `done`, readable without the lock
   Status status;
   OwnedTensor output;
   std::vector<std::int64_t> received_splits;
@@ -29,6 +31,7 @@ struct HandleState {
     if (!s.ok() && status.ok()) status = s;
     if (--parts_left <= 0 && !done) {
       done = true;
+      finished.store(true, std::memory_order_release);
       cv.notify_all();
     }
   }

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
 #include "core/bytes.h"
+#include "runtime/response_cache.h"
 
 namespace hoop::runtime {
 namespace {
@@ -138,11 +140,16 @@ std::size_t Request::count() const {
   return n;
 }
 
-bool same_description(const Request& a, const Request& b) {
-  return a.name == b.name && a.type == b.type && a.dtype == b.dtype && a.op == b.op &&
-         a.shape == b.shape && a.root == b.root && a.device == b.device &&
-         a.prescale == b.prescale && a.postscale == b.postscale && a.group == b.group &&
-         a.group_size == b.group_size;
+bool same_description(const Request& a, const Request& b, bool skip_first_dim) {
+  const bool free_first =
+      skip_first_dim && (a.type == OpType::kAllgather || a.type == OpType::kAlltoall);
+  const bool shapes = free_first
+                          ? a.shape.size() == b.shape.size() && !a.shape.empty() &&
+                                std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1)
+                          : a.shape == b.shape;
+  return a.name == b.name && a.type == b.type && a.dtype == b.dtype && a.op == b.op && shapes &&
+         a.root == b.root && a.device == b.device && a.prescale == b.prescale &&
+         a.postscale == b.postscale && a.group == b.group && a.group_size == b.group_size;
 }
 
 std::string encode(const RequestList& list) {
@@ -155,13 +162,22 @@ std::string encode(const RequestList& list) {
   return out;
 }
 
-std::string encode(const ResponseList& list) {
+std::string encode(const ResponseList& list, const ResponseCache* cache) {
   std::string out;
   append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.responses.size()));
   for (const Response& r : list.responses) {
     out.push_back(static_cast<char>(r.type));
     append_le<std::uint32_t>(out, static_cast<std::uint32_t>(r.tensors.size()));
-    for (const Request& t : r.tensors) put_request(out, t);
+    for (const Request& t : r.tensors) {
+      const std::optional<std::uint32_t> slot =
+          cache != nullptr ? cache->find(t) : std::optional<std::uint32_t>();
+      out.push_back(static_cast<char>(slot ? 1 : 0));
+      if (slot) {
+        append_le<std::uint32_t>(out, *slot);
+      } else {
+        put_request(out, t);
+      }
+    }
     append_le<std::uint32_t>(out, static_cast<std::uint32_t>(r.first_dims.size()));
     for (std::int64_t d : r.first_dims)
       append_le<std::uint64_t>(out, static_cast<std::uint64_t>(d));
@@ -188,7 +204,7 @@ Result<RequestList> decode_request_list(std::string_view bytes) {
   return list;
 }
 
-Result<ResponseList> decode_response_list(std::string_view bytes) {
+Result<ResponseList> decode_response_list(std::string_view bytes, const ResponseCache* cache) {
   Reader in(bytes);
   ResponseList list;
   const std::uint32_t n = in.items("response count");
@@ -196,7 +212,18 @@ Result<ResponseList> decode_response_list(std::string_view bytes) {
     Response r;
     r.type = in.enumerated("operation", OpType::kBarrier);
     const std::uint32_t t = in.items("tensor count");
-    for (std::uint32_t k = 0; k < t && in.ok(); ++k) r.tensors.push_back(in.request());
+    for (std::uint32_t k = 0; k < t && in.ok(); ++k) {
+      if (in.u8("tensor kind") == 0) {
+        r.tensors.push_back(in.request());
+        continue;
+      }
+      const std::uint32_t slot = in.u32("cache slot");
+      const Request* cached = cache != nullptr ? cache->at(slot) : nullptr;
+      if (in.ok() && cached == nullptr)
+        return protocol_error(
+            fmt::format("runtime: a response names response-cache slot {}, which is empty", slot));
+      if (in.ok()) r.tensors.push_back(*cached);
+    }
     const std::uint32_t d = in.items("first dims");
     for (std::uint32_t k = 0; k < d && in.ok(); ++k)
       r.first_dims.push_back(static_cast<std::int64_t>(in.u64("first dim")));

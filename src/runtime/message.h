@@ -80,14 +80,19 @@ struct ResponseList {
   bool shutdown = false;
 };
 
-/// Byte encodings of the messages.
-std::string encode(const RequestList& list);
-std::string encode(const ResponseList& list);
-/// Decoders; protocol_error naming what was malformed.
-Result<RequestList> decode_request_list(std::string_view bytes);
-Result<ResponseList> decode_response_list(std::string_view bytes);
+class ResponseCache;
 
-/// Whether two requests describe the same operation (shape compared in full).
-bool same_description(const Request& a, const Request& b);
+/// Byte encodings of the messages. A response tensor that `cache` holds with the same
+/// description travels as its slot number (the receiver's cache holds the same slots).
+std::string encode(const RequestList& list);
+std::string encode(const ResponseList& list, const ResponseCache* cache = nullptr);
+/// Decoders; protocol_error naming what was malformed (or a slot `cache` lacks).
+Result<RequestList> decode_request_list(std::string_view bytes);
+Result<ResponseList> decode_response_list(std::string_view bytes,
+                                          const ResponseCache* cache = nullptr);
+
+/// Whether two requests describe the same operation; with `skip_first_dim`, the first
+/// dimension of allgather and alltoall shapes (which may differ between ranks) is not compared.
+bool same_description(const Request& a, const Request& b, bool skip_first_dim = false);
 
 }  // namespace hoop::runtime

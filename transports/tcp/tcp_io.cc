@@ -2,6 +2,8 @@
 // large payloads, frame parsing, and what a failing socket does to the requests on it.
 #include <fmt/format.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -30,6 +32,11 @@ bool TcpTransport::progress(int timeout_ms) {
   epoll_event events[kMaxEvents];
   const int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, timeout_ms);
   for (int i = 0; i < n; ++i) {
+    if (events[i].data.ptr == nullptr) {  // wake(): reset the eventfd
+      std::uint64_t count = 0;
+      [[maybe_unused]] const ssize_t r = ::read(wake_.get(), &count, sizeof(count));
+      continue;
+    }
     Conn& c = *static_cast<Conn*>(events[i].data.ptr);
     if ((events[i].events & EPOLLOUT) != 0) on_conn_result(c, flush_conn(c));
     if ((events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
@@ -37,6 +44,17 @@ bool TcpTransport::progress(int timeout_ms) {
     }
   }
   return n > 0;
+}
+
+void TcpTransport::poll(std::chrono::microseconds timeout) {
+  // epoll counts milliseconds: round up, so that a short poll still sleeps rather than spins.
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
+  progress(static_cast<int>(std::clamp<std::int64_t>(ms, 0, 60000)));
+}
+
+void TcpTransport::wake() {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t r = ::write(wake_.get(), &one, sizeof(one));
 }
 
 Status TcpTransport::flush_conn(Conn& c) {

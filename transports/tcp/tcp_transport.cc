@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -35,6 +36,13 @@ Result<std::unique_ptr<Transport>> TcpTransport::create(std::vector<PeerSocket> 
   t->spin_ = params.options.spin;
   t->epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   if (!t->epoll_.valid()) return errno_error("epoll_create1", errno);
+  t->wake_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!t->wake_.valid()) return errno_error("eventfd", errno);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // not a connection
+  if (::epoll_ctl(t->epoll_.get(), EPOLL_CTL_ADD, t->wake_.get(), &ev) != 0)
+    return errno_error("epoll_ctl for the wake-up eventfd", errno);
   t->conns_.resize(static_cast<std::size_t>(params.size - 1) * k);
   for (PeerSocket& s : sockets) {
     const int slot = s.peer < params.rank ? s.peer : s.peer - 1;

@@ -4,6 +4,8 @@
 #include <sched.h>
 
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 
 #include "collectives/algorithms/comm_impl.h"
 #include "core/config.h"
@@ -29,9 +31,26 @@ class SelfTransport final : public Transport {
   Result<bool> test(RequestId) override {
     return invalid_argument("test: unknown request in a one-rank job");
   }
+  void poll(std::chrono::microseconds timeout) override {
+    // Nothing arrives from anywhere: only wake() can end the wait early.
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return woken_; });
+    woken_ = false;
+  }
+  void wake() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      woken_ = true;
+    }
+    cv_.notify_all();
+  }
   void abort(const Status&) override {}
 
  private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool woken_ = false;
+
   static Status no_peer(int peer) {
     return invalid_argument(fmt::format("peer {} does not exist in a one-rank job", peer));
   }

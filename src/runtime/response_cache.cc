@@ -1,0 +1,33 @@
+#include "runtime/response_cache.h"
+
+namespace hoop::runtime {
+namespace {
+
+bool cacheable(OpType t) {
+  return t == OpType::kAllreduce || t == OpType::kBroadcast || t == OpType::kReducescatter;
+}
+
+}  // namespace
+
+std::optional<std::uint32_t> ResponseCache::find(const Request& r) const {
+  auto it = by_name_.find(r.name);
+  if (it == by_name_.end() || !same_description(slots_[it->second], r)) return std::nullopt;
+  return it->second;
+}
+
+const Request* ResponseCache::at(std::uint32_t slot) const {
+  return slot < slots_.size() ? &slots_[slot] : nullptr;
+}
+
+void ResponseCache::put(const Request& r) {
+  if (!cacheable(r.type)) return;
+  if (auto it = by_name_.find(r.name); it != by_name_.end()) {
+    slots_[it->second] = r;
+    return;
+  }
+  if (slots_.size() >= capacity_) return;
+  by_name_.emplace(r.name, static_cast<std::uint32_t>(slots_.size()));
+  slots_.push_back(r);
+}
+
+}  // namespace hoop::runtime

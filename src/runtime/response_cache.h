@@ -1,0 +1,42 @@
+// The response cache: the descriptions of tensors that have run, by slot, identical on every
+// rank of a process set.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/message.h"
+
+namespace hoop::runtime {
+
+/// Remembers the descriptions of tensors that have run, so that a rank can name a tensor it
+/// submits again with the same description by its slot: one integer instead of the whole
+/// description. Every rank updates its cache from the same responses in the same order, so
+/// slots agree everywhere. Slots are never reused for another name (a full cache stops taking
+/// new names): a slot a rank sends can then never mean a different tensor to the coordinator,
+/// whose cache may be a few responses ahead.
+class ResponseCache {
+ public:
+  /// A cache of at most `capacity` names (0: caching off).
+  explicit ResponseCache(std::size_t capacity) : capacity_(capacity) {}
+
+  /// The slot holding exactly this description, if any.
+  std::optional<std::uint32_t> find(const Request& r) const;
+  /// The description in `slot`, or null for a slot never filled.
+  const Request* at(std::uint32_t slot) const;
+  /// Records a tensor that ran: its name's slot takes the new description, or a new slot is
+  /// filled while there is room. Only allreduce, broadcast and reducescatter are cached (the
+  /// others' first dimensions may change from step to step).
+  void put(const Request& r);
+  std::size_t size() const { return slots_.size(); }
+
+ private:
+  std::size_t capacity_;
+  std::vector<Request> slots_;
+  std::unordered_map<std::string, std::uint32_t> by_name_;
+};
+
+}  // namespace hoop::runtime

@@ -235,7 +235,7 @@ bool Controller::collect(RequestList& out) {
     const std::uint64_t seen = submitted_.load(std::memory_order_acquire);
     const auto gap_end = Clock::now() + kBurstGap;
     bool more = false;
-    while (Clock::now() < gap_end) {
+    while (Clock::now() < gap_end && detail::waiting_threads.load(std::memory_order_acquire) == 0) {
       if (submitted_.load(std::memory_order_acquire) != seen) {
         more = true;
         break;

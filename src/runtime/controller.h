@@ -9,8 +9,9 @@
 // only once every rank has submitted its tensors.
 //
 // Batching: after waking, the thread keeps collecting tensors for as long as they keep
-// arriving back to back (less than kBurstGap apart), at most HOOP_CYCLE_TIME_MS; then it
-// sends them in one message. A lone tensor goes out after one kBurstGap.
+// arriving back to back (less than kBurstGap apart), at most HOOP_CYCLE_TIME_MS, and stops
+// as soon as an application thread waits on a handle (no more are coming then); then it
+// sends them in one message. A lone tensor followed by its wait goes out at once.
 #pragma once
 
 #include <atomic>

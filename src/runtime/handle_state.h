@@ -13,6 +13,10 @@
 
 namespace hoop::detail {
 
+/// Threads of this process blocked in Handle::wait/status: once the application waits, no
+/// more submissions are coming, so the background thread stops batching and sends.
+inline std::atomic<int> waiting_threads{0};
+
 /// Completion of one operation (several tensors for a grouped allreduce).
 struct HandleState {
   std::mutex mu;

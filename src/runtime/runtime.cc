@@ -140,6 +140,10 @@ Status Handle::status() const {
   if (!state_) return invalid_argument("an empty hoop::Handle");
   // Small operations finish within tens of microseconds; polling that long, yielding the core,
   // saves the wake-up of a sleep on the condition variable.
+  detail::waiting_threads.fetch_add(1, std::memory_order_acq_rel);
+  struct Unwait {
+    ~Unwait() { detail::waiting_threads.fetch_sub(1, std::memory_order_acq_rel); }
+  } unwait;
   const auto spin_end = std::chrono::steady_clock::now() + kHandleSpin;
   while (!state_->finished.load(std::memory_order_acquire) &&
          std::chrono::steady_clock::now() < spin_end)

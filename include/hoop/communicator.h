@@ -80,6 +80,10 @@ struct AllreduceOptions {
 };
 /// Allreduce; see AllreduceOptions.
 Status allreduce(Communicator& comm, const AllreduceOptions& options);
+/// The algorithm allreduce(comm, ...) runs for a buffer of `bytes` bytes when asked for
+/// `requested` (kAuto: the communicator's forced algorithm, else the cost model's choice).
+Algorithm allreduce_algorithm(Communicator& comm, std::size_t bytes,
+                              Algorithm requested = Algorithm::kAuto);
 
 /// Copies `count` elements of `buffer` on `root` into `buffer` on every other rank.
 struct BroadcastOptions {

@@ -131,6 +131,9 @@ Handle grouped_allreduce_async(const std::vector<std::string>& names,
                                const std::vector<Tensor>& inputs,
                                const std::vector<Tensor>& outputs,
                                const ReduceOptions& options = {});
+/// grouped_allreduce_async(...).wait().
+void grouped_allreduce(const std::vector<std::string>& names, const std::vector<Tensor>& inputs,
+                       const std::vector<Tensor>& outputs, const ReduceOptions& options = {});
 
 /// Concatenates every rank's `input` along the first dimension (rank order). The first
 /// dimension may differ between ranks; the rest of the shape and the dtype must not.

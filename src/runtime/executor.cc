@@ -34,11 +34,15 @@ OwnedTensor make_output(const Request& t, std::int64_t rows) {
 
 void Executor::begin(const Response& resp, const char* phase) {
   if (timeline_ == nullptr) return;
-  for (const Request& t : resp.tensors)
-    timeline_->begin(t.name, phase,
-                     {{"bytes", std::to_string(bytes_of(t))},
-                      {"tensors", std::to_string(resp.tensors.size())},
-                      {"transport", std::string(comm_.transport().name())}});
+  std::size_t total = 0;
+  for (const Request& t : resp.tensors) total += bytes_of(t);
+  std::vector<std::pair<std::string, std::string>> args = {
+      {"bytes", std::to_string(total)},
+      {"tensors", std::to_string(resp.tensors.size())},
+      {"transport", std::string(comm_.transport().name())}};
+  if (resp.type == OpType::kAllreduce)
+    args.emplace_back("algorithm", std::string(algorithm_name(allreduce_algorithm(comm_, total))));
+  for (const Request& t : resp.tensors) timeline_->begin(t.name, phase, args);
 }
 
 void Executor::end(const Response& resp) {
@@ -96,33 +100,114 @@ Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entr
   for (const Request& t : resp.tensors) total += bytes_of(t);
   if (fusion_.size() < total) fusion_.resize(total);
   const std::size_t es = dtype_size(first.dtype);
-  begin(resp, "MEMCPY_IN_FUSION_BUFFER");
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < resp.tensors.size(); ++i) {
-    const Request& t = resp.tensors[i];
-    if (entries[i] == nullptr) {
-      std::memset(fusion_.data() + at, 0, bytes_of(t));  // a joined rank adds nothing
-    } else {
-      HOOP_RETURN_IF_ERROR(
-          scale_copy(fusion_.data() + at, entries[i]->input.data, t.count(), t.dtype, t.prescale));
+  // The bytes [lo, hi) of the fusion buffer, to or from the tensors they belong to.
+  auto copy_in = [&](std::size_t lo, std::size_t hi) -> Status {
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < resp.tensors.size() && at < hi; ++i) {
+      const Request& t = resp.tensors[i];
+      const std::size_t b = bytes_of(t);
+      const std::size_t from = std::max(lo, at);
+      const std::size_t to = std::min(hi, at + b);
+      if (from < to) {
+        if (entries[i] == nullptr) {
+          std::memset(fusion_.data() + from, 0, to - from);  // a joined rank adds nothing
+        } else {
+          HOOP_RETURN_IF_ERROR(
+              scale_copy(fusion_.data() + from,
+                         static_cast<const std::byte*>(entries[i]->input.data) + (from - at),
+                         (to - from) / es, t.dtype, t.prescale));
+        }
+      }
+      at += b;
     }
-    at += bytes_of(t);
-  }
+    return Status::success();
+  };
+  auto copy_out = [&](std::size_t lo, std::size_t hi) {
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < resp.tensors.size() && at < hi; ++i) {
+      const std::size_t b = bytes_of(resp.tensors[i]);
+      const std::size_t from = std::max(lo, at);
+      const std::size_t to = std::min(hi, at + b);
+      if (from < to && entries[i] != nullptr)
+        std::memcpy(static_cast<std::byte*>(entries[i]->output.data) + (from - at),
+                    fusion_.data() + from, to - from);
+      at += b;
+    }
+  };
+  // Large fused buffers go through in chunks: while the collective runs on chunk k, the copy
+  // worker copies chunk k + 1 in and chunk k - 1 out.
+  const std::size_t chunk =
+      total >= kPipelineMinBytes ? std::max(kPipelineChunkBytes / es, std::size_t{1}) * es : total;
+  const std::size_t chunks = chunk == 0 ? 1 : (total + chunk - 1) / chunk;
+  begin(resp, "MEMCPY_IN_FUSION_BUFFER");
+  HOOP_RETURN_IF_ERROR(copy_in(0, std::min(chunk, total)));
   end(resp);
   begin(resp, "ALLREDUCE");
-  Status s = reduce_in_place(first, fusion_.data(), total / es, contributors);
+  Status s;
+  for (std::size_t k = 0; k < chunks && s.ok(); ++k) {
+    const std::size_t lo = k * chunk;
+    const std::size_t hi = std::min(total, lo + chunk);
+    const bool overlap = chunks > 1;
+    if (overlap) {
+      copier_.start([&, k, lo, hi]() -> Status {
+        if (k > 0) copy_out(lo - chunk, lo);
+        return k + 1 < chunks ? copy_in(hi, std::min(total, hi + chunk)) : Status::success();
+      });
+    }
+    s = reduce_in_place(first, fusion_.data() + lo, (hi - lo) / es, contributors);
+    if (overlap) {
+      const Status copied = copier_.finish();
+      if (s.ok()) s = copied;
+    }
+  }
   end(resp);
   HOOP_RETURN_IF_ERROR(s);
   begin(resp, "MEMCPY_OUT_FUSION_BUFFER");
-  at = 0;
-  for (std::size_t i = 0; i < resp.tensors.size(); ++i) {
-    const std::size_t b = bytes_of(resp.tensors[i]);
-    if (entries[i] != nullptr && b > 0)
-      std::memcpy(entries[i]->output.data, fusion_.data() + at, b);
-    at += b;
-  }
+  const std::size_t last = chunks > 0 ? (chunks - 1) * chunk : 0;
+  copy_out(last, total);
   end(resp);
   return Status::success();
+}
+
+CopyWorker::~CopyWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void CopyWorker::start(std::function<Status()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    job_ = std::move(job);
+    done_ = false;
+  }
+  cv_.notify_all();
+}
+
+Status CopyWorker::finish() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+  return result_;
+}
+
+void CopyWorker::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || job_ != nullptr; });
+    if (stop_) return;
+    std::function<Status()> job = std::move(job_);
+    job_ = nullptr;
+    lock.unlock();
+    Status s = job();
+    lock.lock();
+    result_ = s;
+    done_ = true;
+    cv_.notify_all();
+  }
 }
 
 Status Executor::allgather(const Response& resp, Entry* e) {

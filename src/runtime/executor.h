@@ -3,7 +3,11 @@
 // zeros for a rank that has joined.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "hoop/communicator.h"
@@ -13,10 +17,38 @@
 
 namespace hoop::runtime {
 
+/// Fused buffers of at least kPipelineMinBytes go through the collective in chunks of
+/// kPipelineChunkBytes, with copies into and out of the fusion buffer overlapping it.
+inline constexpr std::size_t kPipelineMinBytes = std::size_t{8} << 20;
+inline constexpr std::size_t kPipelineChunkBytes = std::size_t{2} << 20;
+
+/// One helper thread that runs one job at a time beside the background thread.
+class CopyWorker {
+ public:
+  CopyWorker() = default;
+  CopyWorker(const CopyWorker&) = delete;
+  CopyWorker& operator=(const CopyWorker&) = delete;
+  ~CopyWorker();
+  /// Starts `job` on the helper thread (started on first use); the previous job must be
+  /// finished.
+  void start(std::function<Status()> job);
+  /// Waits for the job started last and returns its status.
+  Status finish();
+
+ private:
+  void run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<Status()> job_;
+  bool done_ = true;
+  bool stop_ = false;
+  Status result_;
+  std::thread thread_;
+};
+
 class Executor {
  public:
-  /// Runs over `comm`; fused allreduces use a buffer of at most `fusion_threshold` bytes;
-  /// `timeline` may be null.
+  /// Runs over `comm`; `timeline` may be null.
   Executor(Communicator& comm, Timeline* timeline) : comm_(comm), timeline_(timeline) {}
 
   /// Runs `resp`. entries[i] is this rank's submission of resp.tensors[i], or null where this
@@ -38,6 +70,7 @@ class Executor {
   Timeline* timeline_;
   std::vector<std::byte> fusion_;  // the persistent fusion buffer
   std::vector<std::byte> scratch_;
+  CopyWorker copier_;
 };
 
 }  // namespace hoop::runtime

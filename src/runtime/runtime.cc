@@ -292,6 +292,11 @@ Handle grouped_allreduce_async(const std::vector<std::string>& names,
   return Handle(state);
 }
 
+void grouped_allreduce(const std::vector<std::string>& names, const std::vector<Tensor>& inputs,
+                       const std::vector<Tensor>& outputs, const ReduceOptions& options) {
+  grouped_allreduce_async(names, inputs, outputs, options).wait();
+}
+
 Handle allgather_async(const std::string& name, const Tensor& input, ProcessSet ps) {
   check_tensor(name, input, "input");
   Entry e;

@@ -395,8 +395,40 @@ int scenario(const std::string& name, const std::vector<std::string>& args) {
     hoop::init();
     const int n = hoop::size();
     expect(hoop::rank() >= 0 && hoop::rank() < n, "rank within size");
-    for (ReduceOp op : hoop::kAllReduceOps)
-      mixed_step(16, static_cast<int>(op), op);
+    for (ReduceOp op : hoop::kAllReduceOps) mixed_step(16, static_cast<int>(op), op);
+    hoop::shutdown();
+    return 0;
+  }
+  if (name == "fused_large") {
+    // 24 tensors of 512 KiB fuse into 12 MiB, which goes through in pipelined chunks.
+    hoop::init();
+    const int me = hoop::rank();
+    const int n = hoop::size();
+    std::vector<Buf> bufs;
+    std::vector<hoop::Handle> handles;
+    hoop::ReduceOptions o;
+    o.op = ReduceOp::kSum;
+    o.postscale = 2.0;
+    for (int t = 0; t < 24; ++t) {
+      bufs.emplace_back(DataType::kF32, std::vector<std::int64_t>{128 << 10});
+      fill(bufs.back().bytes.data(), DataType::kF32, bufs.back().count(),
+           [&](std::size_t i) { return static_cast<double>((i + t + me) % 8); });
+    }
+    for (int t = 0; t < 24; ++t)
+      handles.push_back(
+          hoop::allreduce_async(fmt::format("big.{}", t), bufs[t].tensor(), bufs[t].tensor(), o));
+    for (int t = 0; t < 24; ++t) {
+      handles[t].wait();
+      for (std::size_t i = 0; i < bufs[t].count(); i += 997) {
+        double want = 0;
+        for (int r = 0; r < n; ++r) want += static_cast<double>((i + t + r) % 8);
+        const double got = get(bufs[t].bytes.data(), DataType::kF32, i);
+        if (got != want * 2) {
+          expect(false, fmt::format("tensor {} element {}: got {} want {}", t, i, got, want * 2));
+          break;
+        }
+      }
+    }
     hoop::shutdown();
     return 0;
   }

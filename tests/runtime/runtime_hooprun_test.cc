@@ -50,6 +50,8 @@ TEST(Runtime, AThousandMixedTensorsPerStepForThreeSteps) { expect_ok(2, "many", 
 
 TEST(Runtime, ResultsEqualTheCommunicatorsBitForBit) { expect_ok(3, "compare"); }
 
+TEST(Runtime, LargeFusedBuffersArePipelined) { expect_ok(3, "fused_large"); }
+
 TEST(Runtime, InitAndShutdownCycle) { expect_ok(2, "cycles"); }
 
 TEST(Runtime, JoinWithUnevenStepCounts) {
@@ -131,8 +133,15 @@ TEST(Runtime, TheTimelineHasEveryPhaseAndParses) {
   expect_ok(2, "basic", {}, {"HOOP_TIMELINE=" + path});
   const nlohmann::json events = parse_timeline(path);
   std::set<std::string> phases;
-  for (const auto& e : events)
-    if (e.value("ph", "") == "B") phases.insert(e.value("name", ""));
+  bool described = false;
+  for (const auto& e : events) {
+    if (e.value("ph", "") != "B") continue;
+    phases.insert(e.value("name", ""));
+    if (e.value("name", "") == "ALLREDUCE" && e.contains("args"))
+      described = described || (e["args"].value("transport", "") == "tcp" &&
+                                !e["args"].value("algorithm", "").empty());
+  }
+  EXPECT_TRUE(described) << "ALLREDUCE events name their transport and algorithm";
   for (const char* p :
        {"QUEUE", "NEGOTIATE", "ALLREDUCE", "MEMCPY_IN_FUSION_BUFFER", "MEMCPY_OUT_FUSION_BUFFER"})
     EXPECT_TRUE(phases.contains(p)) << p;

@@ -148,6 +148,18 @@ TEST(Coordinator, AMismatchNamesTheTensorTheFieldTheValuesAndTheRanks) {
             std::string::npos);
 }
 
+TEST(Coordinator, DeviceAndRootMismatchesAreNamed) {
+  ResponseCache cache(16);
+  Coordinator c(2, 1 << 20, cache);
+  Request cpu = allreduce("d");
+  Request gpu = cpu;
+  gpu.device = 1;
+  ASSERT_TRUE(c.add(0, list_of({cpu}), kT0).ok());
+  ASSERT_TRUE(c.add(1, list_of({gpu}), kT0).ok());
+  EXPECT_EQ(c.take_ready().responses[0].error,
+            "tensor 'd': ranks disagree on the device: cpu on rank 0; cuda:1 on rank 1");
+}
+
 TEST(Coordinator, AllgatherFirstDimensionsMayDifferAndAreReported) {
   ResponseCache cache(16);
   Coordinator c(2, 1 << 20, cache);

@@ -38,14 +38,6 @@ void copy_in(void* dst, const void* src, std::size_t bytes) {
   if (src != nullptr && src != dst && bytes > 0) std::memmove(dst, src, bytes);
 }
 
-Algorithm pick_allreduce(Communicator& comm, Algorithm requested, std::size_t bytes) {
-  if (requested == Algorithm::kAuto) requested = comm.forced_algorithm();
-  if (requested != Algorithm::kAuto) return requested;
-  auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
-  return collectives::choose_allreduce(comm.size(), bytes,
-                                       impl != nullptr ? impl->cost() : collectives::CostParams{});
-}
-
 /// Byte offsets of consecutive blocks of `counts` elements of `esize` bytes.
 void block_layout(std::span<const std::size_t> counts, std::size_t esize,
                   std::vector<std::size_t>& offsets, std::vector<std::size_t>& lengths) {
@@ -61,6 +53,14 @@ void block_layout(std::span<const std::size_t> counts, std::size_t esize,
 
 }  // namespace
 
+Algorithm allreduce_algorithm(Communicator& comm, std::size_t bytes, Algorithm requested) {
+  if (requested == Algorithm::kAuto) requested = comm.forced_algorithm();
+  if (requested != Algorithm::kAuto) return requested;
+  auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
+  return collectives::choose_allreduce(comm.size(), bytes,
+                                       impl != nullptr ? impl->cost() : collectives::CostParams{});
+}
+
 Status allreduce(Communicator& comm, const AllreduceOptions& o) {
   HOOP_RETURN_IF_ERROR(collectives::check_dtype(o.dtype));
   HOOP_RETURN_IF_ERROR(collectives::check_op(o.op));
@@ -68,7 +68,7 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
   HOOP_ASSIGN_OR_RETURN(std::size_t bytes,
                         collectives::checked_bytes(o.count, 1, o.dtype, "count"));
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));
-  const Algorithm algo = pick_allreduce(comm, o.algorithm, bytes);
+  const Algorithm algo = allreduce_algorithm(comm, bytes, o.algorithm);
   copy_in(o.output, o.input, bytes);
   auto what = [&] {
     return fmt::format("allreduce of {} {} ({}, {})", o.count, dtype_name(o.dtype), op_name(o.op),

@@ -242,6 +242,9 @@ bool Controller::collect(RequestList& out) {
       }
       ::sched_yield();
     }
+    // Time also runs out while this thread waits for a core, with the submitter running:
+    // whatever it submitted meanwhile belongs to the burst.
+    more = more || submitted_.load(std::memory_order_acquire) != seen;
     if (!more) break;
   }
   for (Entry& e : taken) {

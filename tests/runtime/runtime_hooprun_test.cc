@@ -48,6 +48,27 @@ INSTANTIATE_TEST_SUITE_P(Ranks, RuntimeSizes, ::testing::Values(1, 2, 3, 4, 8));
 
 TEST(Runtime, AThousandMixedTensorsPerStepForThreeSteps) { expect_ok(2, "many", {"3"}); }
 
+// No fusion, no cache, no batching: every tensor on its own path.
+TEST(Runtime, FusionCacheAndBatchingCanBeTurnedOff) {
+  expect_ok(3, "many", {"2"},
+            {"HOOP_FUSION_THRESHOLD=0", "HOOP_CACHE_CAPACITY=0", "HOOP_CYCLE_TIME_MS=0"});
+}
+
+// A tiny fusion buffer and cache: many responses per step, slots running out mid-step.
+TEST(Runtime, ASmallFusionBufferAndCache) {
+  expect_ok(2, "many", {"3"}, {"HOOP_FUSION_THRESHOLD=4096", "HOOP_CACHE_CAPACITY=100"});
+}
+
+// hooprun checks every HOOP_* variable before it starts a rank (init() does too: see
+// RuntimeSettings.MalformedValuesNameTheVariable).
+TEST(Runtime, AMalformedSettingStopsTheJobNamingTheVariable) {
+  const RunResult r = run_ranks(2, {"basic"}, {"HOOP_FUSION_THRESHOLD=lots"});
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_GE(count_lines_with(r.out + r.err, "HOOP_FUSION_THRESHOLD='lots' is malformed"), 1)
+      << r.out << r.err;
+}
+
 TEST(Runtime, ResultsEqualTheCommunicatorsBitForBit) { expect_ok(3, "compare"); }
 
 TEST(Runtime, LargeFusedBuffersArePipelined) { expect_ok(3, "fused_large"); }

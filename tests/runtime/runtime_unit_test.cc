@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/controller.h"
 #include "runtime/coordinator.h"
 #include "runtime/message.h"
 #include "runtime/scale.h"
@@ -289,6 +290,33 @@ TEST(Coordinator, CachedSlotsStandForTheirDescription) {
   EXPECT_TRUE(l.responses[0].error.empty());
   bits.cached = {3};
   EXPECT_EQ(c.add(1, bits, kT0).code(), StatusCode::kProtocolError);
+}
+
+TEST(RuntimeSettings, ComeFromTheEnvironmentAndHorovodNames) {
+  ::setenv("HOROVOD_FUSION_THRESHOLD", "1M", 1);
+  ::setenv("HOOP_CYCLE_TIME_MS", "2.5", 1);
+  ::setenv("HOOP_CACHE_CAPACITY", "7", 1);
+  auto s = runtime_settings_from_env();
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->fusion_threshold, std::size_t{1} << 20);
+  EXPECT_EQ(s->cycle, std::chrono::microseconds(2500));
+  EXPECT_EQ(s->cache_capacity, 7u);
+  EXPECT_EQ(s->stall_check, std::chrono::seconds(60));
+  ::unsetenv("HOROVOD_FUSION_THRESHOLD");
+  ::unsetenv("HOOP_CYCLE_TIME_MS");
+  ::unsetenv("HOOP_CACHE_CAPACITY");
+}
+
+TEST(RuntimeSettings, MalformedValuesNameTheVariable) {
+  for (const char* var :
+       {"HOOP_FUSION_THRESHOLD", "HOOP_CYCLE_TIME_MS", "HOOP_CACHE_CAPACITY",
+        "HOOP_STALL_CHECK_SECONDS", "HOOP_STALL_SHUTDOWN_SECONDS", "HOOP_TIMELINE_MAX_BYTES"}) {
+    ::setenv(var, "lots", 1);
+    auto s = runtime_settings_from_env();
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << var;
+    EXPECT_NE(s.status().message().find(var), std::string::npos) << s.status().message();
+    ::unsetenv(var);
+  }
 }
 
 TEST(Scale, ScalesFloatsAndRefusesIntegers) {

@@ -63,6 +63,11 @@ class Reader {
     return v;
   }
   double f64(const char* what) { return std::bit_cast<double>(u64(what)); }
+  std::string raw(const char* what, std::size_t n) {
+    std::string_view v;
+    if (ok() && !r_.bytes(n, v)) fail(what);
+    return ok() ? std::string(v) : std::string();  // callers stop reading once !ok()
+  }
   std::string str(const char* what, std::size_t max = kMaxName) {
     std::string_view v;
     if (ok() && !r_.sized(max, v)) fail(what);
@@ -156,8 +161,23 @@ std::string encode(const RequestList& list) {
   std::string out;
   append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.requests.size()));
   for (const Request& r : list.requests) put_request(out, r);
-  append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.cached.size()));
-  for (std::uint32_t s : list.cached) append_le<std::uint32_t>(out, s);
+  // Cached slots as a bit vector (bit s set: slot s is ready here), the form the coordinator
+  // intersects across ranks; a list of slot numbers when that is shorter (a few sparse slots).
+  std::uint32_t top = 0;
+  for (std::uint32_t s : list.cached) top = std::max(top, s + 1);
+  const std::size_t bitmap_bytes = (top + 7) / 8;
+  if (bitmap_bytes < list.cached.size() * 4) {
+    out.push_back(1);
+    append_le<std::uint32_t>(out, top);
+    std::string bits(bitmap_bytes, '\0');
+    for (std::uint32_t s : list.cached)
+      bits[s / 8] = static_cast<char>(bits[s / 8] | (1 << (s % 8)));
+    out.append(bits);
+  } else {
+    out.push_back(0);
+    append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.cached.size()));
+    for (std::uint32_t s : list.cached) append_le<std::uint32_t>(out, s);
+  }
   out.push_back(static_cast<char>((list.join ? 1 : 0) | (list.shutdown ? 2 : 0)));
   return out;
 }
@@ -195,8 +215,15 @@ Result<RequestList> decode_request_list(std::string_view bytes) {
   RequestList list;
   const std::uint32_t n = in.items("request count");
   for (std::uint32_t i = 0; i < n && in.ok(); ++i) list.requests.push_back(in.request());
-  const std::uint32_t c = in.items("cached count");
-  for (std::uint32_t i = 0; i < c && in.ok(); ++i) list.cached.push_back(in.u32("cache slot"));
+  if (in.u8("cached form") == 1) {
+    const std::uint32_t top = in.u32("cached bits");
+    const std::string bits = in.raw("cached bits", (static_cast<std::size_t>(top) + 7) / 8);
+    for (std::uint32_t s = 0; s < top && in.ok(); ++s)
+      if ((static_cast<unsigned char>(bits[s / 8]) >> (s % 8)) & 1u) list.cached.push_back(s);
+  } else {
+    const std::uint32_t c = in.items("cached count");
+    for (std::uint32_t i = 0; i < c && in.ok(); ++i) list.cached.push_back(in.u32("cache slot"));
+  }
   const std::uint8_t flags = in.u8("flags");
   list.join = (flags & 1) != 0;
   list.shutdown = (flags & 2) != 0;

@@ -75,6 +75,21 @@ TEST(Message, ListsRoundTrip) {
   EXPECT_TRUE(sback->shutdown);
 }
 
+TEST(Message, CachedSlotsTravelAsABitVectorWhenDense) {
+  RequestList dense;
+  for (std::uint32_t s = 0; s < 400; ++s) dense.cached.push_back(s);
+  const std::string bytes = encode(dense);
+  EXPECT_LT(bytes.size(), 80u);  // 400 bits, not 400 integers
+  auto back = decode_request_list(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->cached, dense.cached);
+  RequestList sparse;
+  sparse.cached = {3, 1000000};
+  back = decode_request_list(encode(sparse));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->cached, sparse.cached);
+}
+
 TEST(Message, CorruptBytesAreAProtocolErrorNotACrash) {
   const std::string good = encode(list_of({allreduce("a"), allreduce("b")}));
   for (std::size_t cut = 0; cut < good.size(); ++cut) {

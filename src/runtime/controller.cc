@@ -121,6 +121,7 @@ Status Controller::join(std::shared_ptr<detail::HandleState> handle) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return failure_;
+    if (shutdown_queued_ || stopped_) return aborted("runtime: shut down");
     if (join_handle_ != nullptr) return invalid_argument("join: this rank has already joined");
     join_queued_ = true;
     join_handle_ = std::move(handle);
@@ -169,17 +170,20 @@ void Controller::loop() {
   }
   // Whatever is still waiting fails with the cause (or the shutdown).
   Status why;
+  std::shared_ptr<detail::HandleState> join;
   {
     std::lock_guard<std::mutex> lock(mu_);
     why = failure_.ok() ? aborted("runtime: shut down before the operation ran") : failure_;
     for (Entry& e : queue_) pending_.emplace(e.request.name, std::move(e));
     queue_.clear();
     in_flight_.clear();
+    join = std::move(join_handle_);
+    join_handle_.reset();
     stopped_ = true;
   }
   for (auto& [name, e] : pending_) e.handle->finish_part(why);
   pending_.clear();
-  if (join_handle_ != nullptr) join_handle_->finish_part(why);
+  if (join != nullptr) join->finish_part(why);
 }
 
 void Controller::fail_everything(const Status& cause) {

@@ -17,6 +17,8 @@ constexpr std::chrono::microseconds kBurstGap{20};
 // The longest the thread sleeps between stall checks, with and without work outstanding.
 constexpr std::chrono::milliseconds kActiveWake{100};
 constexpr std::chrono::milliseconds kIdleWake{1000};
+// A control message longer than this is a corrupt length, not a list of tensors.
+constexpr std::uint64_t kMaxControlMessage = std::uint64_t{1} << 32;
 
 }  // namespace
 
@@ -282,6 +284,17 @@ Status Controller::post_header_recv(int peer) {
   return Status::success();
 }
 
+Result<std::string> Controller::read_body(int peer, std::uint64_t length, Deadline deadline) {
+  if (length > kMaxControlMessage)
+    return protocol_error(
+        fmt::format("runtime: rank {} announced a control message of {} bytes", peer, length));
+  std::string payload(static_cast<std::size_t>(length), '\0');
+  Transport& t = control_->transport();
+  HOOP_ASSIGN_OR_RETURN(RequestId body, t.recv(peer, payload.data(), payload.size()));
+  HOOP_RETURN_IF_ERROR(wait_one(t, body, deadline));
+  return payload;
+}
+
 Result<bool> Controller::poll_messages() {
   bool moved = false;
   Transport& t = control_->transport();
@@ -291,12 +304,8 @@ Result<bool> Controller::poll_messages() {
     HOOP_ASSIGN_OR_RETURN(bool complete, t.test(h.id));
     if (!complete) continue;
     h.id = 0;
-    if (h.length > (std::uint64_t{1} << 32))
-      return protocol_error(
-          fmt::format("runtime: rank {} announced a control message of {} bytes", peer, h.length));
-    std::string payload(static_cast<std::size_t>(h.length), '\0');
-    HOOP_ASSIGN_OR_RETURN(RequestId body, t.recv(peer, payload.data(), payload.size()));
-    HOOP_RETURN_IF_ERROR(wait_one(t, body, Clock::now() + control_->timeout()));
+    HOOP_ASSIGN_OR_RETURN(std::string payload,
+                          read_body(peer, h.length, Clock::now() + control_->timeout()));
     moved = true;
     if (coordinator_ != nullptr) {
       HOOP_RETURN_IF_ERROR(post_header_recv(peer));
@@ -326,10 +335,7 @@ Status Controller::collect_goodbyes() {
     HeaderRecv& h = headers_[static_cast<std::size_t>(peer)];
     while (true) {
       HOOP_RETURN_IF_ERROR(wait_one(t, h.id, deadline));
-      std::string payload(static_cast<std::size_t>(std::min<std::uint64_t>(h.length, 1u << 30)),
-                          '\0');
-      HOOP_ASSIGN_OR_RETURN(RequestId body, t.recv(peer, payload.data(), payload.size()));
-      HOOP_RETURN_IF_ERROR(wait_one(t, body, deadline));
+      HOOP_RETURN_IF_ERROR(read_body(peer, h.length, deadline).status());
       if (h.length == 0) break;
       // A message sent before the worker saw the shutdown: nothing can run any more.
       HOOP_RETURN_IF_ERROR(post_header_recv(peer));

@@ -83,6 +83,8 @@ class Controller {
   /// run the response lists.
   Result<bool> poll_messages();
   Status post_header_recv(int peer);
+  /// Receives the `length`-byte body of a message whose length header has arrived.
+  Result<std::string> read_body(int peer, std::uint64_t length, Deadline deadline);
   /// After the shutdown list: a worker's last message, and the coordinator's wait for them.
   Result<bool> say_goodbye();
   Status collect_goodbyes();

@@ -57,12 +57,18 @@ Global& initialized_global() {
   return g;
 }
 
+/// The entry of set `ps`; the caller holds g.mu.
+std::map<ProcessSet, SetState>::iterator find_set(Global& g, ProcessSet ps) {
+  auto it = g.sets.find(ps);
+  if (it == g.sets.end()) fail(invalid_argument(fmt::format("process set {} does not exist", ps)));
+  return it;
+}
+
 /// The controller of a set this rank belongs to.
 Controller& controller_of(ProcessSet ps) {
   Global& g = initialized_global();
   std::lock_guard<std::mutex> lock(g.mu);
-  auto it = g.sets.find(ps);
-  if (it == g.sets.end()) fail(invalid_argument(fmt::format("process set {} does not exist", ps)));
+  auto it = find_set(g, ps);
   if (it->second.controller == nullptr)
     fail(invalid_argument(
         fmt::format("rank {} is not a member of process set {}", g.info.rank, ps)));
@@ -447,9 +453,7 @@ void remove_process_set(ProcessSet ps) {
   SetState set;
   {
     std::lock_guard<std::mutex> lock(g.mu);
-    auto it = g.sets.find(ps);
-    if (it == g.sets.end())
-      fail(invalid_argument(fmt::format("process set {} does not exist", ps)));
+    auto it = find_set(g, ps);
     set = std::move(it->second);
     g.sets.erase(it);
   }
@@ -459,17 +463,13 @@ void remove_process_set(ProcessSet ps) {
 std::vector<int> process_set_ranks(ProcessSet ps) {
   Global& g = initialized_global();
   std::lock_guard<std::mutex> lock(g.mu);
-  auto it = g.sets.find(ps);
-  if (it == g.sets.end()) fail(invalid_argument(fmt::format("process set {} does not exist", ps)));
-  return it->second.ranks;
+  return find_set(g, ps)->second.ranks;
 }
 
 int process_set_rank(ProcessSet ps) {
   Global& g = initialized_global();
   std::lock_guard<std::mutex> lock(g.mu);
-  auto it = g.sets.find(ps);
-  if (it == g.sets.end()) fail(invalid_argument(fmt::format("process set {} does not exist", ps)));
-  return it->second.my_rank;
+  return find_set(g, ps)->second.my_rank;
 }
 
 }  // namespace hoop

@@ -10,8 +10,8 @@
 namespace hoop {
 namespace {
 
-using launch::testing::run_hooprun;
 using launch::testing::count_lines_with;
+using launch::testing::run_hooprun;
 using launch::testing::RunResult;
 
 /// Bounds a broken run; never a speed check.

@@ -162,7 +162,7 @@ class TcpTransport final : public Transport {
   std::size_t spare_bytes_ = 0;
   std::uint64_t io_calls_ = 0;  // sendmsg and readv calls that moved bytes
   Fd epoll_;
-  Fd wake_;  // an eventfd in the epoll set: wake() ends a poll()
+  Fd wake_;                                   // an eventfd in the epoll set: wake() ends a poll()
   std::vector<std::unique_ptr<Conn>> conns_;  // peer-major: conns_[slot(peer) * k + index]
   std::unordered_map<RequestId, Request> requests_;
   RequestId next_id_ = 1;

@@ -1,8 +1,8 @@
 #include "transports/tcp/tcp_transport.h"
 
 #include <fmt/format.h>
-#include <sched.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>

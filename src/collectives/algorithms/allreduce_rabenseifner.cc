@@ -22,9 +22,9 @@ Status allreduce_rabenseifner(Context& ctx, std::byte* work, std::size_t count, 
   if (sat_out) return Status::success();
   for (int step = 0; step < sched.steps(); ++step) {
     const patterns::HalvingStep hs = sched.reduce_scatter_step(me, step);
-    HOOP_RETURN_IF_ERROR(ctx.exchange_reduce(hs.partner, work + hs.send.offset * es,
-                                             hs.send.length, work + hs.recv.offset * es, tmp,
-                                             hs.recv.length, dtype, op));
+    HOOP_RETURN_IF_ERROR(ctx.exchange_reduce(hs.partner, work + hs.send.offset * es, hs.send.length,
+                                             work + hs.recv.offset * es, tmp, hs.recv.length, dtype,
+                                             op));
   }
   if (op == ReduceOp::kAvg) {
     const patterns::Range own = sched.owned(me);

@@ -1,6 +1,5 @@
 // Communicator::create: settings from options and the environment, then the transport.
 #include <fmt/format.h>
-
 #include <sched.h>
 
 #include <cmath>

@@ -76,7 +76,8 @@ Status Context::exchange_reduce(int partner, const std::byte* send, std::size_t 
     // Sends leave in order, so the slices before and at j are the ones to wait for.
     for (; aliased && sends_done <= j && sends_done < sends.size(); ++sends_done)
       HOOP_RETURN_IF_ERROR(wait_one(transport, sends[sends_done], deadline));
-    HOOP_RETURN_IF_ERROR(reduce_into(dst + s.offset * es, tmp + s.offset * es, s.length, dtype, op));
+    HOOP_RETURN_IF_ERROR(
+        reduce_into(dst + s.offset * es, tmp + s.offset * es, s.length, dtype, op));
   }
   return wait(std::span<const RequestId>(sends).subspan(sends_done));
 }

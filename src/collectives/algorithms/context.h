@@ -49,9 +49,8 @@ struct Context {
   /// elements into `tmp`, and reduces them into `dst` (dst = dst op received), slice by slice
   /// as they arrive, so the reduction overlaps the transfer of later slices. `send` may be
   /// `dst` itself (recursive doubling); a slice is then only overwritten once it has been sent.
-  Status exchange_reduce(int partner, const std::byte* send, std::size_t send_count,
-                         std::byte* dst, std::byte* tmp, std::size_t recv_count, DataType dtype,
-                         ReduceOp op);
+  Status exchange_reduce(int partner, const std::byte* send, std::size_t send_count, std::byte* dst,
+                         std::byte* tmp, std::size_t recv_count, DataType dtype, ReduceOp op);
 };
 
 }  // namespace hoop::collectives

@@ -36,8 +36,8 @@ double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t byte
     case Algorithm::kRing: {
       // Only one slice's reduction per step is not hidden behind the next slice's transfer.
       const double chunk = big_n / n;
-      const double exposed = std::min(
-          chunk, static_cast<double>(ring_slice_bytes(static_cast<std::size_t>(chunk))));
+      const double exposed =
+          std::min(chunk, static_cast<double>(ring_slice_bytes(static_cast<std::size_t>(chunk))));
       return 2 * (n - 1) * a + 2 * (n - 1) / n * big_n * b + (n - 1) * exposed * g;
     }
     case Algorithm::kRecursiveDoubling:

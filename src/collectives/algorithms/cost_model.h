@@ -14,9 +14,11 @@
 //                       slices per tree of s = N / (2S) bytes
 //
 // The ring is pipelined (slices of ring_slice_bytes), so its reductions overlap the transfers and
-// only about one slice's reduction per step is exposed; recursive doubling and Rabenseifner
-// need each step's reduction done before the next step sends it, so they pay gamma in full. Without gamma Rabenseifner would beat
-// the ring at every size on powers of two, which the pipelined ring does not bear out.
+// only about one slice's reduction per step is exposed. Recursive doubling and Rabenseifner
+// reduce each exchange slice by slice too, but a step's reduction must finish before the next
+// step sends its result, so the model charges their gamma in full (an overestimate for a single
+// step: see "Two ranks" below). Without gamma Rabenseifner would beat the ring at every size on
+// powers of two, which the pipelined ring does not bear out.
 //
 // The double binary tree runs a lockstep pipeline of S + 2H steps (fill up to the root, drain
 // down to the deepest leaf). In a steady step a rank sends one slice on each of its tree links

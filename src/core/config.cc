@@ -105,7 +105,16 @@ constexpr Var kVars[] = {
      {},
      0,
      1000000},
-    {"HOOP_TRANSPORT", "", kEnum, "tcp", "Transport the collectives run over.", "tcp"},
+    {"HOOP_TRANSPORT", "", kEnum, "auto",
+     "Transport between each pair of ranks: auto takes shared memory between ranks of one host "
+     "and TCP between hosts; tcp or shm forces one for every pair (shm needs a one-host job).",
+     "auto,tcp,shm"},
+    {"HOOP_SHM_RING_BYTES", "", kBytes, "4M",
+     "Shared-memory transport: bytes of each ring from one rank to another on the same host "
+     "(at least 64K)."},
+    {"HOOP_HOST_ID", "", kString, "",
+     "Overrides the identity of this rank's host (default: the kernel's boot id and network "
+     "namespace), so that ranks with equal values count as one host."},
     {"HOOP_ALGO", "", kEnum, "auto",
      "Allreduce algorithm; auto lets the alpha-beta cost model choose per call.",
      "auto,ring,recursive_doubling,rabenseifner,tree"},

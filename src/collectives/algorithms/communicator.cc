@@ -119,6 +119,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
   if (transport.empty()) {
     HOOP_ASSIGN_OR_RETURN(transport, config::get_string("HOOP_TRANSPORT"));
   }
+  if (transport == "auto") transport = "tcp";
   if (transport != "tcp")
     return invalid_argument(
         fmt::format("transport: unknown transport '{}' (have: tcp)", transport));

@@ -1,0 +1,98 @@
+// Host ids, grouping of ranks into hosts, the store exchange, ring order and transport choice.
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include "core/config.h"
+#include "topology/topology.h"
+
+namespace hoop::topology {
+
+Result<std::string> local_host_id() {
+  HOOP_ASSIGN_OR_RETURN(std::string id, config::get_string("HOOP_HOST_ID"));
+  if (!id.empty()) return id;
+  std::string boot_id;
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  if (!(in >> boot_id) || boot_id.empty())
+    return internal_error("host id: cannot read /proc/sys/kernel/random/boot_id (set HOOP_HOST_ID)");
+  // The network namespace separates simulated hosts (and containers) on one machine.
+  struct stat st {};
+  if (::stat("/proc/self/ns/net", &st) != 0)
+    return internal_error("host id: cannot stat /proc/self/ns/net (set HOOP_HOST_ID)");
+  return fmt::format("{}/{}", boot_id, static_cast<unsigned long long>(st.st_ino));
+}
+
+int Layout::local_rank(int rank) const {
+  const auto& ranks = host_ranks[host_of_rank[rank]];
+  return static_cast<int>(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin());
+}
+
+int Layout::local_size(int rank) const {
+  return static_cast<int>(host_ranks[host_of_rank[rank]].size());
+}
+
+bool Layout::uniform() const {
+  return std::all_of(host_ranks.begin(), host_ranks.end(),
+                     [&](const std::vector<int>& r) { return r.size() == host_ranks[0].size(); });
+}
+
+Layout group_by_host(const std::vector<std::string>& ids) {
+  Layout layout;
+  std::map<std::string, int> index;
+  layout.host_of_rank.resize(ids.size());
+  for (std::size_t r = 0; r < ids.size(); ++r) {
+    auto [it, inserted] = index.try_emplace(ids[r], layout.hosts());
+    if (inserted) {
+      layout.host_ranks.emplace_back();
+      layout.host_ids.push_back(ids[r]);
+    }
+    layout.host_of_rank[r] = it->second;
+    layout.host_ranks[it->second].push_back(static_cast<int>(r));
+  }
+  return layout;
+}
+
+Result<std::vector<std::string>> exchange(Store& store, int rank, int size,
+                                          const std::string& key_prefix, const std::string& value,
+                                          std::chrono::milliseconds timeout) {
+  HOOP_RETURN_IF_ERROR(store.set(fmt::format("{}/{}", key_prefix, rank), value));
+  std::vector<std::string> keys;
+  keys.reserve(size);
+  for (int r = 0; r < size; ++r) keys.push_back(fmt::format("{}/{}", key_prefix, r));
+  HOOP_RETURN_IF_ERROR(store.wait(keys, timeout));
+  std::vector<std::string> values(size);
+  values[rank] = value;
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    HOOP_ASSIGN_OR_RETURN(values[r], store.get(keys[r]));
+  }
+  return values;
+}
+
+std::vector<int> ring_order(const Layout& layout) {
+  std::vector<int> order;
+  order.reserve(layout.size());
+  for (const auto& ranks : layout.host_ranks) order.insert(order.end(), ranks.begin(), ranks.end());
+  return order;
+}
+
+Result<std::string> pair_transport(const Layout& layout, int a, int b, const std::string& choice) {
+  if (choice == "tcp") return std::string("tcp");
+  if (choice == "shm") {
+    if (layout.hosts() > 1)
+      return invalid_argument(
+          fmt::format("HOOP_TRANSPORT=shm: the job spans {} hosts; shared memory reaches only the "
+                      "ranks of one host (use auto or tcp)",
+                      layout.hosts()));
+    return std::string("shm");
+  }
+  if (choice != "auto")
+    return invalid_argument(
+        fmt::format("HOOP_TRANSPORT: unknown transport '{}' (have: auto, tcp, shm)", choice));
+  return std::string(layout.same_host(a, b) ? "shm" : "tcp");
+}
+
+}  // namespace hoop::topology

@@ -322,3 +322,54 @@ TEST(TcpOptionsTest, SpinComesFromTheEnvironment) {
 
 }  // namespace
 }  // namespace hoop::testing
+
+namespace hoop::testing {
+namespace {
+
+// Two simulated hosts of two ranks: only the pairs across hosts are connected over TCP, and a
+// send to a rank of one's own host is refused rather than queued forever.
+TEST_F(TcpTest, APeerListConnectsOnlyThosePairs) {
+  constexpr int kRanks = 4;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      tcp::TcpOptions o = loopback_options();
+      o.peers = r < 2 ? std::vector<int>{2, 3} : std::vector<int>{0, 1};
+      auto t = connect(r, kRanks, o);
+      ASSERT_TRUE(t.ok()) << "rank " << r << ": " << t.status().to_string();
+      Transport& tr = **t;
+      const int same_host = r ^ 1;
+      std::uint8_t byte = 0;
+      auto refused = tr.send(same_host, &byte, 1);
+      ASSERT_FALSE(refused.ok());
+      EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(refused.status().message().find("no tcp connection"), std::string::npos)
+          << refused.status().to_string();
+      // Each rank exchanges one message with both ranks of the other host.
+      std::vector<std::uint8_t> out(1000), in0(1000), in1(1000);
+      fill_pattern(out, r, 0, 0);
+      const int a = r < 2 ? 2 : 0;
+      std::vector<RequestId> ids;
+      ids.push_back(*tr.recv(a, in0.data(), in0.size()));
+      ids.push_back(*tr.recv(a + 1, in1.data(), in1.size()));
+      ids.push_back(*tr.send(a, out.data(), out.size()));
+      ids.push_back(*tr.send(a + 1, out.data(), out.size()));
+      const Status st = tr.wait(ids, test_deadline());
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      EXPECT_EQ(pattern_mismatch(in0, a, 0, 0), -1);
+      EXPECT_EQ(pattern_mismatch(in1, a + 1, 0, 0), -1);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+TEST_F(TcpTest, APeerListOutOfOrderIsRefused) {
+  tcp::TcpOptions o = loopback_options();
+  o.peers = {2, 1};
+  auto t = connect(0, 3, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("ascending"), std::string::npos) << t.status().to_string();
+}
+
+}  // namespace
+}  // namespace hoop::testing

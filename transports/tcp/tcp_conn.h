@@ -163,7 +163,8 @@ class TcpTransport final : public Transport {
   std::uint64_t io_calls_ = 0;  // sendmsg and readv calls that moved bytes
   Fd epoll_;
   Fd wake_;                                   // an eventfd in the epoll set: wake() ends a poll()
-  std::vector<std::unique_ptr<Conn>> conns_;  // peer-major: conns_[slot(peer) * k + index]
+  std::vector<std::unique_ptr<Conn>> conns_;  // peer-major: conns_[slot_[peer] * k + index]
+  std::vector<int> slot_;                     // peer -> its connections' slot, -1: none
   std::unordered_map<RequestId, Request> requests_;
   RequestId next_id_ = 1;
   Status aborted_;

@@ -161,7 +161,7 @@ class MeshBuilder {
     HOOP_RETURN_IF_ERROR(
         store_.set(key_for(p_, p_.rank), net::format_host_port(host, listener_.port)));
     HOOP_RETURN_IF_ERROR(dial_lower_ranks());
-    const std::size_t expected = static_cast<std::size_t>(p_.size - 1) * k;
+    const std::size_t expected = p_.peer_list().size() * k;
     while (established_.size() < expected) HOOP_RETURN_IF_ERROR(poll_once());
     listener_.fd.reset();
     return std::move(established_);
@@ -170,12 +170,17 @@ class MeshBuilder {
  private:
   Status dial_lower_ranks() {
     std::vector<std::string> keys;
-    for (int r = 0; r < p_.rank; ++r) keys.push_back(key_for(p_, r));
+    std::vector<int> lower;
+    for (int r = 0; r < p_.rank; ++r) {
+      if (p_.connects(r)) lower.push_back(r);
+    }
+    for (int r : lower) keys.push_back(key_for(p_, r));
     if (keys.empty()) return Status::success();
     HOOP_RETURN_IF_ERROR(store_.wait(keys, net::remaining(deadline_))
                              .with_context("tcp mesh: waiting for the lower ranks' addresses"));
-    for (int r = 0; r < p_.rank; ++r) {
-      HOOP_ASSIGN_OR_RETURN(const std::string value, store_.get(keys[r]));
+    for (std::size_t j = 0; j < lower.size(); ++j) {
+      const int r = lower[j];
+      HOOP_ASSIGN_OR_RETURN(const std::string value, store_.get(keys[j]));
       HOOP_ASSIGN_OR_RETURN(const Endpoint ep, parse_endpoint(value, r));
       for (int i = 0; i < p_.options.sockets_per_peer; ++i) {
         auto fd = start_connect(ep, p_.options.socket_buffer_bytes);
@@ -366,7 +371,7 @@ class MeshBuilder {
     if (!crypto::constant_time_equal(crypto::as_view(expected), ch.proof)) {
       return auth_failed("authentication failed: wrong job secret");
     }
-    if (ch.rank <= p_.rank || ch.rank >= p_.size ||
+    if (ch.rank <= p_.rank || ch.rank >= p_.size || !p_.connects(static_cast<int>(ch.rank)) ||
         ch.socket_index >= static_cast<std::uint32_t>(p_.options.sockets_per_peer)) {
       return protocol_error(fmt::format("rank {} socket {} is not expected to connect to rank {}",
                                         ch.rank, ch.socket_index, p_.rank));
@@ -387,8 +392,7 @@ class MeshBuilder {
 
   Status timeout_status() const {
     std::string missing;
-    for (int r = 0; r < p_.size; ++r) {
-      if (r == p_.rank) continue;
+    for (int r : p_.peer_list()) {
       int have = 0;
       for (const PeerSocket& s : established_) have += s.peer == r ? 1 : 0;
       if (have == p_.options.sockets_per_peer) continue;
@@ -489,8 +493,22 @@ Status tune_socket(int fd, std::size_t buffer_bytes) {
   return net::set_nodelay(fd);
 }
 
+bool MeshParams::connects(int peer) const {
+  if (peer < 0 || peer >= size || peer == rank) return false;
+  return options.peers.empty() ||
+         std::binary_search(options.peers.begin(), options.peers.end(), peer);
+}
+
+std::vector<int> MeshParams::peer_list() const {
+  std::vector<int> list;
+  for (int r = 0; r < size; ++r) {
+    if (connects(r)) list.push_back(r);
+  }
+  return list;
+}
+
 Result<std::vector<PeerSocket>> build_mesh(Store& store, const MeshParams& params) {
-  if (params.size <= 1) return std::vector<PeerSocket>();
+  if (params.peer_list().empty()) return std::vector<PeerSocket>();
   return MeshBuilder(store, params).run();
 }
 

@@ -27,6 +27,11 @@ struct MeshParams {
   std::string secret;
   std::string job_id;
   TcpOptions options;
+
+  /// Whether this rank connects to `peer` (options.peers, or every other rank).
+  bool connects(int peer) const;
+  /// The ranks this rank connects to, ascending.
+  std::vector<int> peer_list() const;
 };
 
 /// The IP address to bind and advertise for `iface` (see TcpOptions::iface); invalid_argument
@@ -38,7 +43,7 @@ Status tune_socket(int fd, std::size_t buffer_bytes);
 
 /// Listens, publishes this rank's address, connects to the lower ranks and accepts the higher
 /// ones until every connection has passed the handshake or options.connect_timeout passes.
-/// Returns the (size - 1) * sockets_per_peer connections.
+/// Returns the peer_list().size() * sockets_per_peer connections.
 Result<std::vector<PeerSocket>> build_mesh(Store& store, const MeshParams& params);
 
 }  // namespace hoop::tcp

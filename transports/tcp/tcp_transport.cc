@@ -43,9 +43,12 @@ Result<std::unique_ptr<Transport>> TcpTransport::create(std::vector<PeerSocket> 
   ev.data.ptr = nullptr;  // not a connection
   if (::epoll_ctl(t->epoll_.get(), EPOLL_CTL_ADD, t->wake_.get(), &ev) != 0)
     return errno_error("epoll_ctl for the wake-up eventfd", errno);
-  t->conns_.resize(static_cast<std::size_t>(params.size - 1) * k);
+  const std::vector<int> peers = params.peer_list();
+  t->slot_.assign(params.size, -1);
+  for (std::size_t i = 0; i < peers.size(); ++i) t->slot_[peers[i]] = static_cast<int>(i);
+  t->conns_.resize(peers.size() * k);
   for (PeerSocket& s : sockets) {
-    const int slot = s.peer < params.rank ? s.peer : s.peer - 1;
+    const int slot = t->slot_[s.peer];
     auto c = std::make_unique<Conn>();
     c->peer = s.peer;
     c->index = s.index;
@@ -108,13 +111,13 @@ TcpTransport::~TcpTransport() {
 }
 
 std::string TcpTransport::peer_name(int peer) const {
-  const int slot = peer < rank_ ? peer : peer - 1;
+  const int slot = slot_[peer];
   return fmt::format("rank {} ({})", peer,
                      conns_[static_cast<std::size_t>(slot) * sockets_per_peer_]->address);
 }
 
 std::span<const std::unique_ptr<Conn>> TcpTransport::peer_conns(int peer) const {
-  const int slot = peer < rank_ ? peer : peer - 1;
+  const int slot = slot_[peer];
   return std::span(conns_).subspan(static_cast<std::size_t>(slot) * sockets_per_peer_,
                                    static_cast<std::size_t>(sockets_per_peer_));
 }
@@ -123,6 +126,12 @@ Status TcpTransport::check_peer(int peer, const void* data, std::size_t bytes) c
   if (peer < 0 || peer >= size_ || peer == rank_) {
     return invalid_argument(fmt::format(
         "tcp: peer {} is not another rank of this job (rank {} of {})", peer, rank_, size_));
+  }
+  if (slot_[peer] < 0) {
+    return invalid_argument(
+        fmt::format("tcp: rank {} has no tcp connection to rank {} (another transport serves "
+                    "that pair)",
+                    rank_, peer));
   }
   if (data == nullptr && bytes > 0) return invalid_argument("tcp: null buffer");
   return aborted_;
@@ -394,6 +403,14 @@ Result<std::unique_ptr<Transport>> connect_mesh(Store& store, int rank, int size
   if (job_id.size() > wire::kMaxIdBytes || options.key_prefix.size() > wire::kMaxIdBytes ||
       options.key_prefix.empty()) {
     return invalid_argument("tcp: job id or key prefix empty or too long");
+  }
+  for (std::size_t i = 0; i < options.peers.size(); ++i) {
+    const int p = options.peers[i];
+    if (p < 0 || p >= size || p == rank || (i > 0 && p <= options.peers[i - 1]))
+      return invalid_argument(fmt::format(
+          "tcp: the peer list must name other ranks of the job in ascending order (rank {} of "
+          "{}, entry {} is {})",
+          rank, size, i, p));
   }
   MeshParams params{rank, size, secret, job_id, options};
   HOOP_ASSIGN_OR_RETURN(auto sockets, build_mesh(store, params));

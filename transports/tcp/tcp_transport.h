@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "hoop/rendezvous.h"
 #include "hoop/transport.h"
@@ -61,6 +62,10 @@ struct TcpOptions {
   std::chrono::microseconds spin{200};
   /// Store key prefix of the mesh; several meshes (process sets) need distinct prefixes.
   std::string key_prefix = "hoop/tcp";
+  /// The ranks to connect to (ascending, this rank excluded); empty: every other rank. A job
+  /// whose ranks share hosts connects only the pairs on different hosts, and every rank must
+  /// name the same pairs (rank a lists b exactly when b lists a).
+  std::vector<int> peers;
 };
 
 /// Options from HOOP_IFACE, HOOP_TCP_SOCKETS_PER_PEER, HOOP_TCP_BUFFER_BYTES, HOOP_SPIN_US

@@ -22,13 +22,22 @@
 
 namespace hoop {
 
-/// Allreduce algorithms; kAuto lets the cost model choose per call. kRabenseifner stays last:
+/// Allreduce algorithms; kAuto lets the cost model choose per call. kHierarchical (reduce-scatter
+/// inside each host, allreduce across hosts, allgather inside each host) needs ranks on two or
+/// more hosts with the same number of ranks on each, at least two. kHierarchical stays last:
 /// argument validation treats every value above it as unknown.
-enum class Algorithm : std::uint8_t { kAuto, kRing, kRecursiveDoubling, kTree, kRabenseifner };
+enum class Algorithm : std::uint8_t {
+  kAuto,
+  kRing,
+  kRecursiveDoubling,
+  kTree,
+  kRabenseifner,
+  kHierarchical
+};
 
-/// Short name ("auto", "ring", "recursive_doubling", "tree", "rabenseifner").
+/// Short name ("auto", "ring", "recursive_doubling", "tree", "rabenseifner", "hierarchical").
 std::string_view algorithm_name(Algorithm algorithm);
-/// Parses a name as printed by algorithm_name (also "rd" and "rab").
+/// Parses a name as printed by algorithm_name (also "rd", "rab" and "hier").
 std::optional<Algorithm> parse_algorithm(std::string_view name);
 
 /// How a communicator is built; empty/unset fields come from the environment.

@@ -117,7 +117,7 @@ constexpr Var kVars[] = {
      "namespace), so that ranks with equal values count as one host."},
     {"HOOP_ALGO", "", kEnum, "auto",
      "Allreduce algorithm; auto lets the alpha-beta cost model choose per call.",
-     "auto,ring,recursive_doubling,rabenseifner,tree"},
+     "auto,ring,recursive_doubling,rabenseifner,tree,hierarchical"},
     {"HOOP_ALPHA_US", "", kNumber, "10",
      "Cost model: latency of one message, in microseconds (a non-negative decimal)."},
     {"HOOP_BETA_NS_PER_BYTE", "", kNumber, "1.0",

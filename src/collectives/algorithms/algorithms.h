@@ -5,8 +5,10 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "collectives/algorithms/context.h"
+#include "collectives/algorithms/cost_model.h"
 
 namespace hoop::collectives {
 
@@ -45,6 +47,21 @@ Status allreduce_rabenseifner(Context& ctx, std::byte* work, std::size_t count, 
 /// back down, both trees pipelined in slices of at most kTreeSliceBytes.
 Status allreduce_tree(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
                       ReduceOp op);
+/// The allreduce `algorithm` (any but kHierarchical, which needs a Hierarchy) of `work` in place.
+Status allreduce_flat(Context& ctx, Algorithm algorithm, std::byte* work, std::size_t count,
+                      DataType dtype, ReduceOp op);
+
+/// The two groups of a hierarchical allreduce, as ranks of the communicator: this rank's host
+/// (`local`) and the ranks with this rank's local index on every host (`cross`), both ordered.
+struct Hierarchy {
+  std::vector<int> local;
+  std::vector<int> cross;
+};
+/// Hierarchical allreduce of `work` in place (see allreduce_hierarchical.cc): reduce-scatter in
+/// the host, allreduce across hosts with the algorithm `cross_cost` picks, allgather in the host.
+Status allreduce_hierarchical(Context& ctx, const Hierarchy& h, const CostParams& cross_cost,
+                              std::byte* work, std::size_t count, DataType dtype, ReduceOp op);
+
 /// Broadcast of `bytes` bytes from `root`: binomial tree for small, pipelined chain for large.
 Status broadcast_bytes(Context& ctx, std::byte* buffer, std::size_t bytes, int root);
 /// Ring allgather: block r (at offsets[r], lengths[r] bytes) of `out` is already in place on

@@ -69,6 +69,11 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
                         collectives::checked_bytes(o.count, 1, o.dtype, "count"));
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));
   const Algorithm algo = allreduce_algorithm(comm, bytes, o.algorithm);
+  auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
+  if (algo == Algorithm::kHierarchical && (impl == nullptr || impl->hierarchy() == nullptr))
+    return invalid_argument(
+        "allreduce: the hierarchical algorithm needs ranks on two or more hosts with the same "
+        "number of ranks, at least two, on each");
   copy_in(o.output, o.input, bytes);
   auto what = [&] {
     return fmt::format("allreduce of {} {} ({}, {})", o.count, dtype_name(o.dtype), op_name(o.op),
@@ -76,17 +81,10 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
   };
   return run(comm, what, [&](Context& ctx) -> Status {
     std::byte* work = bytes_of(o.output);
-    switch (algo) {
-      case Algorithm::kRecursiveDoubling:
-        return collectives::allreduce_recursive_doubling(ctx, work, o.count, o.dtype, o.op);
-      case Algorithm::kRabenseifner:
-        return collectives::allreduce_rabenseifner(ctx, work, o.count, o.dtype, o.op);
-      case Algorithm::kTree:
-        return collectives::allreduce_tree(ctx, work, o.count, o.dtype, o.op);
-      default:
-        return collectives::ring_reduce_scatter_allgather(ctx, work, o.count, o.dtype, o.op,
-                                                          /*allgather=*/true);
-    }
+    if (algo != Algorithm::kHierarchical)
+      return collectives::allreduce_flat(ctx, algo, work, o.count, o.dtype, o.op);
+    return collectives::allreduce_hierarchical(ctx, *impl->hierarchy(), impl->cost(), work,
+                                               o.count, o.dtype, o.op);
   });
 }
 

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
+#include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/context.h"
 #include "collectives/algorithms/cost_model.h"
 #include "hoop/communicator.h"
@@ -26,6 +28,13 @@ class CommImpl final : public Communicator {
   const CostParams& cost() const { return cost_; }
   /// Marks the job crowded (CostParams::crowded) once all ranks have agreed on it.
   void set_crowded(bool crowded) { cost_.crowded = crowded; }
+  /// Makes the hierarchical allreduce available over `h` (CostParams::hierarchical).
+  void set_hierarchy(Hierarchy h) {
+    hierarchy_ = std::move(h);
+    cost_.hierarchical = true;
+  }
+  /// The groups of the hierarchical allreduce, or null when the job has no such shape.
+  const Hierarchy* hierarchy() const { return hierarchy_ ? &*hierarchy_ : nullptr; }
   /// The scratch buffers reused across collectives.
   Scratch& scratch() { return scratch_; }
 
@@ -35,6 +44,7 @@ class CommImpl final : public Communicator {
   std::chrono::milliseconds timeout_;
   CostParams cost_;
   Scratch scratch_;
+  std::optional<Hierarchy> hierarchy_;
 };
 
 }  // namespace hoop::collectives

@@ -8,6 +8,9 @@
 
 #include "collectives/algorithms/comm_impl.h"
 #include "core/config.h"
+#include "topology/routed_transport.h"
+#include "topology/topology.h"
+#include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
 
 namespace hoop {
@@ -65,8 +68,8 @@ int usable_cores() {
 
 /// Whether any host of the job runs more ranks than it has cores. Every rank must pick the same
 /// algorithm for a call, so the hosts' answers are combined by one small allreduce (max).
-Result<bool> job_is_crowded(Communicator& comm, const BootstrapInfo& info) {
-  std::int32_t crowded = info.local_size > usable_cores() ? 1 : 0;
+Result<bool> job_is_crowded(Communicator& comm, int local_size) {
+  std::int32_t crowded = local_size > usable_cores() ? 1 : 0;
   if (comm.size() == 1) return crowded != 0;
   AllreduceOptions o;
   o.output = &crowded;
@@ -76,6 +79,51 @@ Result<bool> job_is_crowded(Communicator& comm, const BootstrapInfo& info) {
   o.algorithm = Algorithm::kRecursiveDoubling;
   HOOP_RETURN_IF_ERROR(allreduce(comm, o));
   return crowded != 0;
+}
+
+/// The hierarchical allreduce's groups for `rank`, when the layout has the shape it needs: two
+/// or more hosts, each with the same number of ranks, at least two.
+std::optional<collectives::Hierarchy> hierarchy_of(const topology::Layout& layout, int rank) {
+  if (layout.hosts() < 2 || !layout.uniform() || layout.local_size(rank) < 2) return std::nullopt;
+  collectives::Hierarchy h;
+  h.local = layout.host_ranks[layout.host_of_rank[rank]];
+  const int index = layout.local_rank(rank);
+  for (const auto& ranks : layout.host_ranks) h.cross.push_back(ranks[index]);
+  return h;
+}
+
+/// Connects this rank to every other over the transport `choice` gives each pair (shared memory
+/// within a host and TCP across hosts for "auto"); several transports are routed per peer.
+Result<std::unique_ptr<Transport>> connect_transports(const BootstrapInfo& info, Store& store,
+                                                      const topology::Layout& layout,
+                                                      const std::string& choice,
+                                                      const std::string& key_prefix) {
+  std::vector<int> shm_peers, tcp_peers;
+  std::vector<int> route(info.size, 0);
+  for (int r = 0; r < info.size; ++r) {
+    if (r == info.rank) continue;
+    HOOP_ASSIGN_OR_RETURN(std::string kind, topology::pair_transport(layout, info.rank, r, choice));
+    (kind == "shm" ? shm_peers : tcp_peers).push_back(r);
+  }
+  std::vector<std::unique_ptr<Transport>> parts;
+  if (!shm_peers.empty()) {
+    HOOP_ASSIGN_OR_RETURN(shm::ShmOptions o, shm::shm_options_from_env());
+    o.key_prefix = (key_prefix.empty() ? std::string("hoop") : key_prefix) + "/shm";
+    HOOP_ASSIGN_OR_RETURN(auto t, shm::connect(store, info.rank, info.size, shm_peers,
+                                               info.job_id, o));
+    parts.push_back(std::move(t));
+  }
+  if (!tcp_peers.empty()) {
+    HOOP_ASSIGN_OR_RETURN(tcp::TcpOptions o, tcp::tcp_options_from_env());
+    if (!key_prefix.empty()) o.key_prefix = key_prefix;
+    if (!shm_peers.empty()) o.peers = tcp_peers;
+    HOOP_ASSIGN_OR_RETURN(
+        auto t, tcp::connect_mesh(store, info.rank, info.size, info.secret, info.job_id, o));
+    for (int r : tcp_peers) route[r] = static_cast<int>(parts.size());
+    parts.push_back(std::move(t));
+  }
+  if (parts.size() == 1) return std::move(parts.front());
+  return topology::RoutedTransport::create(std::move(parts), std::move(route));
 }
 
 }  // namespace
@@ -92,6 +140,8 @@ std::string_view algorithm_name(Algorithm algorithm) {
       return "tree";
     case Algorithm::kRabenseifner:
       return "rabenseifner";
+    case Algorithm::kHierarchical:
+      return "hierarchical";
   }
   return "unknown";
 }
@@ -102,6 +152,7 @@ std::optional<Algorithm> parse_algorithm(std::string_view name) {
   if (name == "tree") return Algorithm::kTree;
   if (name == "recursive_doubling" || name == "rd") return Algorithm::kRecursiveDoubling;
   if (name == "rabenseifner" || name == "rab") return Algorithm::kRabenseifner;
+  if (name == "hierarchical" || name == "hier") return Algorithm::kHierarchical;
   return std::nullopt;
 }
 
@@ -119,10 +170,9 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
   if (transport.empty()) {
     HOOP_ASSIGN_OR_RETURN(transport, config::get_string("HOOP_TRANSPORT"));
   }
-  if (transport == "auto") transport = "tcp";
-  if (transport != "tcp")
+  if (transport != "auto" && transport != "tcp" && transport != "shm")
     return invalid_argument(
-        fmt::format("transport: unknown transport '{}' (have: tcp)", transport));
+        fmt::format("transport: unknown transport '{}' (have: auto, tcp, shm)", transport));
   Algorithm algorithm = Algorithm::kAuto;
   if (options.algorithm) {
     algorithm = *options.algorithm;
@@ -132,7 +182,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
     if (!parsed) return invalid_argument(fmt::format("HOOP_ALGO: unknown algorithm '{}'", name));
     algorithm = *parsed;
   }
-  if (static_cast<unsigned>(algorithm) > static_cast<unsigned>(Algorithm::kRabenseifner))
+  if (static_cast<unsigned>(algorithm) > static_cast<unsigned>(Algorithm::kHierarchical))
     return invalid_argument("algorithm: unknown algorithm value");
   std::chrono::milliseconds timeout = options.timeout.value_or(info.timeout);
   if (timeout.count() <= 0) return invalid_argument("timeout: must be positive");
@@ -142,18 +192,28 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
         fmt::format("rank {} of size {} is not a valid place in a job", info.rank, info.size));
 
   std::unique_ptr<Transport> t;
+  std::optional<collectives::Hierarchy> hierarchy;
+  int local_size = 1;
   if (info.size == 1) {
     t = std::make_unique<SelfTransport>();
   } else {
     if (store == nullptr)
       return invalid_argument(fmt::format("store: a {}-rank job needs a store", info.size));
-    HOOP_ASSIGN_OR_RETURN(tcp::TcpOptions tcp_options, tcp::tcp_options_from_env());
-    if (!options.key_prefix.empty()) tcp_options.key_prefix = options.key_prefix;
-    HOOP_ASSIGN_OR_RETURN(
-        t, tcp::connect_mesh(*store, info.rank, info.size, info.secret, info.job_id, tcp_options));
+    // Where every rank runs decides the transport of each pair and the hierarchy.
+    HOOP_ASSIGN_OR_RETURN(std::string host_id, topology::local_host_id());
+    const std::string hosts_key =
+        (options.key_prefix.empty() ? std::string("hoop") : options.key_prefix) + "/hosts";
+    HOOP_ASSIGN_OR_RETURN(std::vector<std::string> ids,
+                          topology::exchange(*store, info.rank, info.size, hosts_key, host_id,
+                                             info.start_timeout));
+    const topology::Layout layout = topology::group_by_host(ids);
+    local_size = layout.local_size(info.rank);
+    HOOP_ASSIGN_OR_RETURN(t, connect_transports(info, *store, layout, transport, options.key_prefix));
+    hierarchy = hierarchy_of(layout, info.rank);
   }
   auto comm = std::make_unique<collectives::CommImpl>(std::move(t), algorithm, timeout, cost);
-  HOOP_ASSIGN_OR_RETURN(bool crowded, job_is_crowded(*comm, info));
+  if (hierarchy) comm->set_hierarchy(std::move(*hierarchy));
+  HOOP_ASSIGN_OR_RETURN(bool crowded, job_is_crowded(*comm, local_size));
   comm->set_crowded(crowded);
   return std::unique_ptr<Communicator>(std::move(comm));
 }

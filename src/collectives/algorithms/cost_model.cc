@@ -74,6 +74,7 @@ double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t byte
 }
 
 Algorithm choose_allreduce(int size, std::size_t bytes, const CostParams& params) {
+  if (params.hierarchical && bytes >= kHierarchicalBytes) return Algorithm::kHierarchical;
   if (size == 2 && bytes <= kTwoRankExchangeBytes) return Algorithm::kRecursiveDoubling;
   if (params.crowded && size > 2 && bytes >= kCrowdedTreeBytes) return Algorithm::kTree;
   Algorithm best = Algorithm::kRecursiveDoubling;

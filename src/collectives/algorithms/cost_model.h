@@ -64,7 +64,12 @@ struct CostParams {
   double gamma_s_per_byte = 0.2e-9;  // HOOP_GAMMA_NS_PER_BYTE
   /// Some host of the job runs more ranks than it has cores (see the note above).
   bool crowded = false;
+  /// The ranks span hosts in a shape the hierarchical allreduce takes (see the note above).
+  bool hierarchical = false;
 };
+
+/// From this many bytes a job with a hierarchy takes the hierarchical allreduce.
+inline constexpr std::size_t kHierarchicalBytes = std::size_t{64} << 10;
 
 /// Up to this many bytes a two-rank allreduce takes recursive doubling.
 inline constexpr std::size_t kTwoRankExchangeBytes = std::size_t{1} << 20;
@@ -82,7 +87,8 @@ double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t byte
 
 /// The allreduce algorithm with the smallest predicted time (ties: the earlier of recursive
 /// doubling, Rabenseifner, ring, tree); with two ranks, recursive doubling up to
-/// kTwoRankExchangeBytes; on a crowded job of 3+ ranks, the tree from kCrowdedTreeBytes up.
+/// kTwoRankExchangeBytes; on a crowded job of 3+ ranks, the tree from kCrowdedTreeBytes up; on a
+/// job with a hierarchy, the hierarchical allreduce from kHierarchicalBytes up.
 Algorithm choose_allreduce(int size, std::size_t bytes, const CostParams& params);
 
 }  // namespace hoop::collectives

@@ -19,7 +19,7 @@ Status check_op(ReduceOp op) {
 }
 
 Status check_algorithm(Algorithm algorithm) {
-  if (static_cast<unsigned>(algorithm) > static_cast<unsigned>(Algorithm::kRabenseifner))
+  if (static_cast<unsigned>(algorithm) > static_cast<unsigned>(Algorithm::kHierarchical))
     return invalid_argument(
         fmt::format("algorithm: unknown algorithm {}", static_cast<int>(algorithm)));
   return Status::success();

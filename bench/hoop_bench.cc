@@ -3,7 +3,8 @@
 // bench/run_peers.sh can put hoop next to Open MPI and Gloo.
 //
 //   build/bin/hooprun -np 2 build/bin/hoop-bench -b 8 -e 64M -f 2 --collective allreduce
-//       [--algo auto|ring|recursive_doubling|rabenseifner] [--transport tcp] [--json FILE]
+//       [--algo auto|ring|recursive_doubling|rabenseifner|tree|hierarchical]
+//       [--transport auto|tcp|shm] [--json FILE]
 //
 // Exit status: 0 all checks passed, 2 bad arguments, 3 wrong results, 1 anything else.
 #include <fmt/format.h>
@@ -34,7 +35,7 @@ struct Flags {
   BenchOptions bench;
   std::string collective = "allreduce";
   std::string algo = "auto";
-  std::string transport = "tcp";
+  std::string transport;  // empty: HOOP_TRANSPORT
 };
 
 // With --collective all, each collective's report goes to FILE with the collective's name
@@ -69,9 +70,10 @@ std::optional<int> parse_flags(int argc, char** argv, Flags& flags) {
         return fmt::format("unknown allreduce algorithm '{}'", name);
       })
       ->capture_default_str();
-  app.add_option("--transport", flags.transport, "Transport between ranks")
-      ->check(CLI::IsMember({"tcp"}))
-      ->capture_default_str();
+  app.add_option("--transport", flags.transport,
+                 "Transport between ranks: auto (shared memory within a host, tcp across "
+                 "hosts), tcp or shm; default: HOOP_TRANSPORT, else auto")
+      ->check(CLI::IsMember({"auto", "tcp", "shm"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

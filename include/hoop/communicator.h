@@ -42,7 +42,8 @@ std::optional<Algorithm> parse_algorithm(std::string_view name);
 
 /// How a communicator is built; empty/unset fields come from the environment.
 struct CommunicatorOptions {
-  /// "tcp" (the only transport so far); empty: HOOP_TRANSPORT, else tcp.
+  /// "auto" (shared memory between ranks of one host, TCP across hosts), "tcp" or "shm" (a
+  /// one-host job); empty: HOOP_TRANSPORT, else auto.
   std::string transport;
   /// Forces one allreduce algorithm; unset: HOOP_ALGO, else the cost model.
   std::optional<Algorithm> algorithm;

@@ -8,12 +8,16 @@
 //   mismatch: rank 1 passes a different count to allreduce; every rank prints its error.
 //   badargs: bad arguments return invalid_argument without communicating.
 //   pingpong: ranks 0 and 1 time small and large messages (the cost model's alpha and beta).
+// Any mode takes --hosts K first: the ranks then claim K simulated hosts of consecutive ranks
+// (HOOP_HOST_ID), so pairs on one "host" use shared memory and the others TCP, and check adds
+// the hierarchical allreduce to its algorithms.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -511,7 +515,24 @@ int run_pingpong(Communicator& comm) {
 
 }  // namespace
 
+/// Sets HOOP_HOST_ID so that the ranks form `hosts` simulated hosts of consecutive ranks.
+void simulate_hosts(int hosts) {
+  const char* rank = std::getenv("HOOP_RANK");
+  const char* size = std::getenv("HOOP_SIZE");
+  if (rank == nullptr || size == nullptr || hosts < 1) return;
+  const int n = std::atoi(size);
+  const int per_host = (n + hosts - 1) / hosts;
+  ::setenv("HOOP_HOST_ID", fmt::format("simulated-host-{}", std::atoi(rank) / per_host).c_str(), 1);
+}
+
 int main(int argc, char** argv) {
+  int hosts = 0;
+  if (argc > 2 && std::string(argv[1]) == "--hosts") {
+    hosts = std::atoi(argv[2]);
+    simulate_hosts(hosts);
+    argv += 2;
+    argc -= 2;
+  }
   const std::string mode = argc > 1 ? argv[1] : "check";
   auto comm = Communicator::create();
   if (!comm.ok()) {
@@ -523,6 +544,9 @@ int main(int argc, char** argv) {
   if (mode == "check") {
     std::vector<Algorithm> algos = {Algorithm::kRing, Algorithm::kRecursiveDoubling,
                                     Algorithm::kRabenseifner, Algorithm::kTree, Algorithm::kAuto};
+    // The hierarchy needs two or more hosts with the same number (>= 2) of ranks on each.
+    const int n = c.size();
+    if (hosts > 1 && n % hosts == 0 && n / hosts >= 2) algos.push_back(Algorithm::kHierarchical);
     std::vector<std::size_t> counts = {0, 1, 7, 1023};
     bool big = false;
     for (int i = 2; i < argc; ++i) {
@@ -547,7 +571,7 @@ int main(int argc, char** argv) {
   } else if (mode == "pingpong") {
     rc = run_pingpong(c);
   } else {
-    fmt::print("usage: comm_check check|kill VICTIM AFTER|mismatch|badargs|pingpong\n");
+    fmt::print("usage: comm_check [--hosts K] check|kill VICTIM AFTER|mismatch|badargs|pingpong\n");
     return 64;
   }
   std::fflush(stdout);

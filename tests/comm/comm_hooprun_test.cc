@@ -46,6 +46,32 @@ TEST_P(CommCheckOtherSizes, EveryCollectiveMatchesTheReference) {
 }
 INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckOtherSizes, ::testing::Values(6, 7));
 
+// The same matrix with every pair over TCP (on one host auto takes shared memory).
+class CommCheckTcp : public CommCheck {};
+TEST_P(CommCheckTcp, EveryCollectiveMatchesTheReference) {
+  const int n = GetParam();
+  const RunResult r = launch::testing::run_ranks(HOOP_COMM_CHECK_BIN, n, {"check"},
+                                                 {"HOOP_TRANSPORT=tcp"}, kDeadline);
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "checked", "cases"), n) << r.out << r.err;
+}
+INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckTcp, ::testing::Values(2, 3, 4, 8));
+
+// Simulated hosts (HOOP_HOST_ID per block of ranks): shared memory inside a host, TCP across,
+// and the hierarchical allreduce; (ranks, hosts).
+class CommCheckHosts : public ::testing::TestWithParam<std::pair<int, int>> {};
+TEST_P(CommCheckHosts, EveryCollectiveMatchesTheReference) {
+  const auto [n, hosts] = GetParam();
+  const RunResult r = run_ranks(n, {"--hosts", std::to_string(hosts), "check"});
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "checked", "cases"), n) << r.out << r.err;
+}
+INSTANTIATE_TEST_SUITE_P(RanksAndHosts, CommCheckHosts,
+                         ::testing::Values(std::pair{4, 2}, std::pair{6, 3}, std::pair{8, 2},
+                                           std::pair{8, 4}, std::pair{3, 2}));
+
 TEST(CommFault, BadArgumentsFailWithoutCommunicating) {
   const RunResult r = run_ranks(3, {"badargs"});
   ASSERT_FALSE(r.timed_out) << r.out << r.err;

@@ -23,5 +23,14 @@ TEST_P(CommCheckFull, EveryCollectiveMatchesTheReferenceWithLargeBuffers) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckFull, ::testing::Values(2, 3, 5, 8));
 
+// Two simulated hosts of two ranks: shared memory inside, TCP across, hierarchical allreduce.
+TEST(CommCheckFullHosts, TwoHostsOfTwoRanksMatchTheReferenceWithLargeBuffers) {
+  const launch::testing::RunResult r = launch::testing::run_hooprun(
+      {"-np", "4", HOOP_COMM_CHECK_BIN, "--hosts", "2", "check", "--big"}, {},
+      std::chrono::seconds(300));
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
 }  // namespace
 }  // namespace hoop

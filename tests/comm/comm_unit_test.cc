@@ -42,6 +42,19 @@ TEST(CostModel, CrowdedJobsTakeTheTreeForLargeBuffersFromThreeRanks) {
   EXPECT_EQ(choose_allreduce(2, std::size_t{256} << 20, p), Algorithm::kRing);
 }
 
+TEST(CostModel, JobsWithAHierarchyTakeItFromItsThreshold) {
+  CostParams p;
+  p.hierarchical = true;
+  for (int n : {4, 6, 8, 16}) {
+    EXPECT_EQ(choose_allreduce(n, 8, p), Algorithm::kRecursiveDoubling) << n;
+    EXPECT_NE(choose_allreduce(n, collectives::kHierarchicalBytes - 4, p),
+              Algorithm::kHierarchical)
+        << n;
+    EXPECT_EQ(choose_allreduce(n, collectives::kHierarchicalBytes, p), Algorithm::kHierarchical)
+        << n;
+  }
+}
+
 TEST(CostModel, PredictionsGrowWithTheBuffer) {
   const CostParams p;
   for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner})
@@ -67,9 +80,10 @@ TEST(CostModel, ConstantsComeFromTheEnvironment) {
 
 TEST(Algorithms, NamesRoundTrip) {
   for (Algorithm a : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kRecursiveDoubling,
-                      Algorithm::kRabenseifner})
+                      Algorithm::kRabenseifner, Algorithm::kTree, Algorithm::kHierarchical})
     EXPECT_EQ(parse_algorithm(algorithm_name(a)), a);
   EXPECT_EQ(parse_algorithm("rd"), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(parse_algorithm("hier"), Algorithm::kHierarchical);
   EXPECT_EQ(parse_algorithm("rab"), Algorithm::kRabenseifner);
   EXPECT_EQ(parse_algorithm("bogus"), std::nullopt);
 }

@@ -159,7 +159,7 @@ TEST(Runtime, TheTimelineHasEveryPhaseAndParses) {
     if (e.value("ph", "") != "B") continue;
     phases.insert(e.value("name", ""));
     if (e.value("name", "") == "ALLREDUCE" && e.contains("args"))
-      described = described || (e["args"].value("transport", "") == "tcp" &&
+      described = described || (e["args"].value("transport", "") == "shm" &&
                                 !e["args"].value("algorithm", "").empty());
   }
   EXPECT_TRUE(described) << "ALLREDUCE events name their transport and algorithm";

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hoop/core.h"
@@ -44,9 +45,13 @@ struct HostHardware {
 /// failure otherwise.
 Result<HostHardware> discover_hardware();
 
-/// Encodes/decodes HostHardware for the store (a line-based text form).
+/// Encodes HostHardware for the store as a line-based text form (see hardware_text.cc).
 std::string encode_hardware(const HostHardware& hw);
+/// Decodes encode_hardware's text; invalid_argument naming the line for anything malformed.
 Result<HostHardware> decode_hardware(std::string_view text);
+
+/// Ascending ranks as comma-separated ranges: {0, 1, 2, 5, 7, 8} -> "0-2,5,7-8".
+std::string rank_ranges(const std::vector<int>& ranks);
 
 /// The ranks of a job grouped into hosts. Hosts are numbered in the order of their lowest rank.
 struct Layout {
@@ -87,6 +92,7 @@ Result<std::string> pair_transport(const Layout& layout, int a, int b, const std
 
 /// A printable summary (what `hooprun --topology` shows): each host with its ranks and
 /// hardware, the transport between ranks of one host and across hosts, and the ring order.
+/// hardware[h] is host h's (as its lowest rank saw it); a host without one prints "unknown".
 std::string summary(const Layout& layout, const std::vector<HostHardware>& hardware,
                     const std::string& transport_choice);
 

@@ -26,8 +26,8 @@ using TopologyPtr = std::unique_ptr<hwloc_topology, TopologyDeleter>;
 using BitmapPtr = std::unique_ptr<hwloc_bitmap_s, BitmapDeleter>;
 
 Status hwloc_failed(std::string_view call, int rc) {
-  return internal_error(fmt::format("hwloc: {} failed (returned {}, errno {}: {})", call, rc,
-                                    errno, std::strerror(errno)));
+  return internal_error(fmt::format("hwloc: {} failed (returned {}, errno {}: {})", call, rc, errno,
+                                    std::strerror(errno)));
 }
 
 Result<int> count_of(hwloc_topology_t topo, hwloc_obj_type_t type, std::string_view what) {

@@ -32,7 +32,8 @@ constexpr std::size_t kMaxDevices = 4096;
 // Names come from the OS; a newline in one must not split a record.
 std::string one_line(std::string_view s) {
   std::string out(s);
-  std::replace_if(out.begin(), out.end(), [](char c) { return c == '\n' || c == '\r'; }, '?');
+  std::replace_if(
+      out.begin(), out.end(), [](char c) { return c == '\n' || c == '\r'; }, '?');
   return out;
 }
 
@@ -67,7 +68,8 @@ class Decoder {
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < min ||
         v > kMaxCount)
-      return error(fmt::format("{} '{}' is not an integer in [{}, {}]", what, text, min, kMaxCount));
+      return error(
+          fmt::format("{} '{}' is not an integer in [{}, {}]", what, text, min, kMaxCount));
     return v;
   }
 

@@ -55,10 +55,11 @@ std::vector<std::string> launcher_disagreements(const BootstrapInfo& info, const
   std::vector<std::string> lines;
   for (const Field& f : fields) {
     if (f.launcher == f.discovered) continue;
+    // Other launchers' variables have other names; HOOP_* names only what hooprun set.
+    const std::string var = info.launcher == "env" ? fmt::format(" ({})", f.var) : "";
     lines.push_back(fmt::format(
-        "hoop-topology: warning: rank {}: the launcher ({}) gives {} {} ({}) but the host ids "
-        "give {}",
-        r, info.launcher, f.what, f.launcher, f.var, f.discovered));
+        "hoop-topology: warning: rank {}: the launcher ({}) gives {} {}{} but the host ids give {}",
+        r, info.launcher, f.what, f.launcher, var, f.discovered));
   }
   return lines;
 }
@@ -73,8 +74,8 @@ Status run() {
   std::vector<std::string> values{mine};
   if (!info.store_host.empty()) {
     HOOP_ASSIGN_OR_RETURN(auto store, connect_store(info));
-    HOOP_ASSIGN_OR_RETURN(values, exchange(*store, info.rank, info.size, "hoop/topology", mine,
-                                           info.timeout));
+    HOOP_ASSIGN_OR_RETURN(
+        values, exchange(*store, info.rank, info.size, "hoop/topology", mine, info.timeout));
   }
   std::vector<RankInfo> ranks;
   std::vector<std::string> ids;

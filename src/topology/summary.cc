@@ -104,8 +104,7 @@ std::string transport_line(const Layout& layout, const std::string& choice) {
     if (!t.ok()) return fmt::format("transport: error: {}", t.status().message());
     across = *t;
   }
-  if (across.empty())
-    return fmt::format("transport: {} within the host {}", within, env);
+  if (across.empty()) return fmt::format("transport: {} within the host {}", within, env);
   if (within.empty()) return fmt::format("transport: {} across hosts {}", across, env);
   if (within == across) return fmt::format("transport: {} between every pair {}", within, env);
   return fmt::format("transport: {} within a host, {} across hosts {}", within, across, env);

@@ -24,10 +24,10 @@ Result<std::string> local_host_id();
 
 /// One PCI device of interest (a GPU or a network interface).
 struct PciDevice {
-  std::string kind;     // "gpu" or "nic"
-  std::string name;     // OS name ("eth0", "mlx5_0", "cuda0") or the PCI model
-  std::string bus_id;   // "0000:3b:00.0", empty when unknown
-  int numa_node = -1;   // closest NUMA node, -1 when unknown
+  std::string kind;    // "gpu" or "nic"
+  std::string name;    // OS names on one PCI function, joined by '/' ("eth0", "ens1f0/mlx5_0")
+  std::string bus_id;  // "0000:3b:00.0", empty when unknown
+  int numa_node = -1;  // closest NUMA node, -1 when unknown
 };
 
 /// What hwloc reports of one host.
@@ -36,8 +36,8 @@ struct HostHardware {
   int packages = 0;
   int numa_nodes = 0;
   int cores = 0;
-  int pus = 0;           // hardware threads
-  int usable_pus = 0;    // hardware threads this process may run on (its affinity)
+  int pus = 0;         // hardware threads
+  int usable_pus = 0;  // hardware threads this process may run on (its affinity)
   std::vector<PciDevice> devices;
 };
 
@@ -55,9 +55,9 @@ std::string rank_ranges(const std::vector<int>& ranks);
 
 /// The ranks of a job grouped into hosts. Hosts are numbered in the order of their lowest rank.
 struct Layout {
-  std::vector<int> host_of_rank;           // rank -> host index
+  std::vector<int> host_of_rank;             // rank -> host index
   std::vector<std::vector<int>> host_ranks;  // host index -> its ranks, ascending
-  std::vector<std::string> host_ids;       // host index -> id
+  std::vector<std::string> host_ids;         // host index -> id
 
   int size() const { return static_cast<int>(host_of_rank.size()); }
   int hosts() const { return static_cast<int>(host_ranks.size()); }

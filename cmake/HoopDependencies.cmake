@@ -15,6 +15,16 @@ hoop_require_package(OpenSSL libssl-dev)
 hoop_require_package(fmt libfmt-dev)
 hoop_require_package(CLI11 libcli11-dev)
 hoop_require_package(nlohmann_json nlohmann-json3-dev)
+# hwloc: the topology module's hardware discovery. Debian ships no CMake package for it, so
+# it is found through pkg-config (the imported target PkgConfig::HWLOC).
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(HWLOC QUIET IMPORTED_TARGET hwloc)
+endif()
+if(NOT HWLOC_FOUND)
+  message(FATAL_ERROR "hoop needs hwloc, found through pkg-config (Debian packages libhwloc-dev "
+                      "and pkg-config); run scripts/install-deps")
+endif()
 if(HOOP_BUILD_TESTS)
   hoop_require_package(GTest libgtest-dev)
 endif()
@@ -52,12 +62,6 @@ hoop_optional(UCX ucx_FOUND "${ucx_VERSION}")
 
 find_package(MPI QUIET COMPONENTS CXX)
 hoop_optional(MPI MPI_CXX_FOUND "${MPI_CXX_VERSION} ${MPI_CXX_LIBRARY_VERSION_STRING}")
-
-find_package(PkgConfig QUIET)
-if(PkgConfig_FOUND)
-  pkg_check_modules(HWLOC QUIET IMPORTED_TARGET hwloc)
-endif()
-hoop_optional(HWLOC HWLOC_FOUND "${HWLOC_VERSION}")
 
 find_package(Gloo QUIET)
 hoop_optional(GLOO Gloo_FOUND "peer for benchmarks")

@@ -12,8 +12,11 @@
 namespace hoop::topology {
 
 Result<std::string> local_host_id() {
-  HOOP_ASSIGN_OR_RETURN(std::string id, config::get_string("HOOP_HOST_ID"));
-  if (!id.empty()) return id;
+  // HOOP_HOST_ID has no default, so get_string answers not_found when it is unset.
+  if (config::is_set("HOOP_HOST_ID")) {
+    HOOP_ASSIGN_OR_RETURN(std::string id, config::get_string("HOOP_HOST_ID"));
+    if (!id.empty()) return id;
+  }
   std::string boot_id;
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   if (!(in >> boot_id) || boot_id.empty())

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hoop/core.h"
@@ -23,10 +24,10 @@ Result<std::string> local_host_id();
 
 /// One PCI device of interest (a GPU or a network interface).
 struct PciDevice {
-  std::string kind;     // "gpu" or "nic"
-  std::string name;     // OS name ("eth0", "mlx5_0", "cuda0") or the PCI model
-  std::string bus_id;   // "0000:3b:00.0", empty when unknown
-  int numa_node = -1;   // closest NUMA node, -1 when unknown
+  std::string kind;    // "gpu" or "nic"
+  std::string name;    // OS names on one PCI function, joined by '/' ("eth0", "ens1f0/mlx5_0")
+  std::string bus_id;  // "0000:3b:00.0", empty when unknown
+  int numa_node = -1;  // closest NUMA node, -1 when unknown
 };
 
 /// What hwloc reports of one host.
@@ -35,8 +36,8 @@ struct HostHardware {
   int packages = 0;
   int numa_nodes = 0;
   int cores = 0;
-  int pus = 0;           // hardware threads
-  int usable_pus = 0;    // hardware threads this process may run on (its affinity)
+  int pus = 0;         // hardware threads
+  int usable_pus = 0;  // hardware threads this process may run on (its affinity)
   std::vector<PciDevice> devices;
 };
 
@@ -44,15 +45,19 @@ struct HostHardware {
 /// failure otherwise.
 Result<HostHardware> discover_hardware();
 
-/// Encodes/decodes HostHardware for the store (a line-based text form).
+/// Encodes HostHardware for the store as a line-based text form (see hardware_text.cc).
 std::string encode_hardware(const HostHardware& hw);
+/// Decodes encode_hardware's text; invalid_argument naming the line for anything malformed.
 Result<HostHardware> decode_hardware(std::string_view text);
+
+/// Ascending ranks as comma-separated ranges: {0, 1, 2, 5, 7, 8} -> "0-2,5,7-8".
+std::string rank_ranges(const std::vector<int>& ranks);
 
 /// The ranks of a job grouped into hosts. Hosts are numbered in the order of their lowest rank.
 struct Layout {
-  std::vector<int> host_of_rank;           // rank -> host index
+  std::vector<int> host_of_rank;             // rank -> host index
   std::vector<std::vector<int>> host_ranks;  // host index -> its ranks, ascending
-  std::vector<std::string> host_ids;       // host index -> id
+  std::vector<std::string> host_ids;         // host index -> id
 
   int size() const { return static_cast<int>(host_of_rank.size()); }
   int hosts() const { return static_cast<int>(host_ranks.size()); }
@@ -87,6 +92,7 @@ Result<std::string> pair_transport(const Layout& layout, int a, int b, const std
 
 /// A printable summary (what `hooprun --topology` shows): each host with its ranks and
 /// hardware, the transport between ranks of one host and across hosts, and the ring order.
+/// hardware[h] is host h's (as its lowest rank saw it); a host without one prints "unknown".
 std::string summary(const Layout& layout, const std::vector<HostHardware>& hardware,
                     const std::string& transport_choice);
 

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -115,6 +117,126 @@ inline void length_mismatch_then_stream_goes_on(int rank, Transport& t) {
   ASSERT_TRUE(b.ok());
   EXPECT_TRUE(wait_one(t, *b, test_deadline()).ok());
   EXPECT_EQ(pattern_mismatch(next, 0, 1, 1), -1);
+}
+
+/// Rank 0 sends a 40 MiB message (larger than any ring or socket buffer) and a 1-byte one at
+/// once; rank 1 posts its receives 300 ms later and gets both intact.
+inline void big_message_long_before_its_receive(int rank, Transport& t) {
+  constexpr std::size_t kBytes = std::size_t{40} << 20;
+  if (rank == 0) {
+    std::vector<std::uint8_t> out(kBytes);
+    fill_pattern(out, 0, 1, 3);
+    const std::uint8_t tail = 42;
+    auto a = t.send(1, out.data(), out.size());
+    auto b = t.send(1, &tail, 1);
+    ASSERT_TRUE(a.ok() && b.ok());
+    const RequestId ids[] = {*a, *b};
+    EXPECT_TRUE(t.wait(ids, test_deadline()).ok());
+    return;
+  }
+  std::vector<std::uint8_t> in(kBytes);
+  std::this_thread::sleep_for(std::chrono::milliseconds{300});
+  std::uint8_t tail = 0;
+  auto a = t.recv(0, in.data(), in.size());
+  auto b = t.recv(0, &tail, 1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const RequestId ids[] = {*a, *b};
+  const Status s = t.wait(ids, test_deadline());
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(pattern_mismatch(in, 0, 1, 3), -1);
+  EXPECT_EQ(tail, 42);
+}
+
+/// Rank 0 sends one int to rank 1; both drive it with test() alone, which consumes it.
+inline void test_polls_without_blocking_and_consumes(int rank, Transport& t) {
+  int value = rank == 0 ? 1234 : 0;
+  auto id = rank == 0 ? t.send(1, &value, sizeof value) : t.recv(0, &value, sizeof value);
+  ASSERT_TRUE(id.ok());
+  const Deadline deadline = test_deadline();
+  bool done = false;
+  while (!done && Clock::now() < deadline) {
+    auto r = t.test(*id);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    done = *r;
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(value, 1234);
+  EXPECT_EQ(t.test(*id).status().code(), StatusCode::kInvalidArgument);
+}
+
+/// Argument checks every transport makes, on rank `rank` of a job of 2 or more.
+inline void bad_arguments_are_refused(int rank, Transport& t) {
+  const int peer = rank == 0 ? 1 : 0;
+  char c = 0;
+  EXPECT_EQ(t.send(rank, &c, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.send(t.size() + 2, &c, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.recv(-1, &c, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.recv(peer, nullptr, 1).status().code(), StatusCode::kInvalidArgument);
+  const RequestId unknown = 999;
+  EXPECT_EQ(wait_one(t, unknown, test_deadline()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.rank(), rank);
+}
+
+/// Rank 0 sends one int and shuts its transport down; rank 1, 200 ms later, still receives
+/// it, and its next receive fails with peer_lost saying that rank 0 shut down.
+inline void orderly_shutdown_then_later_receives_fail(int rank, Transport& t) {
+  if (rank == 0) {
+    int v = 77;
+    auto id = t.send(1, &v, sizeof v);
+    ASSERT_TRUE(id.ok());
+    ASSERT_TRUE(wait_one(t, *id, test_deadline()).ok());
+    return;  // the caller destroys the transport here, in order
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds{200});
+  int v = 0;
+  auto a = t.recv(0, &v, sizeof v);
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(wait_one(t, *a, test_deadline()).ok());
+  EXPECT_EQ(v, 77);
+  auto b = t.recv(0, &v, sizeof v);
+  Status s = b.ok() ? wait_one(t, *b, test_deadline()) : b.status();
+  EXPECT_EQ(s.code(), StatusCode::kPeerLost) << s.to_string();
+  EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("shut its transport down"), std::string::npos) << s.message();
+}
+
+/// Ranks 0 and 1 each wait for a message that never comes; rank 0's 300 ms deadline passes
+/// (timeout_error naming the request and rank 1, and an abort whose cause reaches rank 1).
+inline void wait_deadline_names_the_peer_and_aborts(int rank, Transport& t) {
+  int v = 0;
+  auto id = t.recv(1 - rank, &v, sizeof v);
+  ASSERT_TRUE(id.ok());
+  if (rank == 0) {
+    const Status s = wait_one(t, *id, Clock::now() + std::chrono::milliseconds{300});
+    EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.to_string();
+    EXPECT_NE(s.message().find("receive of 4 bytes from rank 1"), std::string::npos) << s.message();
+    // The transport is aborted: later requests fail at once with the same cause.
+    EXPECT_EQ(t.send(1, &v, sizeof v).status().code(), StatusCode::kTimeout);
+  } else {
+    const Status s = wait_one(t, *id, test_deadline());
+    EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.to_string();
+    EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.message();
+  }
+}
+
+/// Of 3 ranks, rank 1 aborts with a cause of its own; ranks 0 and 2, waiting on each other,
+/// fail with that cause naming rank 1, and so do their later requests.
+inline void abort_carries_the_cause_to_every_peer(int rank, Transport& t) {
+  int v = 0;
+  if (rank == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{100});
+    t.abort(peer_lost("rank 7 vanished (custom cause)"));
+    t.abort(internal_error("a second abort is ignored"));
+    EXPECT_EQ(t.send(0, &v, sizeof v).status().message(), "rank 7 vanished (custom cause)");
+    return;
+  }
+  auto id = t.recv(2 - rank, &v, sizeof v);
+  ASSERT_TRUE(id.ok());
+  const Status s = wait_one(t, *id, test_deadline());
+  EXPECT_EQ(s.code(), StatusCode::kPeerLost) << s.to_string();
+  EXPECT_NE(s.message().find("rank 7 vanished (custom cause)"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
+  EXPECT_EQ(t.recv(2 - rank, &v, sizeof v).status().message(), s.message());
 }
 
 }  // namespace hoop::testing

@@ -168,32 +168,6 @@ struct ChildReport {
   }
 }
 
-// Runs a store server in a child process and returns its port, so that the test process
-// stays single-threaded and can fork ranks safely (a fork while another thread holds a lock,
-// e.g. inside OpenSSL, would leave the child deadlocked).
-std::uint16_t start_store_process(pid_t& pid) {
-  int fds[2];
-  if (::pipe(fds) != 0) return 0;
-  pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    StoreOptions o;
-    o.secret = kTcpSecret;
-    o.job_id = kTcpJobId;
-    o.timeout = milliseconds{20000};
-    auto server = StoreServer::start("127.0.0.1", 0, o);
-    const std::uint16_t port = server.ok() ? (*server)->port() : 0;
-    (void)!::write(fds[1], &port, sizeof port);
-    while (true) ::pause();
-  }
-  ::close(fds[1]);
-  std::uint16_t port = 0;
-  pollfd p{fds[0], POLLIN, 0};
-  if (::poll(&p, 1, 10000) == 1 && ::read(fds[0], &port, sizeof port) != sizeof port) port = 0;
-  ::close(fds[0]);
-  return port;
-}
-
 TEST(TcpProcessTest, RankKilledMidExchangeFailsEveryOtherRankNamingIt) {
   constexpr int kRanks = 4;
   constexpr int kVictim = 2;

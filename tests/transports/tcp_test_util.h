@@ -1,8 +1,11 @@
-// Shared pieces of the TCP transport tests: a store server on 127.0.0.1, and a runner that
-// gives each of N threads its own rank and transport.
+// Shared pieces of the transport tests: a store server on 127.0.0.1 (in this process or in a
+// child process), byte patterns, and a runner that gives each of N threads its own rank and
+// TCP transport.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -54,6 +57,37 @@ inline std::int64_t pattern_mismatch(const std::vector<std::uint8_t>& buf, int s
   return -1;
 }
 
+/// The store settings of every transport test.
+inline StoreOptions test_store_options() {
+  StoreOptions o;
+  o.secret = kTcpSecret;
+  o.job_id = kTcpJobId;
+  o.timeout = std::chrono::milliseconds{20000};
+  return o;
+}
+
+// Runs a store server in a child process and returns its port, so that the test process
+// stays single-threaded and can fork ranks safely (a fork while another thread holds a lock,
+// e.g. inside OpenSSL, would leave the child deadlocked).
+inline std::uint16_t start_store_process(pid_t& pid) {
+  int fds[2];
+  if (::pipe(fds) != 0) return 0;
+  pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    auto server = StoreServer::start("127.0.0.1", 0, test_store_options());
+    const std::uint16_t port = server.ok() ? (*server)->port() : 0;
+    (void)!::write(fds[1], &port, sizeof port);
+    while (true) ::pause();
+  }
+  ::close(fds[1]);
+  std::uint16_t port = 0;
+  pollfd p{fds[0], POLLIN, 0};
+  if (::poll(&p, 1, 10000) == 1 && ::read(fds[0], &port, sizeof port) != sizeof port) port = 0;
+  ::close(fds[0]);
+  return port;
+}
+
 /// A fixture with one running store server.
 class TcpTest : public ::testing::Test {
  protected:
@@ -63,13 +97,7 @@ class TcpTest : public ::testing::Test {
     server_ = std::move(server).value();
   }
 
-  static StoreOptions store_options() {
-    StoreOptions o;
-    o.secret = kTcpSecret;
-    o.job_id = kTcpJobId;
-    o.timeout = std::chrono::milliseconds{20000};
-    return o;
-  }
+  static StoreOptions store_options() { return test_store_options(); }
 
   /// A store client for `rank`.
   std::unique_ptr<Store> store(int rank) {

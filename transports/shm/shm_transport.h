@@ -1,30 +1,41 @@
 // The shared-memory transport: one rank's channels to the other ranks of its host through
 // POSIX shared memory, with no kernel copy on the data path.
 //
-// Layout: every rank creates one segment, /dev/shm/hoop-<job_id>-<mesh>-<rank>, that holds a
-// header (owner pid, doorbell, abort flag and cause) and one single-producer single-consumer
-// byte ring per local peer that sends to it (ring_bytes each). A sender copies a message
-// (a small length header, then the payload) into the receiver's ring as space allows; the
-// receiver copies it out into the posted buffer. Rings are pages shared by both processes, so
-// a message costs two memcpy and no system call.
+// Layout (shm_segment.h): every rank creates one segment, /dev/shm/hoop-<job_id>-<mesh>-<rank>
+// (mesh: a hash of key_prefix), mode 0600, with its pages reserved up front. It holds a header
+// (owner pid, doorbell, sleeping flag, goodbye flag, abort slot) and one single-producer
+// single-consumer byte ring per local peer that sends to it (ring_bytes each, the owner's
+// choice), whose head (written by the sender) and tail (written by the owner) sit on cache lines
+// of their own. A message is an 8-byte length, then the payload padded to 8 bytes; the sender
+// streams it into the receiver's ring in pieces of up to 256 KiB and publishes the head after
+// each, so the receiver copies one piece out while the next goes in and a message of any size
+// passes through a ring of any size. A message waits in the ring until its receive is posted:
+// the ring is the only buffer, and a sender whose ring is full waits. A message costs two memcpy
+// and no system call.
 //
-// Clean-up: once every local peer has mapped a rank's segment (agreed through the store), the
-// owner unlinks its name, so a job that crashes after set-up leaves nothing in /dev/shm.
+// Set-up: a rank publishes "<key_prefix>/ready/<rank>" once its segment exists, maps every
+// peer's, then publishes "<key_prefix>/mapped/<rank>"; once every peer has mapped it, the owner
+// unlinks its name, so a job that crashes after set-up leaves nothing in /dev/shm.
 // remove_job_segments() sweeps what a crash during set-up may leave (hooprun calls it when a
 // job ends).
 //
 // Waiting: wait() polls the rings (yielding the core between polls) for `spin` after bytes last
 // moved, then sleeps on a futex in its own segment (the doorbell) that every peer rings after
-// it puts bytes into one of this rank's rings or frees space in a ring this rank writes to.
-// Sleeps are bounded (a few milliseconds) so that a dead peer is noticed: peers are watched
-// through pidfds, and a peer process that exits without shutting down in order fails every
-// request involving it with peer_lost naming its rank and pid.
+// it puts bytes into one of this rank's rings or frees space in a ring this rank writes to, but
+// only while the sleeping flag is up (a sleeper raises it, then looks at the rings once more, so
+// no wake-up is lost). Sleeps last at most 10 ms so that a dead peer is noticed: peers are
+// watched through pidfds, and a peer process that exits without shutting down in order (the
+// destructor raises its goodbye flag) fails every request involving it with peer_lost naming
+// its rank and pid.
 //
 // Failure rules follow the TCP transport (tcp_transport.h): abort(cause) fails every pending
-// and later request and writes the cause into every peer's segment, whose own requests then
-// fail with it; a receive whose length differs from the matching send fails with
-// protocol_error naming the peer and both lengths; a wait past its deadline fails with
-// timeout_error naming the outstanding peers and aborts the transport.
+// and later request and writes the cause (code and up to 1 KiB of text; the first one wins) into
+// every peer's segment, whose own requests then fail with "shm: rank <r> aborted: <cause>" (not
+// passed on: every rank of the mesh heard it from its origin); a peer that shut down in order
+// fails only what it can no longer deliver; a receive whose length differs from the matching
+// send fails with protocol_error naming the peer and both lengths (the message is discarded and
+// the stream goes on); a wait past its deadline fails with timeout_error naming the outstanding
+// peers and aborts the transport.
 #pragma once
 
 #include <chrono>

@@ -1,0 +1,90 @@
+// Shared pieces of the shared-memory transport tests: a job id of their own per test (other
+// test runs on the host use /dev/shm too), the segments a job has left, and a runner that gives
+// each of N threads its own rank and shm transport.
+#pragma once
+
+#include <dirent.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tests/transports/tcp_test_util.h"
+#include "transports/shm/shm_transport.h"
+
+namespace hoop::testing {
+
+/// A job id that no other test, process or run on this host uses.
+inline std::string unique_shm_job_id() {
+  static std::atomic<int> counter{0};
+  return fmt::format("shmtest{}x{}", ::getpid(), counter++);
+}
+
+/// The names in /dev/shm that belong to job `job_id`.
+inline std::vector<std::string> job_segments(const std::string& job_id) {
+  std::vector<std::string> names;
+  const std::string prefix = shm::segment_prefix(job_id);
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    while (const dirent* e = ::readdir(dir)) {
+      if (std::string_view(e->d_name).starts_with(prefix)) names.emplace_back(e->d_name);
+    }
+    ::closedir(dir);
+  }
+  return names;
+}
+
+/// Options with a bounded set-up and `ring_bytes` rings.
+inline shm::ShmOptions shm_test_options(std::size_t ring_bytes = std::size_t{4} << 20) {
+  shm::ShmOptions o;
+  o.ring_bytes = ring_bytes;
+  o.connect_timeout = std::chrono::milliseconds{20000};
+  return o;
+}
+
+/// Every rank of `size` but `rank`: the peers of a one-host job.
+inline std::vector<int> other_ranks(int rank, int size) {
+  std::vector<int> peers;
+  for (int r = 0; r < size; ++r)
+    if (r != rank) peers.push_back(r);
+  return peers;
+}
+
+/// A fixture with a store server and a job id of its own, whose segments it sweeps at the end.
+class ShmTest : public TcpTest {
+ protected:
+  void SetUp() override {
+    TcpTest::SetUp();
+    job_id_ = unique_shm_job_id();
+  }
+  void TearDown() override { shm::remove_job_segments(job_id_); }
+
+  /// Connects rank `rank` of `size` to `peers` (default: every other rank).
+  Result<std::unique_ptr<Transport>> connect_shm(int rank, int size, const shm::ShmOptions& o,
+                                                 std::vector<int> peers = {}) {
+    if (peers.empty()) peers = other_ranks(rank, size);
+    auto s = store(rank);
+    if (s == nullptr) return internal_error("no store");
+    return shm::connect(*s, rank, size, peers, job_id_, o);
+  }
+
+  /// Runs `body` on `size` threads, each with its own connected rank.
+  void run_shm_ranks(int size, const shm::ShmOptions& o,
+                     const std::function<void(int, Transport&)>& body) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size; ++r) {
+      threads.emplace_back([&, r] {
+        auto t = connect_shm(r, size, o);
+        ASSERT_TRUE(t.ok()) << "rank " << r << ": " << t.status().to_string();
+        body(r, **t);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+
+  std::string job_id_;
+};
+
+}  // namespace hoop::testing

@@ -1,0 +1,242 @@
+// What every transport must do, written once against the Transport interface: each function is
+// the body one rank runs (on its own thread or process) in a test of a concrete transport.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "hoop/transport.h"
+#include "tests/transports/tcp_test_util.h"
+
+namespace hoop::testing {
+
+/// The message sizes every transport must carry intact, from empty to larger than any buffer.
+inline const std::vector<std::size_t>& conformance_sizes() {
+  static const std::vector<std::size_t> sizes = {
+      0, 1, 7, 4096, (std::size_t{1} << 20) + 3, std::size_t{64} << 20};
+  return sizes;
+}
+
+/// Ranks 0 and 1 ping-pong one message of every conformance size and check every byte.
+inline void ping_pong_every_size(int rank, Transport& t) {
+  const int peer = 1 - rank;
+  const auto& sizes = conformance_sizes();
+  for (std::size_t m = 0; m < sizes.size(); ++m) {
+    std::vector<std::uint8_t> out(sizes[m]), in(sizes[m]);
+    for (int turn = 0; turn < 2; ++turn) {
+      if ((turn == 0) == (rank == 0)) {
+        fill_pattern(out, rank, peer, m);
+        auto s = t.send(peer, out.data(), out.size());
+        ASSERT_TRUE(s.ok()) << s.status().to_string();
+        const Status st = wait_one(t, *s, test_deadline());
+        ASSERT_TRUE(st.ok()) << st.to_string();
+      } else {
+        auto r = t.recv(peer, in.data(), in.size());
+        ASSERT_TRUE(r.ok()) << r.status().to_string();
+        const Status st = wait_one(t, *r, test_deadline());
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        EXPECT_EQ(pattern_mismatch(in, peer, rank, m), -1) << "size " << sizes[m];
+      }
+    }
+  }
+}
+
+/// Every rank of `size` sends `messages` messages of mixed sizes (empty ones too) to every
+/// other rank and receives theirs, all in flight at once, twice; every byte and the order are
+/// checked. Even ranks post their sends first, odd ranks their receives, so that messages meet
+/// both a posted receive and none.
+inline void all_pairs_keep_order(int rank, int size, Transport& t, std::size_t messages) {
+  auto size_of = [](int src, int dst, std::size_t m) -> std::size_t {
+    const std::size_t sizes[] = {0, 1, 13, 4096, 70000, 300001};
+    return sizes[(src + dst + m) % 6];
+  };
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::vector<std::uint8_t>> outs, ins;
+    std::vector<std::pair<int, std::size_t>> in_tags;
+    std::vector<RequestId> ids;
+    outs.reserve(size * messages);
+    ins.reserve(size * messages);
+    for (int phase = 0; phase < 2; ++phase) {
+      const bool sending = (phase == 0) == (rank % 2 == 0);
+      for (int peer = 0; peer < size; ++peer) {
+        if (peer == rank) continue;
+        for (std::size_t m = 0; m < messages; ++m) {
+          Result<RequestId> id = internal_error("not posted");
+          if (sending) {
+            outs.emplace_back(size_of(rank, peer, m));
+            fill_pattern(outs.back(), rank, peer, m + round);
+            id = t.send(peer, outs.back().data(), outs.back().size());
+          } else {
+            ins.emplace_back(size_of(peer, rank, m));
+            in_tags.emplace_back(peer, m);
+            id = t.recv(peer, ins.back().data(), ins.back().size());
+          }
+          ASSERT_TRUE(id.ok()) << id.status().to_string();
+          ids.push_back(*id);
+        }
+      }
+    }
+    const Status s = t.wait(ids, test_deadline());
+    ASSERT_TRUE(s.ok()) << "rank " << rank << ": " << s.to_string();
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+      const auto [peer, m] = in_tags[i];
+      EXPECT_EQ(pattern_mismatch(ins[i], peer, rank, m + round), -1)
+          << "rank " << rank << " message " << m << " from " << peer;
+    }
+  }
+}
+
+/// Rank 0 sends 100000 bytes then 10; rank 1 receives 50000 (a protocol_error naming rank 0
+/// and both lengths), then the 10-byte message intact.
+inline void length_mismatch_then_stream_goes_on(int rank, Transport& t) {
+  std::vector<std::uint8_t> big(100000, 7), small(10);
+  if (rank == 0) {
+    fill_pattern(small, 0, 1, 1);
+    auto a = t.send(1, big.data(), big.size());
+    auto b = t.send(1, small.data(), small.size());
+    ASSERT_TRUE(a.ok() && b.ok());
+    const RequestId ids[] = {*a, *b};
+    EXPECT_TRUE(t.wait(ids, test_deadline()).ok());
+    return;
+  }
+  std::vector<std::uint8_t> wrong(50000), next(10);
+  auto a = t.recv(0, wrong.data(), wrong.size());
+  ASSERT_TRUE(a.ok());
+  const Status s = wait_one(t, *a, test_deadline());
+  EXPECT_EQ(s.code(), StatusCode::kProtocolError) << s.to_string();
+  EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("100000"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("50000"), std::string::npos) << s.message();
+  auto b = t.recv(0, next.data(), next.size());
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(wait_one(t, *b, test_deadline()).ok());
+  EXPECT_EQ(pattern_mismatch(next, 0, 1, 1), -1);
+}
+
+/// Rank 0 sends a 40 MiB message (larger than any ring or socket buffer) and a 1-byte one at
+/// once; rank 1 posts its receives 300 ms later and gets both intact.
+inline void big_message_long_before_its_receive(int rank, Transport& t) {
+  constexpr std::size_t kBytes = std::size_t{40} << 20;
+  if (rank == 0) {
+    std::vector<std::uint8_t> out(kBytes);
+    fill_pattern(out, 0, 1, 3);
+    const std::uint8_t tail = 42;
+    auto a = t.send(1, out.data(), out.size());
+    auto b = t.send(1, &tail, 1);
+    ASSERT_TRUE(a.ok() && b.ok());
+    const RequestId ids[] = {*a, *b};
+    EXPECT_TRUE(t.wait(ids, test_deadline()).ok());
+    return;
+  }
+  std::vector<std::uint8_t> in(kBytes);
+  std::this_thread::sleep_for(std::chrono::milliseconds{300});
+  std::uint8_t tail = 0;
+  auto a = t.recv(0, in.data(), in.size());
+  auto b = t.recv(0, &tail, 1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const RequestId ids[] = {*a, *b};
+  const Status s = t.wait(ids, test_deadline());
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(pattern_mismatch(in, 0, 1, 3), -1);
+  EXPECT_EQ(tail, 42);
+}
+
+/// Rank 0 sends one int to rank 1; both drive it with test() alone, which consumes it.
+inline void test_polls_without_blocking_and_consumes(int rank, Transport& t) {
+  int value = rank == 0 ? 1234 : 0;
+  auto id = rank == 0 ? t.send(1, &value, sizeof value) : t.recv(0, &value, sizeof value);
+  ASSERT_TRUE(id.ok());
+  const Deadline deadline = test_deadline();
+  bool done = false;
+  while (!done && Clock::now() < deadline) {
+    auto r = t.test(*id);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    done = *r;
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(value, 1234);
+  EXPECT_EQ(t.test(*id).status().code(), StatusCode::kInvalidArgument);
+}
+
+/// Argument checks every transport makes, on rank `rank` of a job of 2 or more.
+inline void bad_arguments_are_refused(int rank, Transport& t) {
+  const int peer = rank == 0 ? 1 : 0;
+  char c = 0;
+  EXPECT_EQ(t.send(rank, &c, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.send(t.size() + 2, &c, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.recv(-1, &c, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.recv(peer, nullptr, 1).status().code(), StatusCode::kInvalidArgument);
+  const RequestId unknown = 999;
+  EXPECT_EQ(wait_one(t, unknown, test_deadline()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.rank(), rank);
+}
+
+/// Rank 0 sends one int and shuts its transport down; rank 1, 200 ms later, still receives
+/// it, and its next receive fails with peer_lost saying that rank 0 shut down.
+inline void orderly_shutdown_then_later_receives_fail(int rank, Transport& t) {
+  if (rank == 0) {
+    int v = 77;
+    auto id = t.send(1, &v, sizeof v);
+    ASSERT_TRUE(id.ok());
+    ASSERT_TRUE(wait_one(t, *id, test_deadline()).ok());
+    return;  // the caller destroys the transport here, in order
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds{200});
+  int v = 0;
+  auto a = t.recv(0, &v, sizeof v);
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(wait_one(t, *a, test_deadline()).ok());
+  EXPECT_EQ(v, 77);
+  auto b = t.recv(0, &v, sizeof v);
+  Status s = b.ok() ? wait_one(t, *b, test_deadline()) : b.status();
+  EXPECT_EQ(s.code(), StatusCode::kPeerLost) << s.to_string();
+  EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("shut its transport down"), std::string::npos) << s.message();
+}
+
+/// Ranks 0 and 1 each wait for a message that never comes; rank 0's 300 ms deadline passes
+/// (timeout_error naming the request and rank 1, and an abort whose cause reaches rank 1).
+inline void wait_deadline_names_the_peer_and_aborts(int rank, Transport& t) {
+  int v = 0;
+  auto id = t.recv(1 - rank, &v, sizeof v);
+  ASSERT_TRUE(id.ok());
+  if (rank == 0) {
+    const Status s = wait_one(t, *id, Clock::now() + std::chrono::milliseconds{300});
+    EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.to_string();
+    EXPECT_NE(s.message().find("receive of 4 bytes from rank 1"), std::string::npos) << s.message();
+    // The transport is aborted: later requests fail at once with the same cause.
+    EXPECT_EQ(t.send(1, &v, sizeof v).status().code(), StatusCode::kTimeout);
+  } else {
+    const Status s = wait_one(t, *id, test_deadline());
+    EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.to_string();
+    EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.message();
+  }
+}
+
+/// Of 3 ranks, rank 1 aborts with a cause of its own; ranks 0 and 2, waiting on each other,
+/// fail with that cause naming rank 1, and so do their later requests.
+inline void abort_carries_the_cause_to_every_peer(int rank, Transport& t) {
+  int v = 0;
+  if (rank == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{100});
+    t.abort(peer_lost("rank 7 vanished (custom cause)"));
+    t.abort(internal_error("a second abort is ignored"));
+    EXPECT_EQ(t.send(0, &v, sizeof v).status().message(), "rank 7 vanished (custom cause)");
+    return;
+  }
+  auto id = t.recv(2 - rank, &v, sizeof v);
+  ASSERT_TRUE(id.ok());
+  const Status s = wait_one(t, *id, test_deadline());
+  EXPECT_EQ(s.code(), StatusCode::kPeerLost) << s.to_string();
+  EXPECT_NE(s.message().find("rank 7 vanished (custom cause)"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
+  EXPECT_EQ(t.recv(2 - rank, &v, sizeof v).status().message(), s.message());
+}
+
+}  // namespace hoop::testing

@@ -1,0 +1,133 @@
+// The shared-memory transport's internal state: requests, and per peer the two rings (the one
+// this rank writes in the peer's segment, the one it reads in its own) with the requests
+// queued on them (internal to transports/shm).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/fd.h"
+#include "hoop/transport.h"
+#include "transports/shm/shm_segment.h"
+#include "transports/shm/shm_transport.h"
+
+namespace hoop::shm {
+
+/// How often a rank that waits looks for peers that exited or said goodbye; sleeps on the
+/// doorbell last no longer than this either.
+inline constexpr std::chrono::milliseconds kPeerCheckInterval{10};
+
+/// One posted send or receive.
+struct Request {
+  int peer = -1;
+  bool is_send = false;
+  bool done = false;
+  char* data = nullptr;
+  std::size_t bytes = 0;
+  Status status;
+};
+
+/// This rank's end of the ring it writes in a peer's segment.
+struct OutRing {
+  RingControl* ctl = nullptr;
+  char* data = nullptr;
+  std::uint64_t capacity = 0;
+  std::uint64_t head = 0;        // bytes written (published or not)
+  std::uint64_t tail_seen = 0;   // the receiver's tail when last read
+  std::deque<Request*> sends;    // front() is being written
+  std::uint64_t front_done = 0;  // bytes of front()'s footprint written
+};
+
+/// This rank's end of the ring a peer writes in this rank's segment.
+struct InRing {
+  RingControl* ctl = nullptr;
+  char* data = nullptr;
+  std::uint64_t capacity = 0;
+  std::uint64_t tail = 0;       // bytes consumed (published or not)
+  std::uint64_t head_seen = 0;  // the sender's head when last read
+  std::deque<Request*> recvs;   // posted, not yet matched with a message
+  // The message being read: its payload length and footprint, how much of the footprint is
+  // consumed, and where it goes (null: a length mismatch, its bytes are discarded).
+  bool in_message = false;
+  std::uint64_t length = 0;
+  std::uint64_t consumed = 0;
+  Request* target = nullptr;
+};
+
+/// One local peer.
+struct Peer {
+  int rank = -1;
+  int pid = -1;
+  Fd pidfd;         // readable once the peer process has exited; invalid: not watched
+  Segment segment;  // the peer's segment, mapped here
+  OutRing out;
+  InRing in;
+  Status closed;  // not ok once the peer is gone (orderly or not)
+};
+
+/// The Transport over the mapped segments of a finished set-up.
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(int rank, int size, const ShmOptions& options, Segment own,
+               std::vector<std::unique_ptr<Peer>> peers);
+  ~ShmTransport() override;
+
+  std::string_view name() const override { return "shm"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  bool accepts_device_memory() const override { return false; }
+  Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
+  Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
+  Status wait(std::span<const RequestId> ids, Deadline deadline) override;
+  Result<bool> test(RequestId id) override;
+  void poll(std::chrono::microseconds timeout) override;
+  void wake() override;
+  void abort(const Status& cause) override;
+
+ private:
+  // shm_transport.cc
+  Result<Peer*> check_peer(int peer, const void* data, std::size_t bytes);
+  RequestId add_request(int peer, bool is_send, const void* data, std::size_t bytes);
+  void complete(Request& req, const Status& why = Status::success());
+  std::string describe(const Request& req) const;
+  Status timed_out(std::span<const RequestId> ids);
+
+  // shm_io.cc
+  /// Moves what every ring allows now; true when bytes moved or a request completed.
+  bool progress();
+  bool pump_out(Peer& p);
+  bool pump_in(Peer& p);
+  /// Sleeps on the own doorbell up to `timeout_us`, unless progress() moves something after
+  /// the sleeping flag is raised (then returns true at once).
+  bool sleep(std::int64_t timeout_us, bool stop_on_wake);
+  /// Adopts an abort cause a peer wrote into the own header.
+  void check_remote_abort();
+  /// Looks for peers that said goodbye or whose process exited.
+  void check_peers();
+  /// Fails what can no longer complete on `p`: all of it after a crash, or what its rings do
+  /// not hold after a goodbye.
+  void close_peer(Peer& p, const Status& why);
+
+  int rank_;
+  int size_;
+  std::chrono::microseconds spin_;
+  Segment own_;
+  SegmentHeader* own_header_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<Peer*> by_rank_;  // size_ entries, null for ranks not in `peers`
+  std::unordered_map<RequestId, Request> requests_;
+  RequestId next_id_ = 1;
+  Status aborted_;
+  bool forward_abort_ = true;  // false when the cause came from a peer (everyone has it)
+  std::atomic<bool> wake_pending_{false};
+  Clock::time_point next_peer_check_{};
+};
+
+}  // namespace hoop::shm

@@ -1,0 +1,156 @@
+// Set-up of the shared-memory transport: segments created, published and mapped through the
+// store, then unlinked; and the options read from the environment.
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "core/config.h"
+#include "core/log.h"
+#include "transports/shm/shm_conn.h"
+
+namespace hoop::shm {
+namespace {
+
+// NAME_MAX of /dev/shm, less room for the mesh hash and the rank.
+constexpr std::size_t kMaxJobIdBytes = 200;
+
+std::string key(const ShmOptions& o, std::string_view what, int rank) {
+  return fmt::format("{}/{}/{}", o.key_prefix, what, rank);
+}
+
+std::chrono::milliseconds remaining(Deadline deadline) {
+  return std::max(std::chrono::milliseconds{0},
+                  std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
+}
+
+/// Waits until every peer has set its `what` key; the error names the ranks that did not.
+Status wait_for_peers(Store& store, const ShmOptions& o, std::string_view what,
+                      std::string_view doing, std::span<const int> peers, int rank,
+                      Deadline deadline) {
+  std::vector<std::string> keys;
+  for (int p : peers) keys.push_back(key(o, what, p));
+  const Status s = store.wait(keys, remaining(deadline));
+  if (s.ok() || s.code() != StatusCode::kTimeout) {
+    return s.with_context(fmt::format("shm: rank {} waiting for its peers to {}", rank, doing));
+  }
+  std::string missing;
+  for (int p : peers) {
+    if (!store.get(key(o, what, p)).ok())
+      missing += fmt::format("{}{}", missing.empty() ? "" : ", ", p);
+  }
+  return timeout_error(fmt::format("shm: rank {}: rank(s) {} did not {} within {} ms", rank,
+                                   missing.empty() ? "?" : missing, doing,
+                                   o.connect_timeout.count()));
+}
+
+/// A pidfd for `pid`, or an invalid Fd when the kernel cannot give one (the peer is then
+/// watched with kill(pid, 0), which a reused pid can fool).
+Fd open_pidfd(int pid) {
+#ifdef SYS_pidfd_open
+  const long fd = ::syscall(SYS_pidfd_open, pid, 0);
+  if (fd >= 0) return Fd(static_cast<int>(fd));
+  HOOP_LOG(kDebug, "shm: pidfd_open({}) failed: {}", pid, std::strerror(errno));
+#endif
+  return Fd();
+}
+
+Status check_arguments(int rank, int size, std::span<const int> peers, const std::string& job_id,
+                       const ShmOptions& o) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return invalid_argument(fmt::format("shm: rank {} of {} is not a valid rank", rank, size));
+  }
+  std::set<int> seen;
+  for (int p : peers) {
+    if (p < 0 || p >= size || p == rank || !seen.insert(p).second) {
+      return invalid_argument(fmt::format(
+          "shm: peer {} of rank {} is out of range, the rank itself or listed twice", p, rank));
+    }
+  }
+  if (o.ring_bytes < kMinRingBytes) {
+    return invalid_argument(fmt::format("shm: rings of {} bytes are below the minimum of {}",
+                                        o.ring_bytes, kMinRingBytes));
+  }
+  if (job_id.empty() || job_id.size() > kMaxJobIdBytes || job_id.find('/') != std::string::npos ||
+      o.key_prefix.empty()) {
+    return invalid_argument(
+        "shm: the job id must be 1 to 200 bytes without '/' and the key "
+        "prefix must not be empty");
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+Result<ShmOptions> shm_options_from_env() {
+  ShmOptions o;
+  HOOP_ASSIGN_OR_RETURN(const std::int64_t ring, config::get_int("HOOP_SHM_RING_BYTES"));
+  if (ring < static_cast<std::int64_t>(kMinRingBytes)) {
+    return invalid_argument(fmt::format(
+        "HOOP_SHM_RING_BYTES={} is below the smallest ring the shared-memory transport takes "
+        "(64K = {} bytes)",
+        ring, kMinRingBytes));
+  }
+  o.ring_bytes = static_cast<std::size_t>(ring);
+  HOOP_ASSIGN_OR_RETURN(const std::int64_t spin, config::get_int("HOOP_SPIN_US"));
+  o.spin = std::chrono::microseconds(spin);
+  HOOP_ASSIGN_OR_RETURN(const double start, config::get_seconds("HOOP_START_TIMEOUT"));
+  o.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(start * 1000));
+  return o;
+}
+
+Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
+                                           std::span<const int> peers, const std::string& job_id,
+                                           const ShmOptions& options) {
+  HOOP_RETURN_IF_ERROR(check_arguments(rank, size, peers, job_id, options));
+  const Deadline deadline = Clock::now() + options.connect_timeout;
+  ShmOptions o = options;
+  o.ring_bytes = o.ring_bytes / 4096 * 4096;  // whole pages, so every ring starts on one
+  const std::string own_name = segment_name(job_id, o.key_prefix, rank);
+  HOOP_ASSIGN_OR_RETURN(Segment own,
+                        Segment::create(own_name, rank, peers.data(), peers.size(), o.ring_bytes));
+  // Until the peers have mapped it the name must stay; after that (or on failure) it goes.
+  struct Unlink {
+    const std::string& name;
+    ~Unlink() { ::shm_unlink(name.c_str()); }
+  } unlink_own{own_name};
+
+  HOOP_RETURN_IF_ERROR(store.set(key(o, "ready", rank), std::to_string(::getpid())));
+  HOOP_RETURN_IF_ERROR(
+      wait_for_peers(store, o, "ready", "create their segments", peers, rank, deadline));
+  std::vector<std::unique_ptr<Peer>> mapped;
+  for (int p : peers) {
+    auto peer = std::make_unique<Peer>();
+    peer->rank = p;
+    HOOP_ASSIGN_OR_RETURN(peer->segment, Segment::open(segment_name(job_id, o.key_prefix, p), p));
+    const Segment& seg = peer->segment;
+    RingControl* out = seg.ring_of(rank);
+    RingControl* in = own.ring_of(p);
+    if (out == nullptr) {
+      return invalid_argument(fmt::format(
+          "shm: rank {}'s segment has no ring for rank {} (their lists of local peers differ)", p,
+          rank));
+    }
+    peer->out.ctl = out;
+    peer->out.data = seg.data(*out);
+    peer->out.capacity = out->capacity;
+    peer->in.ctl = in;
+    peer->in.data = own.data(*in);
+    peer->in.capacity = in->capacity;
+    peer->pid = seg.header()->pid;
+    peer->pidfd = open_pidfd(peer->pid);
+    mapped.push_back(std::move(peer));
+  }
+  HOOP_RETURN_IF_ERROR(store.set(key(o, "mapped", rank), "1"));
+  HOOP_RETURN_IF_ERROR(
+      wait_for_peers(store, o, "mapped", "map this rank's segment", peers, rank, deadline));
+  return std::unique_ptr<Transport>(
+      std::make_unique<ShmTransport>(rank, size, o, std::move(own), std::move(mapped)));
+}
+
+}  // namespace hoop::shm

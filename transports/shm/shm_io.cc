@@ -1,0 +1,250 @@
+// The shared-memory transport's data path: streaming messages through the rings in pieces,
+// the doorbell sleep, and what a peer's abort, goodbye or death does to the requests.
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "transports/shm/shm_conn.h"
+
+namespace hoop::shm {
+namespace {
+
+// The most bytes copied before the index is published: the other side starts copying the
+// first piece while this side writes the next, and a large message never waits for the ring
+// to drain completely.
+constexpr std::uint64_t kMaxPieceBytes = 256 << 10;
+// A length beyond this cannot be a real message: the ring holds garbage.
+constexpr std::uint64_t kMaxMessageBytes = std::uint64_t{1} << 56;
+
+std::uint64_t piece_limit(std::uint64_t capacity) {
+  return std::min(kMaxPieceBytes, capacity / 4 / kMessageAlign * kMessageAlign);
+}
+
+void copy_to_ring(char* ring, std::uint64_t capacity, std::uint64_t pos, const char* src,
+                  std::uint64_t n) {
+  const std::uint64_t at = pos % capacity;
+  const std::uint64_t first = std::min(n, capacity - at);
+  std::memcpy(ring + at, src, first);
+  if (first < n) std::memcpy(ring, src + first, n - first);
+}
+
+void copy_from_ring(const char* ring, std::uint64_t capacity, std::uint64_t pos, char* dst,
+                    std::uint64_t n) {
+  const std::uint64_t at = pos % capacity;
+  const std::uint64_t first = std::min(n, capacity - at);
+  std::memcpy(dst, ring + at, first);
+  if (first < n) std::memcpy(dst + first, ring, n - first);
+}
+
+/// The payload part of footprint bytes [from, from + n) of a message of `len` bytes, as an
+/// offset into the payload and a length (the header and the padding carry no payload).
+std::pair<std::uint64_t, std::uint64_t> payload_part(std::uint64_t from, std::uint64_t n,
+                                                     std::uint64_t len) {
+  const std::uint64_t begin =
+      std::min(std::max(from, kMessageHeaderBytes) - kMessageHeaderBytes, len);
+  const std::uint64_t end =
+      std::min(std::max(from + n, kMessageHeaderBytes) - kMessageHeaderBytes, len);
+  return {begin, end - begin};
+}
+
+}  // namespace
+
+bool ShmTransport::progress() {
+  check_remote_abort();
+  if (!aborted_.ok()) return false;
+  bool moved = false;
+  for (auto& p : peers_) {
+    if (!p->out.sends.empty()) moved |= pump_out(*p);
+    if (!p->in.recvs.empty() || p->in.in_message) moved |= pump_in(*p);
+  }
+  return moved;
+}
+
+bool ShmTransport::pump_out(Peer& p) {
+  OutRing& o = p.out;
+  const std::uint64_t piece = piece_limit(o.capacity);
+  bool moved = false;
+  while (!o.sends.empty()) {
+    Request& r = *o.sends.front();
+    const std::uint64_t fp = footprint(r.bytes);
+    while (o.front_done < fp) {
+      std::uint64_t free = o.capacity - (o.head - o.tail_seen);
+      if (free < std::min(fp - o.front_done, piece)) {
+        o.tail_seen = o.ctl->tail.load(std::memory_order_acquire);
+        free = o.capacity - (o.head - o.tail_seen);
+      }
+      if (free == 0) return moved;
+      // Sizes stay multiples of kMessageAlign on both sides, so `free` is one too and a
+      // header always fits whole.
+      const std::uint64_t n = std::min({free, fp - o.front_done, piece});
+      if (o.front_done == 0) {
+        const std::uint64_t len = r.bytes;
+        copy_to_ring(o.data, o.capacity, o.head, reinterpret_cast<const char*>(&len), sizeof len);
+      }
+      const auto [off, len] = payload_part(o.front_done, n, r.bytes);
+      if (len > 0) {
+        // The message starts at head - front_done; its payload kMessageHeaderBytes later.
+        copy_to_ring(o.data, o.capacity, o.head + (kMessageHeaderBytes + off - o.front_done),
+                     r.data + off, len);
+      }
+      o.head += n;
+      o.front_done += n;
+      o.ctl->head.store(o.head, std::memory_order_release);
+      ring_doorbell(*p.segment.header());
+      moved = true;
+    }
+    complete(r);
+    o.sends.pop_front();
+    o.front_done = 0;
+  }
+  return moved;
+}
+
+bool ShmTransport::pump_in(Peer& p) {
+  InRing& in = p.in;
+  const std::uint64_t piece = piece_limit(in.capacity);
+  bool moved = false;
+  while (true) {
+    if (!in.in_message) {
+      if (in.recvs.empty()) break;
+      if (in.head_seen - in.tail < kMessageHeaderBytes) {
+        in.head_seen = in.ctl->head.load(std::memory_order_acquire);
+        if (in.head_seen - in.tail < kMessageHeaderBytes) break;
+      }
+      std::uint64_t len = 0;
+      copy_from_ring(in.data, in.capacity, in.tail, reinterpret_cast<char*>(&len), sizeof len);
+      if (len > kMaxMessageBytes) {
+        abort(protocol_error(fmt::format(
+            "shm: rank {}'s ring to rank {} holds a message header of {} bytes (corrupted)", p.rank,
+            rank_, len)));
+        return true;
+      }
+      Request* r = in.recvs.front();
+      in.recvs.pop_front();
+      in.in_message = true;
+      in.length = len;
+      in.consumed = kMessageHeaderBytes;
+      in.tail += kMessageHeaderBytes;
+      in.target = r;
+      if (r->bytes != len) {
+        complete(*r, protocol_error(fmt::format(
+                         "shm: rank {} sent a message of {} bytes but the matching receive on "
+                         "rank {} expects {} bytes",
+                         p.rank, len, rank_, r->bytes)));
+        in.target = nullptr;
+      }
+      moved = true;
+    }
+    const std::uint64_t fp = footprint(in.length);
+    if (in.consumed < fp) {
+      std::uint64_t avail = in.head_seen - in.tail;
+      if (avail < fp - in.consumed) {
+        in.head_seen = in.ctl->head.load(std::memory_order_acquire);
+        avail = in.head_seen - in.tail;
+      }
+      if (avail == 0) break;
+      const std::uint64_t n = std::min({avail, fp - in.consumed, piece});
+      const auto [off, len] = payload_part(in.consumed, n, in.length);
+      if (in.target != nullptr && len > 0) {
+        copy_from_ring(in.data, in.capacity, in.tail + (kMessageHeaderBytes + off - in.consumed),
+                       in.target->data + off, len);
+      }
+      in.tail += n;
+      in.consumed += n;
+      moved = true;
+    }
+    if (in.consumed == fp) {
+      if (in.target != nullptr) complete(*in.target);
+      in.target = nullptr;
+      in.in_message = false;
+    }
+    in.ctl->tail.store(in.tail, std::memory_order_release);
+    ring_doorbell(*p.segment.header());
+  }
+  return moved;
+}
+
+bool ShmTransport::sleep(std::int64_t timeout_us, bool stop_on_wake) {
+  SegmentHeader& h = *own_header_;
+  const std::uint32_t seen = h.doorbell.load(std::memory_order_acquire);
+  h.sleeping.store(1, std::memory_order_relaxed);
+  // Pairs with ring_doorbell's fence: a peer that published bytes before this point is seen
+  // by the progress() below, one that publishes after sees the flag and rings.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (progress() || (stop_on_wake && wake_pending_.load(std::memory_order_relaxed))) {
+    h.sleeping.store(0, std::memory_order_relaxed);
+    return true;
+  }
+  sleep_on_doorbell(h, seen, timeout_us);
+  h.sleeping.store(0, std::memory_order_relaxed);
+  return h.doorbell.load(std::memory_order_acquire) != seen;
+}
+
+void ShmTransport::check_remote_abort() {
+  SegmentHeader& h = *own_header_;
+  if (!aborted_.ok() || h.abort_state.load(std::memory_order_acquire) != kAbortWritten) return;
+  const auto code = static_cast<StatusCode>(h.abort_code);
+  const std::string text(h.abort_text, std::min<std::size_t>(h.abort_len, kMaxAbortText));
+  // Every rank of the mesh heard the cause from its origin directly, so it is not passed on.
+  forward_abort_ = false;
+  abort(Status(code == StatusCode::kOk ? StatusCode::kAborted : code,
+               fmt::format("shm: rank {} aborted: {}", h.abort_origin, text)));
+}
+
+void ShmTransport::check_peers() {
+  next_peer_check_ = Clock::now() + kPeerCheckInterval;
+  // A peer that aborts and then exits posted its cause first: that cause, not its exit, is
+  // what this rank reports.
+  check_remote_abort();
+  std::vector<pollfd> fds;
+  std::vector<Peer*> watched;
+  for (auto& p : peers_) {
+    if (!p->closed.ok()) continue;
+    if (p->pidfd.valid()) {
+      fds.push_back({p->pidfd.get(), POLLIN, 0});
+      watched.push_back(p.get());
+    }
+  }
+  if (!fds.empty()) (void)::poll(fds.data(), fds.size(), 0);
+  for (auto& p : peers_) {
+    if (!p->closed.ok()) continue;
+    bool exited = false;
+    if (p->pidfd.valid()) {
+      const auto it = std::find(watched.begin(), watched.end(), p.get());
+      exited = (fds[it - watched.begin()].revents & (POLLIN | POLLHUP)) != 0;
+    } else if (p->pid > 0) {
+      exited = ::kill(p->pid, 0) != 0 && errno == ESRCH;
+    }
+    // The goodbye flag is written before the process exits, so reading it after seeing the
+    // exit tells an orderly shutdown from a crash.
+    if (p->segment.header()->goodbye.load(std::memory_order_acquire) != 0) {
+      close_peer(*p, peer_lost(fmt::format("shm: rank {} shut its transport down", p->rank)));
+    } else if (exited) {
+      const Status cause = peer_lost(fmt::format(
+          "shm: rank {} (pid {}) exited without shutting its transport down (the process died)",
+          p->rank, p->pid));
+      close_peer(*p, cause);
+      abort(cause);
+    }
+  }
+}
+
+void ShmTransport::close_peer(Peer& p, const Status& why) {
+  if (!p.closed.ok()) return;
+  // What the peer wrote before its goodbye is still in the ring and can be delivered.
+  if (aborted_.ok()) pump_in(p);
+  p.closed = why;
+  for (Request* r : p.out.sends) complete(*r, why);
+  p.out.sends.clear();
+  for (Request* r : p.in.recvs) complete(*r, why);
+  p.in.recvs.clear();
+  if (p.in.target != nullptr) complete(*p.in.target, why);
+  p.in.target = nullptr;
+}
+
+}  // namespace hoop::shm

@@ -1,0 +1,122 @@
+// The shared-memory transport's mapped layout (internal to transports/shm): one segment per
+// rank, a header at its start, then one ring per peer that sends to the owner.
+//
+//   offset 0            SegmentHeader   identity, doorbell, sleeping flag, goodbye, abort cause
+//   sizeof header       RingControl[n]  per sender: head and tail on their own cache lines
+//   page aligned        ring data[n]    ring_bytes each
+//
+// Every field that two processes write is a lock-free std::atomic in the shared pages (they are
+// address-free on the platforms hoop supports). The owner initializes the whole header before
+// it publishes the segment in the store; a peer reads the identity fields only after that, so
+// they need no atomics.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "hoop/core.h"
+
+namespace hoop::shm {
+
+inline constexpr std::uint64_t kSegmentMagic = 0x686f6f702d73686dULL;  // "hoop-shm"
+inline constexpr std::uint32_t kLayoutVersion = 1;
+/// Longest abort message a header carries; a longer one is cut.
+inline constexpr std::size_t kMaxAbortText = 1024;
+/// Smallest ring that HOOP_SHM_RING_BYTES may ask for.
+inline constexpr std::size_t kMinRingBytes = std::size_t{64} << 10;
+/// Destructive-interference distance, doubled: adjacent-line prefetchers pull pairs of lines.
+inline constexpr std::size_t kLine = 128;
+
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+/// abort_state values: the first writer claims the slot, fills it, then marks it written.
+enum AbortState : std::uint32_t { kNoAbort = 0, kAbortWriting = 1, kAbortWritten = 2 };
+
+struct SegmentHeader {
+  // Written once by the owner before the segment is published.
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::int32_t rank;
+  std::int32_t pid;
+  std::uint32_t num_rings;
+  std::uint64_t total_bytes;
+  // The futex word: peers bump it after they put bytes in a ring of this segment or free space
+  // in a ring this segment's owner writes to, and wake the owner when it sleeps.
+  alignas(kLine) std::atomic<std::uint32_t> doorbell;
+  // Set by the owner while it sleeps (or is about to), so that peers skip FUTEX_WAKE otherwise.
+  alignas(kLine) std::atomic<std::uint32_t> sleeping;
+  // Set by the owner when it shuts its transport down in order (its exit is then no crash).
+  alignas(kLine) std::atomic<std::uint32_t> goodbye;
+  // The first abort cause any rank sent to this segment's owner.
+  alignas(kLine) std::atomic<std::uint32_t> abort_state;
+  std::int32_t abort_origin;
+  std::uint32_t abort_code;
+  std::uint32_t abort_len;
+  char abort_text[kMaxAbortText];
+};
+
+/// One sender's ring in the receiver's segment. The sender writes `head` (bytes ever written),
+/// the receiver `tail` (bytes ever consumed); data is at data_offset, capacity bytes.
+struct RingControl {
+  alignas(kLine) std::atomic<std::uint64_t> head;
+  alignas(kLine) std::atomic<std::uint64_t> tail;
+  alignas(kLine) std::int32_t sender;
+  std::uint32_t reserved;
+  std::uint64_t data_offset;
+  std::uint64_t capacity;
+};
+
+/// Every message in a ring starts with this header; payloads are padded to a multiple of
+/// kMessageAlign so that the next header never straddles the wrap-around.
+inline constexpr std::size_t kMessageHeaderBytes = 8;
+inline constexpr std::size_t kMessageAlign = 8;
+
+/// Bytes a message of `len` payload bytes occupies in a ring.
+inline std::uint64_t footprint(std::uint64_t len) {
+  return kMessageHeaderBytes + ((len + kMessageAlign - 1) & ~std::uint64_t{kMessageAlign - 1});
+}
+
+/// A mapping of one segment, unmapped on destruction.
+class Segment {
+ public:
+  Segment() = default;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  Segment(Segment&& other) noexcept;
+  Segment& operator=(Segment&& other) noexcept;
+  ~Segment();
+
+  /// Creates /dev/shm `name` (mode 0600, replacing a stale one) for `owner` with one ring of
+  /// `ring_bytes` per rank in `senders`, reserves its pages and initializes the header.
+  static Result<Segment> create(const std::string& name, int owner, const int* senders,
+                                std::size_t num_senders, std::size_t ring_bytes);
+  /// Maps the existing segment `name` of rank `owner` and checks its header.
+  static Result<Segment> open(const std::string& name, int owner);
+
+  SegmentHeader* header() const { return static_cast<SegmentHeader*>(base_); }
+  /// The ring that `sender` writes to in this segment, or null.
+  RingControl* ring_of(int sender) const;
+  char* data(const RingControl& ring) const { return static_cast<char*>(base_) + ring.data_offset; }
+  bool valid() const { return base_ != nullptr; }
+
+ private:
+  void* base_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+/// The /dev/shm name (with its leading '/') of `rank`'s segment in mesh `key_prefix` of job
+/// `job_id`: the mesh is a short hash of the prefix, so names stay short and valid.
+std::string segment_name(const std::string& job_id, const std::string& key_prefix, int rank);
+
+/// Rings `header`'s doorbell: bumps it and wakes its owner if it sleeps (or always, `force`).
+void ring_doorbell(SegmentHeader& header, bool force = false);
+/// Sleeps until `header`'s doorbell differs from `seen` or `timeout_us` passes.
+void sleep_on_doorbell(SegmentHeader& header, std::uint32_t seen, std::int64_t timeout_us);
+
+/// Writes `cause` into `header` unless an earlier cause is there already.
+void post_abort(SegmentHeader& header, int origin, const Status& cause);
+
+}  // namespace hoop::shm

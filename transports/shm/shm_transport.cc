@@ -1,0 +1,219 @@
+// The shared-memory transport's requests: posting, wait/test/poll, abort and shutdown.
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "transports/shm/shm_conn.h"
+
+namespace hoop::shm {
+
+ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segment own,
+                           std::vector<std::unique_ptr<Peer>> peers)
+    : rank_(rank),
+      size_(size),
+      spin_(options.spin),
+      own_(std::move(own)),
+      own_header_(own_.header()),
+      peers_(std::move(peers)),
+      by_rank_(static_cast<std::size_t>(size), nullptr) {
+  for (auto& p : peers_) by_rank_[static_cast<std::size_t>(p->rank)] = p.get();
+}
+
+ShmTransport::~ShmTransport() {
+  bool pending = false;
+  for (const auto& [id, req] : requests_) pending = pending || !req.done;
+  if (pending) {
+    abort(aborted(fmt::format("rank {} shut its shm transport down with requests pending", rank_)));
+  }
+  // Everything this rank sent is in the peers' rings already (a send completes once it is), so
+  // the goodbye only tells the peers that the exit that follows is no crash.
+  own_header_->goodbye.store(1, std::memory_order_release);
+  for (auto& p : peers_) ring_doorbell(*p->segment.header(), true);
+}
+
+Result<Peer*> ShmTransport::check_peer(int peer, const void* data, std::size_t bytes) {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    return invalid_argument(fmt::format(
+        "shm: peer {} is not another rank of this job (rank {} of {})", peer, rank_, size_));
+  }
+  Peer* p = by_rank_[static_cast<std::size_t>(peer)];
+  if (p == nullptr) {
+    return invalid_argument(fmt::format(
+        "shm: rank {} is not a shared-memory peer of rank {} (not on this host or not in the "
+        "mesh)",
+        peer, rank_));
+  }
+  if (data == nullptr && bytes > 0) return invalid_argument("shm: null buffer");
+  if (!aborted_.ok()) return aborted_;
+  return p;
+}
+
+RequestId ShmTransport::add_request(int peer, bool is_send, const void* data, std::size_t bytes) {
+  const RequestId id = next_id_++;
+  Request& r = requests_[id];
+  r.peer = peer;
+  r.is_send = is_send;
+  r.data = static_cast<char*>(const_cast<void*>(data));
+  r.bytes = bytes;
+  return id;
+}
+
+void ShmTransport::complete(Request& req, const Status& why) {
+  req.done = true;
+  if (req.status.ok()) req.status = why;
+}
+
+Result<RequestId> ShmTransport::send(int peer, const void* data, std::size_t bytes) {
+  HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes));
+  const RequestId id = add_request(peer, true, data, bytes);
+  Request& req = requests_[id];
+  if (!p->closed.ok()) {
+    complete(req, p->closed);
+    return id;
+  }
+  p->out.sends.push_back(&req);
+  // Eager: a message that fits is in the peer's ring before send() returns.
+  if (p->out.sends.size() == 1) pump_out(*p);
+  return id;
+}
+
+Result<RequestId> ShmTransport::recv(int peer, void* data, std::size_t bytes) {
+  HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes));
+  const RequestId id = add_request(peer, false, data, bytes);
+  Request& req = requests_[id];
+  if (!p->closed.ok()) {
+    // A peer that said goodbye may have left messages in the ring: deliver those first.
+    p->in.recvs.push_back(&req);
+    pump_in(*p);
+    if (!req.done) {
+      std::erase(p->in.recvs, &req);
+      if (p->in.target == &req) p->in.target = nullptr;
+      complete(req, p->closed);
+    }
+    return id;
+  }
+  p->in.recvs.push_back(&req);
+  if (p->in.recvs.size() == 1 && !p->in.in_message) pump_in(*p);
+  return id;
+}
+
+std::string ShmTransport::describe(const Request& req) const {
+  return fmt::format("{} {} bytes {} rank {}", req.is_send ? "send of" : "receive of", req.bytes,
+                     req.is_send ? "to" : "from", req.peer);
+}
+
+Status ShmTransport::timed_out(std::span<const RequestId> ids) {
+  std::string outstanding;
+  std::size_t count = 0;
+  for (RequestId id : ids) {
+    const Request& r = requests_.at(id);
+    if (r.done) continue;
+    if (count++ < 8) outstanding += (outstanding.empty() ? "" : "; ") + describe(r);
+  }
+  const Status timeout = timeout_error(
+      fmt::format("shm: rank {}: {} request(s) did not complete before the deadline: {}{}", rank_,
+                  count, outstanding, count > 8 ? "; ..." : ""));
+  abort(timeout);
+  for (RequestId id : ids) requests_.erase(id);
+  return timeout;
+}
+
+Status ShmTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
+  for (RequestId id : ids) {
+    if (!requests_.contains(id)) {
+      return invalid_argument(fmt::format("shm: request {} is unknown or already consumed", id));
+    }
+  }
+  std::size_t next = 0;  // requests before `next` are known complete
+  // Polling goes on while bytes keep moving and for spin_ after they stop: a futex sleep costs
+  // a scheduler wake-up, which is longer than most transfers between ranks of one host.
+  auto spin_until = Clock::now() + spin_;
+  while (true) {
+    while (next < ids.size() && requests_.at(ids[next]).done) ++next;
+    if (next == ids.size()) break;
+    const auto now = Clock::now();
+    if (now >= deadline) return timed_out(ids);
+    // Also while bytes move: other peers' traffic must not hide one that died.
+    if (now >= next_peer_check_) check_peers();
+    if (progress()) {
+      spin_until = now + spin_;
+      continue;
+    }
+    if (now < spin_until) {
+      // Yielding hands the core to a rank that shares it (more ranks than cores), which is
+      // usually the one this rank waits for; alone on a core it returns at once.
+      ::sched_yield();
+      continue;
+    }
+    const auto slice = std::min<Clock::duration>(deadline - now, kPeerCheckInterval);
+    if (sleep(std::chrono::ceil<std::chrono::microseconds>(slice).count(), false)) {
+      spin_until = Clock::now() + spin_;
+    }
+  }
+  Status first;
+  for (RequestId id : ids) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;  // listed twice
+    if (first.ok()) first = it->second.status;
+    requests_.erase(it);
+  }
+  return first;
+}
+
+Result<bool> ShmTransport::test(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return invalid_argument(fmt::format("shm: request {} is unknown or already consumed", id));
+  }
+  if (!it->second.done) {
+    progress();
+    if (Clock::now() >= next_peer_check_) check_peers();
+  }
+  if (!it->second.done) return false;
+  const Status s = it->second.status;
+  requests_.erase(it);
+  if (!s.ok()) return s;
+  return true;
+}
+
+void ShmTransport::poll(std::chrono::microseconds timeout) {
+  const Deadline deadline = Clock::now() + timeout;
+  bool woken = wake_pending_.exchange(false);
+  if (progress() || woken) return;
+  while (true) {
+    const auto now = Clock::now();
+    if (now >= next_peer_check_) check_peers();
+    if (now >= deadline) return;
+    const auto slice = std::min<Clock::duration>(deadline - now, kPeerCheckInterval);
+    const bool rang = sleep(std::chrono::ceil<std::chrono::microseconds>(slice).count(), true);
+    woken = wake_pending_.exchange(false);
+    if (rang || woken) {
+      progress();
+      return;
+    }
+  }
+}
+
+void ShmTransport::wake() {
+  wake_pending_.store(true);
+  ring_doorbell(*own_header_, true);
+}
+
+void ShmTransport::abort(const Status& cause) {
+  if (!aborted_.ok()) return;
+  aborted_ = cause.ok() ? aborted("shm: aborted without a cause") : cause;
+  for (auto& [id, req] : requests_) {
+    if (!req.done) complete(req, aborted_);
+  }
+  for (auto& p : peers_) {
+    p->out.sends.clear();
+    p->in.recvs.clear();
+    p->in.target = nullptr;
+    if (forward_abort_) post_abort(*p->segment.header(), rank_, aborted_);
+    ring_doorbell(*p->segment.header(), true);
+  }
+}
+
+}  // namespace hoop::shm

@@ -39,7 +39,13 @@ int remaining_ms(Clock::time_point deadline) {
 
 std::unique_ptr<Hooprun> Hooprun::start(const std::vector<std::string>& args,
                                         const std::vector<std::string>& extra_env) {
-  std::vector<std::string> argv{std::string(HOOP_TEST_BIN_DIR) + "/hooprun"};
+  return start_at(std::string(HOOP_TEST_BIN_DIR) + "/hooprun", args, extra_env);
+}
+
+std::unique_ptr<Hooprun> Hooprun::start_at(const std::string& path,
+                                           const std::vector<std::string>& args,
+                                           const std::vector<std::string>& extra_env) {
+  std::vector<std::string> argv{path};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {

@@ -33,6 +33,10 @@ class Hooprun {
   /// HOOP_* or HOROVOD_* variable, plus `extra_env` (NAME=value entries).
   static std::unique_ptr<Hooprun> start(const std::vector<std::string>& args,
                                         const std::vector<std::string>& extra_env = {});
+  /// The same with the hooprun executable at `path` (a copy placed elsewhere).
+  static std::unique_ptr<Hooprun> start_at(const std::string& path,
+                                           const std::vector<std::string>& args,
+                                           const std::vector<std::string>& extra_env = {});
   Hooprun(const Hooprun&) = delete;
   Hooprun& operator=(const Hooprun&) = delete;
   /// Kills hooprun if it still runs, so that a failed test leaves nothing behind.

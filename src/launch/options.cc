@@ -79,16 +79,18 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
       "them in this order [default: localhost]");
   CLI::Option* spawner_option = app.add_option(
       "--spawner", spawner,
-      "Command prefix that starts each rank, split at spaces, {host} replaced by the rank's "
-      "host; the rank's environment must reach the program (e.g. \"ip netns exec {host}\")");
+      "Command prefix that starts every rank (this machine's too), split at spaces, {host} "
+      "replaced by the rank's host; the rank's environment must reach the program (e.g. "
+      "\"ip netns exec {host}\")");
   CLI::Option* addr_option = app.add_option(
       "--rendezvous-addr", rendezvous_addr,
       "Address the rendezvous store binds to and the ranks connect to [default: 127.0.0.1 "
       "when every host is this machine, else the first non-loopback IPv4 address of an "
       "interface that is up]");
-  app.add_flag("--topology", options.topology,
-               "Run hoop-topology (from hooprun's directory) as the ranks, which prints the "
-               "job's hosts, ranks and transports from rank 0; takes no command");
+  app.add_flag(
+      "--topology", options.topology,
+      "Run hoop-topology (from hooprun's directory) as the ranks, with no command: rank 0 "
+      "prints the job's topology summary");
   CLI::Option* timeout_option =
       app.add_option("--start-timeout", start_timeout,
                      "Seconds for every rank to start and join the rendezvous; passed on as "

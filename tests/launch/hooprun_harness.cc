@@ -238,6 +238,14 @@ int count_lines_with(const std::string& text, const std::string& a, const std::s
   return found;
 }
 
+std::string verbose_job_id(const std::string& err) {
+  const std::string marker = "hooprun: job ";
+  const std::size_t at = err.find(marker);
+  if (at == std::string::npos) return {};
+  const std::size_t start = at + marker.size();
+  return err.substr(start, err.find(':', start) - start);
+}
+
 RunResult run_ranks(const std::string& binary, int n, const std::vector<std::string>& args,
                     const std::vector<std::string>& extra_env, std::chrono::seconds deadline) {
   std::vector<std::string> argv = {"-np", std::to_string(n), binary};

@@ -24,15 +24,6 @@ std::vector<std::string> sh_args(std::vector<std::string> options, const std::st
   return options;
 }
 
-// The job id in hooprun -v's "hooprun: job <id>: ..." line.
-std::string job_id(const std::string& err) {
-  const std::string marker = "hooprun: job ";
-  const std::size_t at = err.find(marker);
-  if (at == std::string::npos) return {};
-  const std::size_t start = at + marker.size();
-  return err.substr(start, err.find(':', start) - start);
-}
-
 TEST(HooprunHostsTest, LocalHostsStartDirectlyWithTheirLayout) {
   const RunResult r = run_hooprun(sh_args({"-H", "localhost:2,127.0.0.1", "-v"}, kLayout));
   ASSERT_FALSE(r.timed_out);
@@ -102,7 +93,7 @@ TEST(HooprunHostsTest, SharedMemorySegmentsOfTheJobAreRemoved) {
     const RunResult r = run_hooprun(sh_args({"-np", "2", "-v"}, both + end));
     ASSERT_FALSE(r.timed_out);
     EXPECT_EQ(r.exit_code, std::string(end) == "exit 0" ? 0 : 3) << r.err;
-    const std::string id = job_id(r.err);
+    const std::string id = verbose_job_id(r.err);
     ASSERT_FALSE(id.empty()) << r.err;
     EXPECT_FALSE(std::filesystem::exists("/dev/shm/hoop-" + id + "-test0"));
     EXPECT_FALSE(std::filesystem::exists("/dev/shm/hoop-" + id + "-test1"));

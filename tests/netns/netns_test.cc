@@ -70,15 +70,6 @@ class Netns : public ::testing::Test {
   Testbed bed_;
 };
 
-// The job id hooprun -v prints ("hooprun: job <id>: ...").
-std::string job_id(const std::string& err) {
-  const std::string marker = "hooprun: job ";
-  const std::size_t at = err.find(marker);
-  if (at == std::string::npos) return {};
-  const std::size_t start = at + marker.size();
-  return err.substr(start, err.find(':', start) - start);
-}
-
 std::vector<std::string> shm_segments_of(const std::string& id) {
   std::vector<std::string> left;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
@@ -131,7 +122,7 @@ TEST_F(Netns, KilledRankIsNamedByEveryOtherRank) {
   ASSERT_FALSE(r.timed_out) << r.out << r.err;
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(count_lines_with(r.out, "allreduce failed", "rank 3"), 3) << r.out << r.err;
-  const std::string id = job_id(r.err);
+  const std::string id = launch::testing::verbose_job_id(r.err);
   ASSERT_FALSE(id.empty()) << r.err;
   EXPECT_TRUE(shm_segments_of(id).empty()) << shm_segments_of(id).front();
 }

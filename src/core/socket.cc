@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -342,6 +344,26 @@ Status WriteQueue::flush(int fd, std::string_view peer) {
     }
   }
   return Status::success();
+}
+
+Result<std::optional<std::string>> first_external_ipv4() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return errno_error("getifaddrs", errno);
+  std::optional<std::string> found;
+  for (const ifaddrs* a = list; a != nullptr && !found; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    const std::string_view name = a->ifa_name;
+    if ((a->ifa_flags & IFF_UP) == 0 || (a->ifa_flags & IFF_LOOPBACK) != 0 ||
+        name.starts_with("docker") || name.starts_with("virbr")) {
+      continue;
+    }
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, text,
+                sizeof text);
+    found = text;
+  }
+  ::freeifaddrs(list);
+  return found;
 }
 
 std::string peer_address(int fd) {

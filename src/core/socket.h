@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -109,6 +110,11 @@ class WriteQueue {
   std::size_t offset_ = 0;  // bytes of chunks_.front() already sent
   std::size_t pending_ = 0;
 };
+
+/// The first IPv4 address of a network interface that is up and not loopback, skipping local
+/// container and VM bridges (docker*, virbr*) that other hosts cannot reach; nullopt when there
+/// is none. The address other hosts are most likely to reach this one at.
+Result<std::optional<std::string>> first_external_ipv4();
 
 /// The remote address of a connected socket ("1.2.3.4:5678"), or "<unknown peer>".
 std::string peer_address(int fd);

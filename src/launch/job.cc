@@ -80,7 +80,8 @@ class Supervisor {
     }
     ranks_.reserve(static_cast<std::size_t>(spec_.env.size));
     for (int r = 0; r < spec_.env.size; ++r) {
-      SpawnRequest request{spec_.program_path, spec_.command,
+      const RankCommand& command = spec_.commands.at(static_cast<std::size_t>(r));
+      SpawnRequest request{command.program_path, command.argv,
                            rank_environment(spec_.inherited_env, spec_.env, r), dev_null.get(),
                            signals_.original_mask()};
       Result<ChildProcess> child = spawn_process(request);
@@ -113,13 +114,21 @@ class Supervisor {
     }
   }
 
+  // "rank 3", or "rank 3 on host-b" when the job spans hosts.
+  std::string rank_name(int index) const {
+    if (spec_.hosts.size() < 2) return fmt::format("rank {}", index);
+    const RankPlace& place = spec_.env.places.at(static_cast<std::size_t>(index));
+    return fmt::format("rank {} on {}", index,
+                       spec_.hosts.at(static_cast<std::size_t>(place.cross_rank)));
+  }
+
   void describe_rank(const Rank& rank) {
     std::string vars;
     for (const auto& [name, value] : launcher_variables(spec_.env, rank.index)) {
       if (name != kSecretVar) vars += fmt::format(" {}={}", name, value);
     }
-    say(fmt::format("rank {} (pid {}):{} {}", rank.index, rank.pid, vars,
-                    format_command(spec_.command)));
+    say(fmt::format("{} (pid {}):{} {}", rank_name(rank.index), rank.pid, vars,
+                    format_command(spec_.commands.at(static_cast<std::size_t>(rank.index)).argv)));
   }
 
   bool all_exited() const {
@@ -229,7 +238,7 @@ class Supervisor {
 
   void on_rank_exit(const Rank& rank) {
     const std::string what =
-        fmt::format("rank {} (pid {}) {}", rank.index, rank.pid, rank.status.describe());
+        fmt::format("{} (pid {}) {}", rank_name(rank.index), rank.pid, rank.status.describe());
     if (rank.status.success() || phase_ != Phase::kRunning) {
       if (spec_.verbose) say(what);
       return;

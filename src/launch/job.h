@@ -17,9 +17,15 @@ inline constexpr std::chrono::seconds kGracePeriod{5};
 /// the ranks' process groups) are abandoned so that hooprun can exit.
 inline constexpr std::chrono::seconds kAbandonPipesAfter{2};
 
+/// What one rank executes.
+struct RankCommand {
+  std::string program_path;       // the resolved argv[0]
+  std::vector<std::string> argv;  // argv[0] as written (by the user, or the spawner template)
+};
+
 struct JobSpec {
-  std::string program_path;                // the resolved command[0]
-  std::vector<std::string> command;        // as the user gave it
+  std::vector<RankCommand> commands;       // one per rank
+  std::vector<std::string> hosts;          // the hosts by cross rank, to name ranks in messages
   JobEnv env;                              // env.size is the number of ranks
   std::vector<std::string> inherited_env;  // hooprun's own environment
   bool verbose = false;

@@ -1,11 +1,13 @@
-// hooprun: launches the ranks of a hoop job on this host. See options.cc for the command line
-// and job.h for how the ranks are supervised.
+// hooprun: launches the ranks of a hoop job on this host or, through a spawner, on others. See
+// options.cc for the command line, hosts.h for the placement of ranks and job.h for how the
+// ranks are supervised.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -14,11 +16,13 @@
 #include "core/log.h"
 #include "hoop/rendezvous.h"
 #include "launch/exit_codes.h"
+#include "launch/hosts.h"
 #include "launch/job.h"
 #include "launch/options.h"
 #include "launch/output.h"
 #include "launch/process.h"
 #include "launch/signals.h"
+#include "transports/shm/shm_transport.h"
 
 namespace hoop::launch {
 namespace {
@@ -62,6 +66,67 @@ Result<double> start_timeout(const LaunchOptions& options) {
   return seconds;
 }
 
+// A usage error (exit 2) or the status of a failed program look-up (126 or 127).
+struct LaunchError {
+  int exit_code;
+  std::string message;
+};
+
+int exit_code_for_lookup(const Status& status) {
+  return status.code() == StatusCode::kNotFound ? kExitNotFound : kExitCannotExecute;
+}
+
+// The rank program: the user's command, or hoop-topology from hooprun's own directory.
+Result<std::vector<std::string>> rank_program(const LaunchOptions& options) {
+  if (!options.topology) return options.command;
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error)
+    return io_error(fmt::format("--topology: cannot read /proc/self/exe: {}", error.message()));
+  const std::string path = (self.parent_path() / "hoop-topology").string();
+  if (Result<std::string> found = find_executable(path, ""); !found.ok()) {
+    return found.status().with_context("--topology needs hoop-topology next to hooprun");
+  }
+  return std::vector<std::string>{path};
+}
+
+// What each rank executes: the program directly on this machine, else behind the spawner.
+// Checked before anything starts, so that a typo costs no half-started job.
+std::optional<LaunchError> plan_commands(const LaunchOptions& options, const Placement& placement,
+                                         std::vector<RankCommand>& commands) {
+  Result<std::vector<std::string>> program = rank_program(options);
+  if (!program.ok())
+    return LaunchError{exit_code_for_lookup(program.status()), program.status().message()};
+  const char* path_env = std::getenv("PATH");
+  const std::string_view path = path_env ? path_env : kDefaultPath;
+  std::vector<RankCommand> per_host;
+  for (const std::string& host : placement.hosts) {
+    RankCommand command;
+    if (options.spawner) {
+      command.argv = expand_spawner(*options.spawner, host);
+      command.argv.insert(command.argv.end(), program->begin(), program->end());
+    } else if (is_local_host(host)) {
+      command.argv = *program;
+    } else {
+      return LaunchError{kExitUsage,
+                         fmt::format("host '{}' is not this machine: remote hosts need --spawner "
+                                     "(e.g. --spawner \"ip netns exec {{host}}\")",
+                                     host)};
+    }
+    Result<std::string> resolved = find_executable(command.argv.front(), path);
+    if (!resolved.ok()) {
+      return LaunchError{exit_code_for_lookup(resolved.status()), resolved.status().message()};
+    }
+    command.program_path = std::move(*resolved);
+    per_host.push_back(std::move(command));
+  }
+  commands.clear();
+  for (const RankPlace& place : placement.ranks) {
+    commands.push_back(per_host.at(static_cast<std::size_t>(place.cross_rank)));
+  }
+  return std::nullopt;
+}
+
 int launch(const LaunchOptions& options) {
   if (Status s = config::validate_env(); !s.ok()) {
     say(s.message());
@@ -78,13 +143,21 @@ int launch(const LaunchOptions& options) {
     return kExitUsage;
   }
 
-  // Checked before anything starts, so that a typo costs no half-started job.
-  const char* path_env = std::getenv("PATH");
-  Result<std::string> program =
-      find_executable(options.command.front(), path_env ? path_env : kDefaultPath);
-  if (!program.ok()) {
-    say(program.status().message());
-    return program.status().code() == StatusCode::kNotFound ? kExitNotFound : kExitCannotExecute;
+  Result<Placement> placement = place_ranks(options.hosts, options.num_ranks);
+  if (!placement.ok()) {
+    say(placement.status().message());
+    return kExitUsage;
+  }
+  JobSpec spec;
+  if (std::optional<LaunchError> error = plan_commands(options, *placement, spec.commands)) {
+    say(error->message);
+    return error->exit_code;
+  }
+  Result<std::string> rendezvous_addr =
+      choose_rendezvous_addr(options.rendezvous_addr, placement->hosts);
+  if (!rendezvous_addr.ok()) {
+    say(rendezvous_addr.status().message());
+    return kExitFailure;
   }
 
   // Before the store's thread starts, so that it inherits the blocked signals.
@@ -102,11 +175,11 @@ int launch(const LaunchOptions& options) {
     return kExitFailure;
   }
 
-  JobSpec spec;
-  spec.program_path = std::move(*program);
-  spec.command = options.command;
+  spec.hosts = placement->hosts;
   spec.env.size = options.num_ranks;
-  spec.env.rendezvous_addr = "127.0.0.1";
+  spec.env.places = placement->ranks;
+  spec.env.num_hosts = static_cast<int>(placement->hosts.size());
+  spec.env.rendezvous_addr = std::move(*rendezvous_addr);
   spec.env.secret = std::move(*secret);
   spec.env.job_id = std::move(*job_id);
   spec.env.start_timeout_s = *timeout_s;
@@ -123,13 +196,20 @@ int launch(const LaunchOptions& options) {
   }
   spec.env.rendezvous_port = (*store)->port();
   if (options.verbose) {
-    say(fmt::format("job {}: {} rank{}, rendezvous store on {}:{}", spec.env.job_id,
-                    options.num_ranks, options.num_ranks == 1 ? "" : "s", spec.env.rendezvous_addr,
+    say(fmt::format("job {}: {} rank{} on {} host{}, rendezvous store on {}:{}", spec.env.job_id,
+                    options.num_ranks, options.num_ranks == 1 ? "" : "s", spec.hosts.size(),
+                    spec.hosts.size() == 1 ? "" : "s", spec.env.rendezvous_addr,
                     spec.env.rendezvous_port));
   }
 
   const int code = run_job(spec, *signals);
   (*store)->stop();
+  // Ranks unlink their segments once set up; a crash before that leaves them named.
+  if (const int removed = shm::remove_job_segments(spec.env.job_id);
+      removed > 0 && options.verbose) {
+    say(fmt::format("removed {} shared-memory segment{} the job left in /dev/shm", removed,
+                    removed == 1 ? "" : "s"));
+  }
   if (options.verbose) say(fmt::format("exiting with code {}", code));
   return code;
 }

@@ -11,11 +11,19 @@ namespace hoop::launch {
 namespace {
 
 constexpr std::string_view kDescription =
-    "Usage: hooprun -np N [options] [--] command [args...]\n\n"
-    "Starts N ranks of a hoop job on this host, hosts their rendezvous store and\n"
-    "gives each rank its HOOP_* environment (rank, size, store address, a fresh job secret).\n"
+    "Usage: hooprun -np N [options] [--] command [args...]\n"
+    "       hooprun [-np N] -H host1:slots,host2:slots [--spawner TEMPLATE] [options] [--] command "
+    "[args...]\n"
+    "       hooprun --topology -np N [-H ...] [options]\n\n"
+    "Starts N ranks of a hoop job, hosts their rendezvous store and gives each rank its HOOP_*\n"
+    "environment (rank, size, local and cross layout, store address, a fresh job secret).\n"
+    "With -H the ranks fill the hosts in the order given: the first host gets ranks\n"
+    "0..slots-1, the next the ranks after those. Ranks on this machine (localhost, 127.0.0.1\n"
+    "or its host name) start directly; any other host needs --spawner, the command prefix that\n"
+    "starts a rank there, e.g. --spawner \"ip netns exec {host}\" (ssh is not supported yet).\n"
     "Each line a rank writes is shown with a \"[rank] \" prefix. The first rank to fail ends\n"
-    "the job; SIGINT, SIGTERM and SIGHUP are passed on to every rank.";
+    "the job; SIGINT, SIGTERM and SIGHUP are passed on to every rank. When the job ends, the\n"
+    "shared-memory segments it left in /dev/shm are removed.";
 
 // CLI11 reads a single dash as the start of one-letter options, so "-np 4" would be "-n"
 // with the value "p". Horovod's spelling is rewritten to "--np" for hooprun's own options
@@ -59,10 +67,30 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
   app.formatter(std::make_shared<HelpFormatter>());
   app.prefix_command();
   app.footer("\n" + config::help_text());
+  std::string hosts_text;
+  std::string spawner;
+  std::string rendezvous_addr;
   app.add_option("-n,--np,--num-proc", options.num_ranks,
-                 "Number of ranks to start (also spelled -np)")
-      ->required()
+                 "Number of ranks to start (also spelled -np) [default with -H: every slot]")
       ->check(CLI::Range(1, 1 << 20));
+  CLI::Option* hosts_option = app.add_option(
+      "-H,--hosts", hosts_text,
+      "Hosts and their slots, host1:slots,host2:slots (a host alone has 1 slot); ranks fill "
+      "them in this order [default: localhost]");
+  CLI::Option* spawner_option = app.add_option(
+      "--spawner", spawner,
+      "Command prefix that starts every rank (this machine's too), split at spaces, {host} "
+      "replaced by the rank's host; the rank's environment must reach the program (e.g. "
+      "\"ip netns exec {host}\")");
+  CLI::Option* addr_option = app.add_option(
+      "--rendezvous-addr", rendezvous_addr,
+      "Address the rendezvous store binds to and the ranks connect to [default: 127.0.0.1 "
+      "when every host is this machine, else the first non-loopback IPv4 address of an "
+      "interface that is up]");
+  app.add_flag(
+      "--topology", options.topology,
+      "Run hoop-topology (from hooprun's directory) as the ranks, with no command: rank 0 "
+      "prints the job's topology summary");
   CLI::Option* timeout_option =
       app.add_option("--start-timeout", start_timeout,
                      "Seconds for every rank to start and join the rendezvous; passed on as "
@@ -104,8 +132,35 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
   } else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
     return usage_error(fmt::format("unknown option '{}'", rest.front()));
   }
-  if (rest.empty()) return usage_error("no command given");
+  if (hosts_option->count() > 0) {
+    Result<std::vector<HostSlots>> hosts = parse_hosts(hosts_text);
+    if (!hosts.ok()) return usage_error(hosts.status().message());
+    options.hosts = std::move(*hosts);
+    const int slots = total_slots(options.hosts);
+    if (options.num_ranks == 0) options.num_ranks = slots;
+    if (options.num_ranks > slots) {
+      return usage_error(fmt::format("-np {} exceeds the {} slot{} of the host list (-H)",
+                                     options.num_ranks, slots, slots == 1 ? "" : "s"));
+    }
+  } else if (options.num_ranks == 0) {
+    return usage_error("-np is required (it may be left out only with -H)");
+  } else {
+    options.hosts = {HostSlots{"localhost", options.num_ranks}};
+  }
+  if (options.topology && !rest.empty()) {
+    return usage_error("--topology runs hoop-topology and takes no command");
+  }
+  if (!options.topology && rest.empty()) return usage_error("no command given");
   options.command = std::move(rest);
+
+  if (spawner_option->count() > 0) {
+    if (expand_spawner(spawner, "").empty()) return usage_error("--spawner is empty");
+    options.spawner = std::move(spawner);
+  }
+  if (addr_option->count() > 0) {
+    if (rendezvous_addr.empty()) return usage_error("--rendezvous-addr is empty");
+    options.rendezvous_addr = std::move(rendezvous_addr);
+  }
   if (timeout_option->count() > 0) options.start_timeout_s = start_timeout;
   return {std::move(options), kExitSuccess, {}};
 }

@@ -1,10 +1,12 @@
-// hooprun's command line: `hooprun -np N [options] [--] command args...`.
+// hooprun's command line: `hooprun [-np N] [-H hosts] [options] [--] command args...`.
 #pragma once
 
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "launch/hosts.h"
 
 namespace hoop::launch {
 
@@ -15,6 +17,14 @@ inline constexpr double kMaxStartTimeoutS = 1e7;
 /// What the user asked for.
 struct LaunchOptions {
   int num_ranks = 0;
+  /// From -H; without it, "localhost" with num_ranks slots. Never more ranks than slots.
+  std::vector<HostSlots> hosts;
+  /// From --spawner: the command prefix that starts each rank, "{host}" not yet replaced.
+  std::optional<std::string> spawner;
+  /// From --rendezvous-addr; unset means choose_rendezvous_addr's default.
+  std::optional<std::string> rendezvous_addr;
+  /// --topology: run hoop-topology (next to hooprun) instead of a command, which is empty.
+  bool topology = false;
   /// From --start-timeout; unset means HOOP_START_TIMEOUT from the environment, else 30.
   std::optional<double> start_timeout_s;
   bool verbose = false;
@@ -31,7 +41,8 @@ struct ParsedCommandLine {
 };
 
 /// Parses `args` (without the program name). `-np` is accepted as well as `-n` and
-/// `--num-proc`; the first argument that is not an option of hooprun, or everything after
+/// `--num-proc`, and may be left out with -H (then it is the total of the slots); the first
+/// argument that is not an option of hooprun, or everything after
 /// `--`, is the command, so its own options are never taken for hooprun's.
 ParsedCommandLine parse_command_line(std::span<const std::string> args);
 

@@ -17,14 +17,17 @@ std::string_view entry_name(std::string_view entry) { return entry.substr(0, ent
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> launcher_variables(const JobEnv& job, int rank) {
-  // One host: the local layout is the global one and there is a single cross-host index.
+  // Without places every rank shares one host: the local layout is the global one.
+  const RankPlace place = job.places.empty() ? RankPlace{0, rank, job.size}
+                                             : job.places.at(static_cast<std::size_t>(rank));
+  const int num_hosts = job.places.empty() ? 1 : job.num_hosts;
   return {
       {"HOOP_RANK", std::to_string(rank)},
       {"HOOP_SIZE", std::to_string(job.size)},
-      {"HOOP_LOCAL_RANK", std::to_string(rank)},
-      {"HOOP_LOCAL_SIZE", std::to_string(job.size)},
-      {"HOOP_CROSS_RANK", "0"},
-      {"HOOP_CROSS_SIZE", "1"},
+      {"HOOP_LOCAL_RANK", std::to_string(place.local_rank)},
+      {"HOOP_LOCAL_SIZE", std::to_string(place.local_size)},
+      {"HOOP_CROSS_RANK", std::to_string(place.cross_rank)},
+      {"HOOP_CROSS_SIZE", std::to_string(num_hosts)},
       {"HOOP_RENDEZVOUS_ADDR", job.rendezvous_addr},
       {"HOOP_RENDEZVOUS_PORT", std::to_string(job.rendezvous_port)},
       {std::string(kSecretVar), job.secret},

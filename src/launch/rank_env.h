@@ -10,9 +10,21 @@
 
 namespace hoop::launch {
 
+/// Where one rank runs among the hosts of its job.
+struct RankPlace {
+  int cross_rank = 0;  // index of its host
+  int local_rank = 0;  // index among its host's ranks
+  int local_size = 1;  // number of ranks on its host
+
+  bool operator==(const RankPlace&) const = default;
+};
+
 /// What is the same for every rank of one job.
 struct JobEnv {
   int size = 1;
+  /// One entry per rank; empty means every rank runs on one host.
+  std::vector<RankPlace> places;
+  int num_hosts = 1;
   std::string rendezvous_addr;
   std::uint16_t rendezvous_port = 0;
   std::string secret;
@@ -23,7 +35,7 @@ struct JobEnv {
 /// Name of the variable that carries the job secret, the one value never shown.
 inline constexpr std::string_view kSecretVar = "HOOP_SECRET";
 
-/// The HOOP_* variables hooprun sets for `rank` of a one-host job, in a stable order.
+/// The HOOP_* variables hooprun sets for `rank`, in a stable order.
 std::vector<std::pair<std::string, std::string>> launcher_variables(const JobEnv& job, int rank);
 
 /// The complete environment of `rank`: `inherited` (NAME=value entries) without the

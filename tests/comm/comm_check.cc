@@ -5,6 +5,8 @@
 //       failed case and "checked K cases" at the end; exit 1 on any failure.
 //   kill VICTIM AFTER: large ring allreduces in a loop; rank VICTIM SIGKILLs itself before
 //       iteration AFTER; the others print the error they get and how long the call took.
+//   loop SECONDS: the same allreduces for SECONDS with no victim, for faults made from outside
+//       (a link taken down); both modes print "rank R: looping" after the first allreduce.
 //   mismatch: rank 1 passes a different count to allreduce; every rank prints its error.
 //   badargs: bad arguments return invalid_argument without communicating.
 //   pingpong: ranks 0 and 1 time small and large messages (the cost model's alpha and beta).
@@ -386,12 +388,22 @@ int run_check(Communicator& comm, const std::vector<Algorithm>& algos,
   return 0;
 }
 
-int run_kill(Communicator& comm, int victim, int after) {
+// Victim -1: nobody dies; the loop ends after `seconds`.
+int run_kill(Communicator& comm, int victim, int after, double seconds = 1e9) {
   // hooprun stops the other ranks once one dies; they stay to report what they saw.
   std::signal(SIGTERM, SIG_IGN);
   const std::size_t count = std::size_t{1} << 20;
   std::vector<float> buf(count, 1.0f);
+  const auto loop_start = std::chrono::steady_clock::now();
   for (int it = 0; it < 100000; ++it) {
+    if (it == 1) {
+      fmt::print("rank {}: looping\n", comm.rank());
+      std::fflush(stdout);
+    }
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count() >
+        seconds) {
+      break;
+    }
     if (comm.rank() == victim && it == after) std::raise(SIGKILL);
     hoop::AllreduceOptions o;
     o.output = buf.data();
@@ -564,6 +576,8 @@ int main(int argc, char** argv) {
     rc = run_check(c, algos, counts, big);
   } else if (mode == "kill" && argc > 3) {
     rc = run_kill(c, std::atoi(argv[2]), std::atoi(argv[3]));
+  } else if (mode == "loop" && argc > 2) {
+    rc = run_kill(c, -1, -1, std::atof(argv[2]));
   } else if (mode == "mismatch") {
     rc = run_mismatch(c);
   } else if (mode == "badargs") {
@@ -571,7 +585,10 @@ int main(int argc, char** argv) {
   } else if (mode == "pingpong") {
     rc = run_pingpong(c);
   } else {
-    fmt::print("usage: comm_check [--hosts K] check|kill VICTIM AFTER|mismatch|badargs|pingpong\n");
+    fmt::print(
+        "usage: comm_check [--hosts K] check|kill VICTIM AFTER|loop SECONDS|mismatch|badargs|"
+        "pingpong
+");
     return 64;
   }
   std::fflush(stdout);

@@ -39,7 +39,13 @@ int remaining_ms(Clock::time_point deadline) {
 
 std::unique_ptr<Hooprun> Hooprun::start(const std::vector<std::string>& args,
                                         const std::vector<std::string>& extra_env) {
-  std::vector<std::string> argv{std::string(HOOP_TEST_BIN_DIR) + "/hooprun"};
+  return start_at(std::string(HOOP_TEST_BIN_DIR) + "/hooprun", args, extra_env);
+}
+
+std::unique_ptr<Hooprun> Hooprun::start_at(const std::string& path,
+                                           const std::vector<std::string>& args,
+                                           const std::vector<std::string>& extra_env) {
+  std::vector<std::string> argv{path};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -230,6 +236,14 @@ int count_lines_with(const std::string& text, const std::string& a, const std::s
   for (const std::string& line : split_lines(text))
     if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) ++found;
   return found;
+}
+
+std::string verbose_job_id(const std::string& err) {
+  const std::string marker = "hooprun: job ";
+  const std::size_t at = err.find(marker);
+  if (at == std::string::npos) return {};
+  const std::size_t start = at + marker.size();
+  return err.substr(start, err.find(':', start) - start);
 }
 
 RunResult run_ranks(const std::string& binary, int n, const std::vector<std::string>& args,

@@ -33,6 +33,10 @@ class Hooprun {
   /// HOOP_* or HOROVOD_* variable, plus `extra_env` (NAME=value entries).
   static std::unique_ptr<Hooprun> start(const std::vector<std::string>& args,
                                         const std::vector<std::string>& extra_env = {});
+  /// The same with the hooprun executable at `path` (a copy placed elsewhere).
+  static std::unique_ptr<Hooprun> start_at(const std::string& path,
+                                           const std::vector<std::string>& args,
+                                           const std::vector<std::string>& extra_env = {});
   Hooprun(const Hooprun&) = delete;
   Hooprun& operator=(const Hooprun&) = delete;
   /// Kills hooprun if it still runs, so that a failed test leaves nothing behind.
@@ -96,6 +100,8 @@ bool wait_until_gone(pid_t pid, std::chrono::seconds deadline = kDeadline);
 std::vector<std::string> split_lines(std::string_view text);
 /// Lines of `text` that contain both `a` and `b`.
 int count_lines_with(const std::string& text, const std::string& a, const std::string& b = "");
+/// The job id from hooprun -v's "hooprun: job <id>: ..." line; empty when there is none.
+std::string verbose_job_id(const std::string& err);
 /// Runs `hooprun -np n binary args...` with `extra_env`.
 RunResult run_ranks(const std::string& binary, int n, const std::vector<std::string>& args,
                     const std::vector<std::string>& extra_env, std::chrono::seconds deadline);

@@ -59,6 +59,76 @@ TEST(ParseCommandLineTest, HelpGoesToStdoutWithCodeZero) {
   EXPECT_THAT(p.message, HasSubstr("HOOP_SECRET"));
 }
 
+TEST(ParseCommandLineTest, WithoutHostsEveryRankIsOnThisMachine) {
+  const ParsedCommandLine p = parse({"-np", "3", "prog"});
+  ASSERT_TRUE(p.options) << p.message;
+  EXPECT_THAT(p.options->hosts, ElementsAre(HostSlots{"localhost", 3}));
+  EXPECT_FALSE(p.options->spawner);
+  EXPECT_FALSE(p.options->rendezvous_addr);
+  EXPECT_FALSE(p.options->topology);
+}
+
+TEST(ParseCommandLineTest, ReadsHostsSpawnerAndRendezvousAddress) {
+  const ParsedCommandLine p =
+      parse({"-np", "3", "-H", "a:2,b:2", "--spawner", "ip netns exec {host}", "--rendezvous-addr",
+             "10.0.0.1", "prog", "-H", "x"});
+  ASSERT_TRUE(p.options) << p.message;
+  EXPECT_EQ(p.options->num_ranks, 3);
+  EXPECT_THAT(p.options->hosts, ElementsAre(HostSlots{"a", 2}, HostSlots{"b", 2}));
+  EXPECT_EQ(p.options->spawner, "ip netns exec {host}");
+  EXPECT_EQ(p.options->rendezvous_addr, "10.0.0.1");
+  EXPECT_THAT(p.options->command, ElementsAre("prog", "-H", "x"));
+}
+
+TEST(ParseCommandLineTest, NpDefaultsToEverySlotOfTheHosts) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"-H", "a:2,b,c:3", "prog"},
+                                                                {"--hosts", "a:2,b,c:3", "prog"},
+                                                                {"--hosts=a:2,b,c:3", "prog"}}) {
+    const ParsedCommandLine p = parse(args);
+    ASSERT_TRUE(p.options) << p.message;
+    EXPECT_EQ(p.options->num_ranks, 6);
+  }
+}
+
+TEST(ParseCommandLineTest, NpBeyondTheSlotsNamesBothNumbers) {
+  const ParsedCommandLine p = parse({"-np", "5", "-H", "a:2,b:2", "prog"});
+  EXPECT_FALSE(p.options);
+  EXPECT_EQ(p.exit_code, kExitUsage);
+  EXPECT_THAT(p.message, HasSubstr("-np 5 exceeds the 4 slots"));
+}
+
+TEST(ParseCommandLineTest, TopologyTakesNoCommand) {
+  const ParsedCommandLine p = parse({"--topology", "-np", "4", "-H", "a:2,b:2"});
+  ASSERT_TRUE(p.options) << p.message;
+  EXPECT_TRUE(p.options->topology);
+  EXPECT_TRUE(p.options->command.empty());
+  const ParsedCommandLine with_command = parse({"--topology", "-np", "2", "prog"});
+  EXPECT_FALSE(with_command.options);
+  EXPECT_THAT(with_command.message, HasSubstr("takes no command"));
+}
+
+TEST(ParseCommandLineTest, HelpDescribesTheHostOptions) {
+  const ParsedCommandLine p = parse({"--help"});
+  for (const char* option : {"-H", "--spawner", "--rendezvous-addr", "--topology", "{host}"}) {
+    EXPECT_THAT(p.message, HasSubstr(option));
+  }
+}
+
+TEST(ParseCommandLineTest, HostErrorsAreUsageErrors) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"-H", "a:0", "prog"},
+                                             {"-H", "a,a", "prog"},
+                                             {"-H", "", "prog"},
+                                             {"-H", "a", "--spawner", " ", "prog"},
+                                             {"-np", "1", "--rendezvous-addr", "", "prog"},
+                                             {"--topology"}}) {
+    const ParsedCommandLine p = parse(args);
+    EXPECT_FALSE(p.options) << args.front();
+    EXPECT_EQ(p.exit_code, kExitUsage);
+    EXPECT_THAT(p.message, HasSubstr("hooprun: "));
+  }
+}
+
 TEST(ParseCommandLineTest, ErrorsAreUsageErrors) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {}, {"prog"}, {"-np", "1"}, {"-np", "0", "prog"}, {"-np", "1", "-x", "prog"}}) {

@@ -42,6 +42,21 @@ TEST(RankEnvironmentTest, KeepsTheRestAndReplacesStaleValues) {
   EXPECT_THAT(env, Not(Contains("HOOP_SECRET=old")));
 }
 
+TEST(RankEnvironmentTest, AJobAcrossHostsGivesEachRankItsHostsLayout) {
+  JobEnv job = two_rank_job();
+  job.size = 5;
+  job.places = {{0, 0, 3}, {0, 1, 3}, {0, 2, 3}, {1, 0, 2}, {1, 1, 2}};
+  job.num_hosts = 2;
+  EXPECT_THAT(rank_environment({}, job, 2),
+              IsSupersetOf({"HOOP_RANK=2", "HOOP_SIZE=5", "HOOP_LOCAL_RANK=2", "HOOP_LOCAL_SIZE=3",
+                            "HOOP_CROSS_RANK=0", "HOOP_CROSS_SIZE=2"}));
+  const std::vector<std::string> stale{"HOROVOD_CROSS_RANK=7"};
+  EXPECT_THAT(rank_environment(stale, job, 4),
+              IsSupersetOf({"HOOP_RANK=4", "HOOP_LOCAL_RANK=1", "HOOP_LOCAL_SIZE=2",
+                            "HOOP_CROSS_RANK=1", "HOOP_CROSS_SIZE=2"}));
+  EXPECT_THAT(rank_environment(stale, job, 4), Not(Contains("HOROVOD_CROSS_RANK=7")));
+}
+
 TEST(RankEnvironmentTest, StartTimeoutIsWrittenPlainly) {
   JobEnv job = two_rank_job();
   job.start_timeout_s = 30;

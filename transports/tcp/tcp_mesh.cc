@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -447,21 +446,17 @@ Result<std::string> choose_bind_address(const std::string& iface) {
       ::inet_pton(AF_INET6, iface.c_str(), &v6) == 1) {
     return iface;
   }
+  if (iface.empty()) {
+    HOOP_ASSIGN_OR_RETURN(std::optional<std::string> found, net::first_external_ipv4());
+    return found.value_or("127.0.0.1");
+  }
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) != 0) return errno_error("getifaddrs", errno);
   std::optional<std::string> v4_match, v6_match;
   bool named = false;
   for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
     if (a->ifa_addr == nullptr) continue;
-    const std::string_view name = a->ifa_name;
-    if (iface.empty()) {
-      const bool skip = (a->ifa_flags & IFF_UP) == 0 || (a->ifa_flags & IFF_LOOPBACK) != 0 ||
-                        name.starts_with("docker") || name.starts_with("virbr");
-      if (!skip && a->ifa_addr->sa_family == AF_INET && !v4_match)
-        v4_match = address_text(a->ifa_addr);
-      continue;
-    }
-    if (name != iface) continue;
+    if (std::string_view(a->ifa_name) != iface) continue;
     named = true;
     if (a->ifa_addr->sa_family == AF_INET && !v4_match) v4_match = address_text(a->ifa_addr);
     if (a->ifa_addr->sa_family == AF_INET6 && !v6_match && !is_link_local6(a->ifa_addr))
@@ -471,7 +466,6 @@ Result<std::string> choose_bind_address(const std::string& iface) {
   ::freeifaddrs(list);
   if (v4_match) return *v4_match;
   if (v6_match) return *v6_match;
-  if (iface.empty()) return std::string("127.0.0.1");
   if (named) {
     return invalid_argument(
         fmt::format("TCP interface '{}' (HOOP_IFACE) has no IPv4 or routable IPv6 address", iface));

@@ -587,8 +587,7 @@ int main(int argc, char** argv) {
   } else {
     fmt::print(
         "usage: comm_check [--hosts K] check|kill VICTIM AFTER|loop SECONDS|mismatch|badargs|"
-        "pingpong
-");
+        "pingpong\n");
     return 64;
   }
   std::fflush(stdout);

@@ -11,8 +11,9 @@
 //   badargs: bad arguments return invalid_argument without communicating.
 //   pingpong: ranks 0 and 1 time small and large messages (the cost model's alpha and beta).
 // Any mode takes --hosts K first: the ranks then claim K simulated hosts of consecutive ranks
-// (HOOP_HOST_ID), so pairs on one "host" use shared memory and the others TCP, and check adds
-// the hierarchical allreduce to its algorithms.
+// (HOOP_HOST_ID), so pairs on one "host" use shared memory and the others TCP. With K hosts
+// (or HOOP_CROSS_SIZE hosts from the launcher) of equal rank counts, check adds the
+// hierarchical allreduce to its algorithms.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -544,6 +545,8 @@ int main(int argc, char** argv) {
     simulate_hosts(hosts);
     argv += 2;
     argc -= 2;
+  } else if (const char* cross = std::getenv("HOOP_CROSS_SIZE")) {
+    hosts = std::atoi(cross);  // real hosts, as the launcher laid them out (hooprun -H)
   }
   const std::string mode = argc > 1 ? argv[1] : "check";
   auto comm = Communicator::create();

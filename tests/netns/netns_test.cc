@@ -106,7 +106,7 @@ TEST_F(Netns, CollectivesAcrossHostsMatchTheReference) {
 // Under a token bucket the kernel queues and paces packets; megabyte messages (--big) fill it,
 // and nothing may be lost, reordered or timed out.
 TEST_F(Netns, CollectivesOverRateLimitedLinks) {
-  const RunResult r = run_hooprun(job({HOOP_COMM_CHECK_BIN, "check", "--algos", "ring,tree,auto",
+  const RunResult r = run_hooprun(job({HOOP_COMM_CHECK_BIN, "check", "--algos", "ring,tree,hierarchical,auto",
                                        "--counts", "0,7,1023", "--big"}),
                                   {}, kDeadline);
   ASSERT_FALSE(r.timed_out) << r.out << r.err;

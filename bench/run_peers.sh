@@ -10,7 +10,7 @@
 # A peer is any command that prints the nccl-tests table and accepts its flags plus --json FILE;
 # in COMMAND, {n} stands for the rank count, {bin} for the binary folder. The script appends the
 # flags and reads the JSON, so hoop-bench joins with
-#   --peer 'hoop={bin}/hooprun -np {n} {bin}/hoop-bench --collective allreduce'
+#   --peer 'hoop={bin}/hooprun -np {n} {bin}/hoop-bench --collective allreduce --transport tcp'
 # and is added that way automatically when {bin}/hoop-bench and {bin}/hooprun exist.
 #
 # Repetitions are interleaved (every peer once, then every peer again) so that slow phases of a
@@ -116,7 +116,7 @@ if ((default_peers)); then
     peers+=("gloo_halving_doubling=${mpirun_base[*]} -np {n} {bin}/peer_gloo_allreduce --algo halving_doubling")
   fi
   if [[ -x "$bin/hoop-bench" && -x "$bin/hooprun" ]]; then
-    peers+=("hoop={bin}/hooprun -np {n} {bin}/hoop-bench --collective allreduce")
+    peers+=("hoop={bin}/hooprun -np {n} {bin}/hoop-bench --collective allreduce --transport tcp")
   fi
 fi
 peers+=("${extra_peers[@]}")

@@ -8,7 +8,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -159,8 +158,11 @@ TEST_F(Netns, LinkDownIsReportedWithinTheDeadline) {
         << r.out << r.err;
     for (const std::string& line : launch::testing::split_lines(r.out)) {
       if (line.starts_with(failed)) {
-        EXPECT_TRUE(std::regex_search(line.substr(failed.size()), std::regex("rank [0-3]")))
-            << line;
+        const std::string rest = line.substr(failed.size());
+        bool names_a_rank = false;
+        for (int r2 = 0; r2 < 4; ++r2)
+          names_a_rank = names_a_rank || rest.find(fmt::format("rank {}", r2)) != std::string::npos;
+        EXPECT_TRUE(names_a_rank) << line;
       }
     }
   }

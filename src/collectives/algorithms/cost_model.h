@@ -41,6 +41,13 @@
 // The model's full gamma for recursive doubling predicts the ring from 64 KiB, so with two
 // ranks choose_allreduce takes recursive doubling up to kTwoRankExchangeBytes.
 //
+// Hosts: on ranks spread evenly over two or more hosts (CostParams::hierarchical, set when the
+// communicator is made from the host layout), choose_allreduce takes the hierarchical allreduce
+// from kHierarchicalBytes up. Its host links carry 2(H-1)/H of the buffer against 2(n-1)/n for
+// any flat ring, and its intra-host phases run over shared memory, several times faster than
+// the links; below the threshold the latency of its three phases outweighs that, and the flat
+// algorithms (over the routed shm+tcp transport) are chosen as before.
+//
 // Defaults: alpha measured on loopback TCP on the 2-core development VM with
 // `hooprun -np 2 build/tests/comm_check pingpong` (half the round trip of a 1-byte message
 // with the transport's polling wait, 10 us); beta is the per-direction throughput with both

@@ -59,6 +59,7 @@ Result<RequestId> RoutedTransport::send(int peer, const void* data, std::size_t 
   const int p = route_[peer];
   idle_slice_ = kSlice;
   HOOP_ASSIGN_OR_RETURN(RequestId id, parts_[p]->send(peer, data, bytes));
+  ++pending_[p];
   return outer(p, id);
 }
 
@@ -67,7 +68,15 @@ Result<RequestId> RoutedTransport::recv(int peer, void* data, std::size_t bytes)
   const int p = route_[peer];
   idle_slice_ = kSlice;
   HOOP_ASSIGN_OR_RETURN(RequestId id, parts_[p]->recv(peer, data, bytes));
+  ++pending_[p];
   return outer(p, id);
+}
+
+bool RoutedTransport::others_idle(int part) const {
+  for (int p = 0; p < static_cast<int>(parts_.size()); ++p) {
+    if (p != part && pending_[p] > 0) return false;
+  }
+  return true;
 }
 
 Status RoutedTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
@@ -82,7 +91,11 @@ Status RoutedTransport::wait(std::span<const RequestId> ids, Deadline deadline) 
       only = p;
     }
   }
-  if (used <= 1) return parts_[only]->wait(by_part[only], deadline);
+  // Consumed either way, as the contract says.
+  for (int p = 0; p < static_cast<int>(parts_.size()); ++p) {
+    pending_[p] -= std::min(pending_[p], by_part[p].size());
+  }
+  if (used <= 1 && others_idle(only)) return parts_[only]->wait(by_part[only], deadline);
 
   Status first = Status::success();
   auto last_progress = Clock::now();
@@ -92,6 +105,8 @@ Status RoutedTransport::wait(std::span<const RequestId> ids, Deadline deadline) 
     int pending_part = 0;
     for (int p = 0; p < static_cast<int>(parts_.size()); ++p) {
       auto& left = by_part[p];
+      // Requests of this part that the caller does not wait for still need their bytes moved.
+      if (left.empty() && pending_[p] > 0) parts_[p]->poll(std::chrono::microseconds{0});
       for (std::size_t i = 0; i < left.size();) {
         Result<bool> done = parts_[p]->test(left[i]);
         if (done.ok() && !*done) {
@@ -110,7 +125,7 @@ Status RoutedTransport::wait(std::span<const RequestId> ids, Deadline deadline) 
     }
     if (pending_parts == 0) return first;
     // Once one part is left its own wait takes over, with its own spinning and sleeping.
-    if (pending_parts == 1) {
+    if (pending_parts == 1 && others_idle(pending_part)) {
       Status rest = parts_[pending_part]->wait(by_part[pending_part], deadline);
       return first.ok() ? rest : first;
     }
@@ -137,7 +152,14 @@ Status RoutedTransport::wait(std::span<const RequestId> ids, Deadline deadline) 
 }
 
 Result<bool> RoutedTransport::test(RequestId id) {
-  return parts_[part_of(id)]->test(inner(id));
+  const int p = part_of(id);
+  // Another part's bytes move too, as the contract's progress rule promises.
+  for (int q = 0; q < static_cast<int>(parts_.size()); ++q) {
+    if (q != p && pending_[q] > 0) parts_[q]->poll(std::chrono::microseconds{0});
+  }
+  Result<bool> done = parts_[p]->test(inner(id));
+  if ((!done.ok() || *done) && pending_[p] > 0) --pending_[p];
+  return done;
 }
 
 void RoutedTransport::poll(std::chrono::microseconds timeout) {

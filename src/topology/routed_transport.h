@@ -25,7 +25,10 @@ class RoutedTransport final : public Transport {
   bool accepts_device_memory() const override;
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
-  /// Waits in the one part when all of `ids` belong to it; otherwise polls the parts in turn.
+  /// Waits in the one part when all of `ids` belong to it and no other part has requests
+  /// pending; otherwise polls the parts in turn, so that every pending request moves (a rank
+  /// waiting for its shm neighbour must keep feeding its tcp neighbour, or a ring that spans
+  /// hosts deadlocks).
   Status wait(std::span<const RequestId> ids, Deadline deadline) override;
   Result<bool> test(RequestId id) override;
   void poll(std::chrono::microseconds timeout) override;
@@ -43,8 +46,12 @@ class RoutedTransport final : public Transport {
 
   std::vector<std::unique_ptr<Transport>> parts_;
   std::vector<int> route_;
+  /// Whether no part but `part` has requests pending.
+  bool others_idle(int part) const;
+
   std::string name_;
   std::chrono::microseconds idle_slice_{100};  // see poll()
+  std::size_t pending_[1u << kPartBits] = {};  // requests posted and not yet consumed, per part
 };
 
 }  // namespace hoop::topology

@@ -34,9 +34,12 @@ inline constexpr std::size_t kTreeSliceBytes = std::size_t{128} << 10;
 
 /// Ring reduce-scatter of `work` (`count` elements cut by Partition(count, size)); chunk `rank`
 /// ends fully reduced (and divided for kAvg). With `allgather`, the allgather follows in the
-/// same pipeline and every chunk ends reduced on every rank (the ring allreduce).
+/// same pipeline and every chunk ends reduced on every rank (the ring allreduce). With `input`
+/// (allgather only), this rank's contribution is read from there and `work` is only written,
+/// which saves an out-of-place call the copy of its input; null: `work` holds it.
 Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t count,
-                                     DataType dtype, ReduceOp op, bool allgather);
+                                     DataType dtype, ReduceOp op, bool allgather,
+                                     const std::byte* input = nullptr);
 /// Recursive-doubling allreduce of `work` in place, with the fold for non-powers of two.
 Status allreduce_recursive_doubling(Context& ctx, std::byte* work, std::size_t count,
                                     DataType dtype, ReduceOp op);
@@ -47,9 +50,10 @@ Status allreduce_rabenseifner(Context& ctx, std::byte* work, std::size_t count, 
 /// back down, both trees pipelined in slices of at most kTreeSliceBytes.
 Status allreduce_tree(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
                       ReduceOp op);
-/// The allreduce `algorithm` (any but kHierarchical, which needs a Hierarchy) of `work` in place.
-Status allreduce_flat(Context& ctx, Algorithm algorithm, std::byte* work, std::size_t count,
-                      DataType dtype, ReduceOp op);
+/// The allreduce `algorithm` (any but kHierarchical, which needs a Hierarchy) of `input` into
+/// `work`; `input` may be null or `work` itself (in place).
+Status allreduce_flat(Context& ctx, Algorithm algorithm, const std::byte* input, std::byte* work,
+                      std::size_t count, DataType dtype, ReduceOp op);
 
 /// The two groups of a hierarchical allreduce, as ranks of the communicator: this rank's host
 /// (`local`) and the ranks with this rank's local index on every host (`cross`), both ordered.

@@ -9,14 +9,21 @@
 //
 // kAvg sums through all three phases and divides once, by the job's size, on the chunk owner
 // before the allgather, so every rank ends with the same bits.
+#include <cstring>
+
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/group.h"
 #include "collectives/patterns/partition.h"
 #include "core/reduce.h"
 
 namespace hoop::collectives {
-Status allreduce_flat(Context& ctx, Algorithm algorithm, std::byte* work, std::size_t count,
-                      DataType dtype, ReduceOp op) {
+Status allreduce_flat(Context& ctx, Algorithm algorithm, const std::byte* input, std::byte* work,
+                      std::size_t count, DataType dtype, ReduceOp op) {
+  if (input == work) input = nullptr;
+  // The ring reads an out-of-place input where it first needs it; the others start from a copy.
+  if (algorithm == Algorithm::kRing || algorithm == Algorithm::kAuto)
+    return ring_reduce_scatter_allgather(ctx, work, count, dtype, op, /*allgather=*/true, input);
+  if (input != nullptr && count > 0) std::memmove(work, input, count * dtype_size(dtype));
   switch (algorithm) {
     case Algorithm::kRecursiveDoubling:
       return allreduce_recursive_doubling(ctx, work, count, dtype, op);
@@ -46,7 +53,7 @@ Status allreduce_hierarchical(Context& ctx, const Hierarchy& h, const CostParams
   CostParams flat = cross_cost;
   flat.hierarchical = false;  // the cross group is one rank per host
   const Algorithm across = choose_allreduce(cctx.size, mine.length * es, flat);
-  HOOP_RETURN_IF_ERROR(allreduce_flat(cctx, across, chunk, mine.length, dtype, sum_op));
+  HOOP_RETURN_IF_ERROR(allreduce_flat(cctx, across, nullptr, chunk, mine.length, dtype, sum_op));
   if (op == ReduceOp::kAvg)
     HOOP_RETURN_IF_ERROR(divide(chunk, mine.length, dtype, ctx.size));
 

@@ -74,7 +74,6 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
     return invalid_argument(
         "allreduce: the hierarchical algorithm needs ranks on two or more hosts with the same "
         "number of ranks, at least two, on each");
-  copy_in(o.output, o.input, bytes);
   auto what = [&] {
     return fmt::format("allreduce of {} {} ({}, {})", o.count, dtype_name(o.dtype), op_name(o.op),
                        algorithm_name(algo));
@@ -82,7 +81,9 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
   return run(comm, what, [&](Context& ctx) -> Status {
     std::byte* work = bytes_of(o.output);
     if (algo != Algorithm::kHierarchical)
-      return collectives::allreduce_flat(ctx, algo, work, o.count, o.dtype, o.op);
+      return collectives::allreduce_flat(ctx, algo, bytes_of(o.input), work, o.count, o.dtype,
+                                         o.op);
+    copy_in(o.output, o.input, bytes);
     return collectives::allreduce_hierarchical(ctx, *impl->hierarchy(), impl->cost(), work,
                                                o.count, o.dtype, o.op);
   });

@@ -34,9 +34,10 @@ inline constexpr std::size_t kTreeSliceBytes = std::size_t{128} << 10;
 
 /// Ring reduce-scatter of `work` (`count` elements cut by Partition(count, size)); chunk `rank`
 /// ends fully reduced (and divided for kAvg). With `allgather`, the allgather follows in the
-/// same pipeline and every chunk ends reduced on every rank (the ring allreduce). With `input`
-/// (allgather only), this rank's contribution is read from there and `work` is only written,
-/// which saves an out-of-place call the copy of its input; null: `work` holds it.
+/// same pipeline and every chunk ends reduced on every rank (the ring allreduce). With `input`,
+/// this rank's contribution is read from there and `work` is only written, which saves an
+/// out-of-place call the copy of its input (without the allgather, the chunks of `work` other
+/// than chunk `rank` are then left partly reduced or unwritten); null: `work` holds it.
 Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t count,
                                      DataType dtype, ReduceOp op, bool allgather,
                                      const std::byte* input = nullptr);
@@ -61,10 +62,12 @@ struct Hierarchy {
   std::vector<int> local;
   std::vector<int> cross;
 };
-/// Hierarchical allreduce of `work` in place (see allreduce_hierarchical.cc): reduce-scatter in
-/// the host, allreduce across hosts with the algorithm `cross_cost` picks, allgather in the host.
+/// Hierarchical allreduce of `input` (null or `work`: in place) into `work` (see
+/// allreduce_hierarchical.cc): reduce-scatter in the host, allreduce across hosts with the
+/// algorithm `cross_cost` picks, allgather in the host.
 Status allreduce_hierarchical(Context& ctx, const Hierarchy& h, const CostParams& cross_cost,
-                              std::byte* work, std::size_t count, DataType dtype, ReduceOp op);
+                              const std::byte* input, std::byte* work, std::size_t count,
+                              DataType dtype, ReduceOp op);
 
 /// Broadcast of `bytes` bytes from `root`: binomial tree for small, pipelined chain for large.
 Status broadcast_bytes(Context& ctx, std::byte* buffer, std::size_t bytes, int root);

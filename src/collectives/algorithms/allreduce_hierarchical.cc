@@ -37,7 +37,9 @@ Status allreduce_flat(Context& ctx, Algorithm algorithm, const std::byte* input,
 }
 
 Status allreduce_hierarchical(Context& ctx, const Hierarchy& h, const CostParams& cross_cost,
-                              std::byte* work, std::size_t count, DataType dtype, ReduceOp op) {
+                              const std::byte* input, std::byte* work, std::size_t count,
+                              DataType dtype, ReduceOp op) {
+  if (input == work) input = nullptr;
   const std::size_t es = dtype_size(dtype);
   const ReduceOp sum_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   GroupTransport local(ctx.transport, h.local);
@@ -45,8 +47,10 @@ Status allreduce_hierarchical(Context& ctx, const Hierarchy& h, const CostParams
   Context lctx{local, local.rank(), local.size(), ctx.deadline, ctx.scratch};
   Context cctx{cross, cross.rank(), cross.size(), ctx.deadline, ctx.scratch};
 
-  HOOP_RETURN_IF_ERROR(
-      ring_reduce_scatter_allgather(lctx, work, count, dtype, sum_op, /*allgather=*/false));
+  // The allgather below overwrites every chunk but this rank's, so the reduce-scatter may read
+  // an out-of-place input directly.
+  HOOP_RETURN_IF_ERROR(ring_reduce_scatter_allgather(lctx, work, count, dtype, sum_op,
+                                                     /*allgather=*/false, input));
   const patterns::Partition part(count, lctx.size);
   const patterns::Range mine = part.chunk(lctx.rank);
   std::byte* chunk = work + mine.offset * es;

@@ -83,9 +83,8 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
     if (algo != Algorithm::kHierarchical)
       return collectives::allreduce_flat(ctx, algo, bytes_of(o.input), work, o.count, o.dtype,
                                          o.op);
-    copy_in(o.output, o.input, bytes);
-    return collectives::allreduce_hierarchical(ctx, *impl->hierarchy(), impl->cost(), work,
-                                               o.count, o.dtype, o.op);
+    return collectives::allreduce_hierarchical(ctx, *impl->hierarchy(), impl->cost(),
+                                               bytes_of(o.input), work, o.count, o.dtype, o.op);
   });
 }
 

@@ -56,7 +56,7 @@ TEST_P(CommCheckTcp, EveryCollectiveMatchesTheReference) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(count_lines_with(r.out, "checked", "cases"), n) << r.out << r.err;
 }
-INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckTcp, ::testing::Values(2, 3, 4, 8));
+INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckTcp, ::testing::Values(2, 4, 8));
 
 // Simulated hosts (HOOP_HOST_ID per block of ranks): shared memory inside a host, TCP across,
 // and the hierarchical allreduce; (ranks, hosts).
@@ -68,19 +68,6 @@ TEST_P(CommCheckHosts, EveryCollectiveMatchesTheReference) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(count_lines_with(r.out, "checked", "cases"), n) << r.out << r.err;
 }
-// A flat ring across simulated hosts whose TCP sends cannot all sit in socket buffers: a rank
-// waiting for its shared-memory neighbour must keep feeding its TCP neighbour, or the ring
-// deadlocks (it did, before the routed transport drove every part while waiting on one).
-TEST(CommCheckHostsSmallSocketBuffers, AFlatRingAcrossHostsKeepsEveryLinkMoving) {
-  const RunResult r = launch::testing::run_ranks(
-      HOOP_COMM_CHECK_BIN, 4,
-      {"--hosts", "2", "check", "--algos", "ring,tree,rabenseifner", "--counts", "200003"},
-      {"HOOP_TCP_BUFFER_BYTES=64K", "HOOP_TIMEOUT_SECONDS=60"}, kDeadline);
-  ASSERT_FALSE(r.timed_out) << r.out << r.err;
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(count_lines_with(r.out, "checked", "cases"), 4) << r.out << r.err;
-}
-
 INSTANTIATE_TEST_SUITE_P(RanksAndHosts, CommCheckHosts,
                          ::testing::Values(std::pair{4, 2}, std::pair{6, 3}, std::pair{8, 2},
                                            std::pair{8, 4}, std::pair{3, 2}));

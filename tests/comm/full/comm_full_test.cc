@@ -32,5 +32,17 @@ TEST(CommCheckFullHosts, TwoHostsOfTwoRanksMatchTheReferenceWithLargeBuffers) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
 }
 
+// A flat ring across simulated hosts whose TCP sends cannot all sit in socket buffers: a rank
+// waiting for its shared-memory neighbour must keep feeding its TCP neighbour, or the ring
+// deadlocks (it did, before the routed transport drove every part while waiting on one).
+TEST(CommCheckHostsSmallSocketBuffers, AFlatRingAcrossHostsKeepsEveryLinkMoving) {
+  const launch::testing::RunResult r = launch::testing::run_hooprun(
+      {"-np", "4", HOOP_COMM_CHECK_BIN, "--hosts", "2", "check", "--algos", "ring", "--counts",
+       "200003"},
+      {"HOOP_TCP_BUFFER_BYTES=64K", "HOOP_TIMEOUT_SECONDS=60"}, std::chrono::seconds(300));
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
 }  // namespace
 }  // namespace hoop

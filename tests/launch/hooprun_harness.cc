@@ -39,7 +39,7 @@ int remaining_ms(Clock::time_point deadline) {
 
 std::unique_ptr<Hooprun> Hooprun::start(const std::vector<std::string>& args,
                                         const std::vector<std::string>& extra_env) {
-  return start_at(std::string(HOOP_TEST_BIN_DIR) + "/hooprun", args, extra_env);
+  return start_at(HOOP_TEST_BIN_DIR "/hooprun", args, extra_env);
 }
 
 std::unique_ptr<Hooprun> Hooprun::start_at(const std::string& path,

@@ -104,7 +104,7 @@ TEST(HooprunHostsTest, SharedMemorySegmentsOfTheJobAreRemoved) {
 // hoop-topology is looked up next to the hooprun executable, wherever that is.
 TEST(HooprunHostsTest, TopologyRunsTheProgramNextToHooprun) {
   TempDir dir;
-  std::filesystem::copy_file(std::string(HOOP_TEST_BIN_DIR) + "/hooprun", dir.file("hooprun"));
+  std::filesystem::copy_file(HOOP_TEST_BIN_DIR "/hooprun", dir.file("hooprun"));
   const std::vector<std::string> args{"--topology", "-H", "localhost:2,127.0.0.1"};
   RunResult r = Hooprun::start_at(dir.file("hooprun"), args)->wait();
   EXPECT_EQ(r.exit_code, 127) << r.err;

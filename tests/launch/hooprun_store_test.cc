@@ -23,7 +23,7 @@ TEST(HooprunStoreTest, ARankWithoutTheSecretIsRefused) {
   // The rank drops the secret hooprun gave it and makes one up: the store must refuse it, and
   // its failure ends the job.
   const RunResult r = run_hooprun(
-      {"-np", "1", "/bin/sh", "-c", std::string("HOOP_SECRET=guess exec ") + HOOP_STORE_RANK_BIN});
+      {"-np", "1", "/bin/sh", "-c", "HOOP_SECRET=guess exec " HOOP_STORE_RANK_BIN});
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, ::testing::HasSubstr("rank 0"));

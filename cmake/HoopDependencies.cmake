@@ -25,6 +25,15 @@ if(NOT HWLOC_FOUND)
   message(FATAL_ERROR "hoop needs hwloc, found through pkg-config (Debian packages libhwloc-dev "
                       "and pkg-config); run scripts/install-deps")
 endif()
+# The training core (adapters/train): GEMM through OpenBLAS's CBLAS interface, gzipped IDX
+# files through zlib.
+set(BLA_VENDOR OpenBLAS)
+hoop_require_package(BLAS libopenblas-dev)
+hoop_require_package(ZLIB zlib1g-dev)
+find_path(HOOP_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-pthread)
+if(NOT HOOP_CBLAS_INCLUDE_DIR)
+  message(FATAL_ERROR "hoop needs cblas.h (Debian package libopenblas-dev); run scripts/install-deps")
+endif()
 if(HOOP_BUILD_TESTS)
   hoop_require_package(GTest libgtest-dev)
 endif()

@@ -1,0 +1,280 @@
+// hoop's bundled training core: a small CPU neural-network library, enough to train an MLP or
+// LeNet-5 on Fashion-MNIST data-parallel with hoop's runtime and no framework.
+//
+// Tensors are dense row-major float32 on the CPU. A Sequential model runs its layers forward,
+// caching what backward needs; backward accumulates (+=) into each parameter's gradient and
+// calls a hook after each layer, so a DistributedOptimizer can start that layer's allreduce
+// while the layers before it are still computing. Matrix products go through OpenBLAS.
+//
+// Errors: bad arguments (shape mismatches, unknown names, missing or corrupt data files)
+// throw hoop::Error naming the layer, tensor or file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hoop/hoop.h"
+
+namespace hoop::train {
+
+/// A dense row-major float32 tensor that owns its storage.
+class Tensor {
+ public:
+  Tensor() = default;
+  /// A tensor of the given shape, filled with zeros. Throws on a negative dimension.
+  explicit Tensor(std::vector<std::int64_t> shape);
+
+  const std::vector<std::int64_t>& shape() const { return shape_; }
+  /// Dimension i (negative i counts from the end).
+  std::int64_t dim(int i) const;
+  /// The number of elements.
+  std::size_t size() const { return data_.size(); }
+  /// size() * sizeof(float).
+  std::size_t bytes() const { return data_.size() * sizeof(float); }
+  float* data() { return data_.data(); }
+  const float* data() const { return data_.data(); }
+  float& operator[](std::size_t i) { return data_[i]; }
+  float operator[](std::size_t i) const { return data_[i]; }
+
+  /// Sets every element to v.
+  void fill(float v);
+  /// The same elements under another shape with the same element count (a copy).
+  Tensor reshaped(std::vector<std::int64_t> shape) const;
+  /// Changes the shape in place; the element count must not change.
+  void reshape(std::vector<std::int64_t> shape);
+  /// A view for hoop's runtime (f32, this shape, CPU).
+  hoop::Tensor view();
+  /// "[32, 1, 28, 28]".
+  std::string shape_string() const;
+
+ private:
+  std::vector<std::int64_t> shape_;
+  std::vector<float> data_;
+};
+
+/// A trainable tensor and its gradient (same shape). Names are unique within a model
+/// ("3.linear.weight"); data-parallel ranks use them as the runtime's tensor names.
+struct Parameter {
+  std::string name;
+  Tensor value;
+  Tensor grad;
+};
+
+/// One layer. forward() caches what backward() needs when `training` is true; backward()
+/// takes the gradient of the loss with respect to the layer's output, adds the gradients of
+/// its parameters into Parameter::grad, and returns the gradient with respect to its input.
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual Tensor forward(const Tensor& input, bool training) = 0;
+  virtual Tensor backward(const Tensor& grad_output) = 0;
+  /// The layer's parameters (empty for layers without any).
+  virtual std::vector<Parameter*> parameters() { return {}; }
+  /// "linear", "conv2d", ...
+  virtual std::string kind() const = 0;
+  /// Bytes cached by the last training forward() for backward() (activations, masks).
+  virtual std::size_t activation_bytes() const { return 0; }
+  /// Bytes of scratch buffers the layer keeps (im2col columns, ...).
+  virtual std::size_t workspace_bytes() const { return 0; }
+};
+
+/// y = x W^T + b; input [N, in], output [N, out]. Kaiming-uniform initialisation as in
+/// PyTorch's nn.Linear.
+std::unique_ptr<Layer> linear(std::int64_t in_features, std::int64_t out_features,
+                              std::mt19937_64& rng);
+/// 2-D convolution; input [N, C, H, W], output [N, out_channels, H', W'] (square kernel,
+/// stride, zero padding), through im2col and GEMM.
+std::unique_ptr<Layer> conv2d(std::int64_t in_channels, std::int64_t out_channels,
+                              std::int64_t kernel, std::int64_t stride, std::int64_t padding,
+                              std::mt19937_64& rng);
+/// Max pooling over kernel x kernel windows with the given stride; input [N, C, H, W].
+std::unique_ptr<Layer> max_pool2d(std::int64_t kernel, std::int64_t stride);
+/// max(x, 0), elementwise.
+std::unique_ptr<Layer> relu();
+/// [N, ...] -> [N, product of the rest].
+std::unique_ptr<Layer> flatten();
+/// Zeroes each element with probability p while training and scales the rest by 1/(1-p);
+/// the identity in evaluation. Draws from its own generator seeded with `seed`.
+std::unique_ptr<Layer> dropout(float p, std::uint64_t seed);
+
+/// A stack of layers applied in order. Parameter names get the layer's index and kind as a
+/// prefix ("0.conv2d.weight").
+class Sequential {
+ public:
+  /// Appends a layer and names its parameters.
+  void add(std::unique_ptr<Layer> layer);
+  /// Runs every layer forward.
+  Tensor forward(const Tensor& input, bool training);
+  /// Runs every layer backward, last first; after layer i has finished, calls
+  /// on_layer_done(i) (when set), at which point that layer's gradients are final for this
+  /// backward pass.
+  void backward(const Tensor& grad_output,
+                const std::function<void(std::size_t layer)>& on_layer_done = {});
+  /// Every parameter, in layer order.
+  std::vector<Parameter*> parameters();
+  /// The parameters of layer i.
+  std::vector<Parameter*> layer_parameters(std::size_t i);
+  /// Sets every gradient to zero.
+  void zero_grad();
+  std::size_t layer_count() const { return layers_.size(); }
+  Layer& layer(std::size_t i) { return *layers_.at(i); }
+  /// The number of trainable scalars.
+  std::size_t parameter_count();
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+};
+
+/// A multilayer perceptron for [N, 1, 28, 28] (or [N, 784]) inputs: flatten, then Linear and
+/// ReLU (and dropout when > 0) per hidden width, then Linear to `classes`.
+Sequential make_mlp(const std::vector<std::int64_t>& hidden, std::int64_t classes,
+                    float dropout_p, std::uint64_t seed);
+/// LeNet-5 for [N, 1, 28, 28]: conv 5x5 (6, padding 2), ReLU, max-pool 2; conv 5x5 (16),
+/// ReLU, max-pool 2; Linear 400-120, ReLU, Linear 120-84, ReLU, Linear 84-classes.
+Sequential make_lenet5(std::int64_t classes, std::uint64_t seed);
+/// make_mlp({256, 128}, 10, 0, seed) for "mlp", make_lenet5(10, seed) for "lenet5"; throws
+/// hoop::Error naming the known models otherwise.
+Sequential make_model(const std::string& name, std::uint64_t seed);
+
+/// Mean softmax cross-entropy of logits [N, classes] against labels (N of them, each in
+/// [0, classes)). Writes d(loss)/d(logits) into *grad when grad is not null.
+float softmax_cross_entropy(const Tensor& logits, const std::vector<int>& labels, Tensor* grad);
+/// The number of rows whose largest logit is at the label's index.
+std::size_t count_correct(const Tensor& logits, const std::vector<int>& labels);
+
+/// Updates parameters from their gradients.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  /// One update of every parameter from its current gradient.
+  virtual void step() = 0;
+  /// Sets every parameter's gradient to zero.
+  void zero_grad();
+  const std::vector<Parameter*>& parameters() const { return params_; }
+  /// Bytes of per-parameter state (momentum, moments).
+  virtual std::size_t state_bytes() const = 0;
+  float learning_rate() const { return lr_; }
+  void set_learning_rate(float lr) { lr_ = lr; }
+
+ protected:
+  Optimizer(std::vector<Parameter*> params, float lr) : params_(std::move(params)), lr_(lr) {}
+  std::vector<Parameter*> params_;
+  float lr_;
+};
+
+/// SGD as in PyTorch: g += wd * w; v = momentum * v + g; w -= lr * v (v = g when momentum 0).
+std::unique_ptr<Optimizer> sgd(std::vector<Parameter*> params, float lr, float momentum = 0,
+                               float weight_decay = 0);
+/// Adam as in PyTorch (L2 weight decay added to the gradient, bias-corrected moments).
+std::unique_ptr<Optimizer> adam(std::vector<Parameter*> params, float lr, float beta1 = 0.9f,
+                                float beta2 = 0.999f, float eps = 1e-8f,
+                                float weight_decay = 0);
+
+/// Images [N, 1, 28, 28] scaled to [0, 1] and their labels.
+struct Dataset {
+  Tensor images;
+  std::vector<int> labels;
+  std::size_t size() const { return labels.size(); }
+};
+
+/// Where Debian's dataset-fashion-mnist puts the files: HOOP_DATA_DIR when set, else
+/// /usr/share/datasets/fashion-mnist.
+std::string default_data_dir();
+/// Reads the training (train=true) or test split of Fashion-MNIST (or MNIST) from the IDX
+/// files in `dir`, gzipped ("train-images-idx3-ubyte.gz") or not. Throws hoop::Error naming
+/// the file and what is wrong when one is missing, truncated or malformed, or when images
+/// and labels disagree.
+Dataset load_fashion_mnist(const std::string& dir, bool train);
+
+/// Hands each rank its share of every global batch. Each epoch draws one permutation of the
+/// dataset from (seed, epoch), the same on every rank; global batch k is positions
+/// [k*B*size, (k+1)*B*size) of it, and rank r gets the B examples at [r*B, (r+1)*B) within
+/// it. The last incomplete global batch is dropped, so every rank runs the same number of
+/// steps and one rank with batch B*size sees exactly what `size` ranks see together.
+class ShardedLoader {
+ public:
+  ShardedLoader(const Dataset& data, std::size_t batch_per_rank, int rank, int size,
+                std::uint64_t seed, bool shuffle = true);
+  /// Draws the epoch's permutation and rewinds.
+  void start_epoch(int epoch);
+  /// The next batch of this rank: images [B, 1, 28, 28] and B labels; false after the last.
+  bool next(Tensor& images, std::vector<int>& labels);
+  /// Global batches (steps) per epoch.
+  std::size_t steps_per_epoch() const;
+
+ private:
+  const Dataset& data_;
+  std::size_t batch_;
+  int rank_;
+  int size_;
+  std::uint64_t seed_;
+  bool shuffle_;
+  std::vector<std::uint32_t> order_;
+  std::size_t step_ = 0;
+};
+
+/// How gradients travel.
+enum class Compression { kNone, kFp16 };
+
+/// Settings of a DistributedOptimizer.
+struct DistributedOptions {
+  /// Local backward passes whose gradients are summed before one allreduce and one update.
+  int backward_passes_per_step = 1;
+  Compression compression = Compression::kNone;
+  ProcessSet process_set = kGlobalProcessSet;
+  /// Prefix of the runtime's tensor names ("grad." + parameter name by default).
+  std::string name_prefix = "grad.";
+};
+
+/// Wraps an optimizer for data parallelism, like Horovod's DistributedOptimizer: pass
+/// hook() to Sequential::backward and each layer's gradients are averaged over the ranks
+/// (through the runtime, so small ones are fused) as soon as that layer's backward is done;
+/// step() waits for the averages and then updates. Requires hoop::init().
+class DistributedOptimizer {
+ public:
+  DistributedOptimizer(Sequential& model, Optimizer& inner, DistributedOptions options = {});
+  ~DistributedOptimizer();
+  DistributedOptimizer(const DistributedOptimizer&) = delete;
+  DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
+
+  /// The callback for Sequential::backward: starts layer i's allreduces on the last backward
+  /// pass of a step.
+  std::function<void(std::size_t layer)> hook();
+  /// Waits for every gradient's average (starting any not yet started), updates the
+  /// parameters and zeroes the gradients. On a step that is not the last of its
+  /// backward_passes_per_step group it only counts the pass. Throws hoop::Error when an
+  /// allreduce failed.
+  void step();
+  /// Seconds step() spent blocked on allreduces since the last reset (exposed
+  /// communication), and the summed time from each step's first submission to its last
+  /// completion (communication, overlapping backward).
+  double waiting_seconds() const { return waiting_s_; }
+  double communication_seconds() const { return communication_s_; }
+  void reset_timers() { waiting_s_ = communication_s_ = 0; }
+  /// Bytes of compression buffers.
+  std::size_t workspace_bytes() const;
+
+ private:
+  struct Pending;
+  void start_layer(std::size_t layer);
+  Sequential& model_;
+  Optimizer& inner_;
+  DistributedOptions options_;
+  int pass_ = 0;
+  std::vector<std::unique_ptr<Pending>> pending_;
+  std::vector<bool> started_;
+  double first_submit_ = -1;
+  double waiting_s_ = 0;
+  double communication_s_ = 0;
+};
+
+/// Copies every parameter of `model` from `root` to the other ranks of the set.
+void broadcast_parameters(Sequential& model, int root,
+                          ProcessSet process_set = kGlobalProcessSet);
+
+}  // namespace hoop::train

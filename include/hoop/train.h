@@ -223,7 +223,8 @@ enum class Compression { kNone, kFp16 };
 
 /// Settings of a DistributedOptimizer.
 struct DistributedOptions {
-  /// Local backward passes whose gradients are summed before one allreduce and one update.
+  /// Local backward passes (micro-batches) per update: their gradients are summed locally,
+  /// then averaged over the passes and the ranks in one allreduce per parameter.
   int backward_passes_per_step = 1;
   Compression compression = Compression::kNone;
   ProcessSet process_set = kGlobalProcessSet;
@@ -242,13 +243,13 @@ class DistributedOptimizer {
   DistributedOptimizer(const DistributedOptimizer&) = delete;
   DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
 
-  /// The callback for Sequential::backward: starts layer i's allreduces on the last backward
-  /// pass of a step.
+  /// The callback for Sequential::backward: counts backward passes and, on the
+  /// backward_passes_per_step-th, starts layer i's allreduces as soon as layer i is done.
+  /// Throws hoop::Error on a pass beyond backward_passes_per_step without step().
   std::function<void(std::size_t layer)> hook();
-  /// Waits for every gradient's average (starting any not yet started), updates the
-  /// parameters and zeroes the gradients. On a step that is not the last of its
-  /// backward_passes_per_step group it only counts the pass. Throws hoop::Error when an
-  /// allreduce failed.
+  /// Waits for every gradient's average over the ranks and over the backward passes since the
+  /// last step (starting any not yet started), updates the parameters and zeroes the
+  /// gradients. Throws hoop::Error with the cause when an allreduce failed.
   void step();
   /// Seconds step() spent blocked on allreduces since the last reset (exposed
   /// communication), and the summed time from each step's first submission to its last
@@ -261,7 +262,7 @@ class DistributedOptimizer {
 
  private:
   struct Pending;
-  void start_layer(std::size_t layer);
+  void start_layer(std::size_t layer, int passes);
   Sequential& model_;
   Optimizer& inner_;
   DistributedOptions options_;

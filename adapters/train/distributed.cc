@@ -1,0 +1,142 @@
+// Data parallelism for the training core: gradient averaging overlapped with backward, and
+// the start-of-training broadcast of the parameters.
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "core/half.h"
+#include "hoop/train.h"
+
+namespace hoop::train {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+// One parameter's gradient on its way through the runtime. With fp16 compression the
+// gradient travels as f16 in `half`, which is also where the average arrives.
+struct DistributedOptimizer::Pending {
+  Parameter* param = nullptr;
+  std::string name;
+  Handle handle;
+  std::vector<std::uint16_t> half;
+};
+
+DistributedOptimizer::DistributedOptimizer(Sequential& model, Optimizer& inner,
+                                           DistributedOptions options)
+    : model_(model), inner_(inner), options_(std::move(options)) {
+  if (options_.backward_passes_per_step < 1)
+    throw Error(invalid_argument(
+        fmt::format("DistributedOptimizer: backward_passes_per_step must be >= 1, not {}",
+                    options_.backward_passes_per_step)));
+  if (!is_initialized())
+    throw Error(invalid_argument("DistributedOptimizer: call hoop::init() first"));
+  for (std::size_t layer = 0; layer < model_.layer_count(); ++layer) {
+    for (Parameter* p : model_.layer_parameters(layer)) {
+      auto pending = std::make_unique<Pending>();
+      pending->param = p;
+      pending->name = options_.name_prefix + p->name;
+      if (options_.compression == Compression::kFp16) pending->half.resize(p->grad.size());
+      pending_.push_back(std::move(pending));
+    }
+  }
+  started_.assign(model_.layer_count(), false);
+}
+
+// A step abandoned by an exception may leave allreduces in flight that still write into the
+// gradients: wait for them before the buffers go away.
+DistributedOptimizer::~DistributedOptimizer() {
+  for (auto& p : pending_) {
+    if (p->handle.valid()) (void)p->handle.status();
+  }
+}
+
+std::function<void(std::size_t)> DistributedOptimizer::hook() {
+  return [this](std::size_t layer) {
+    // Another pass would add into gradients the runtime is reading.
+    if (pass_ >= options_.backward_passes_per_step)
+      throw Error(invalid_argument(fmt::format(
+          "DistributedOptimizer: more than backward_passes_per_step ({}) backward passes "
+          "before step()",
+          options_.backward_passes_per_step)));
+    if (pass_ + 1 == options_.backward_passes_per_step) start_layer(layer, pass_ + 1);
+    // Layer 0 is the last to finish its backward: the pass is over.
+    if (layer == 0) ++pass_;
+  };
+}
+
+void DistributedOptimizer::start_layer(std::size_t layer, int passes) {
+  if (started_.at(layer)) return;
+  started_[layer] = true;
+  ReduceOptions reduce;
+  reduce.op = ReduceOp::kAvg;
+  reduce.process_set = options_.process_set;
+  for (Parameter* p : model_.layer_parameters(layer)) {
+    auto it = std::find_if(pending_.begin(), pending_.end(),
+                           [p](const auto& e) { return e->param == p; });
+    Pending& e = **it;
+    if (first_submit_ < 0) first_submit_ = now_seconds();
+    hoop::Tensor view = p->grad.view();
+    if (options_.compression == Compression::kFp16) {
+      // Scaled before narrowing: a sum of passes could overflow f16 where its mean does not.
+      const float scale = 1.0f / static_cast<float>(passes);
+      const float* g = p->grad.data();
+      for (std::size_t i = 0; i < e.half.size(); ++i) e.half[i] = float_to_half(g[i] * scale);
+      view.data = e.half.data();
+      view.dtype = DataType::kF16;
+    } else {
+      reduce.prescale = 1.0 / passes;
+    }
+    e.handle = allreduce_async(e.name, view, view, reduce);
+  }
+}
+
+void DistributedOptimizer::step() {
+  // The summed gradients of k backward passes are averaged over the passes too, so that k
+  // passes of batch B update like one pass of batch k*B. A step() before
+  // backward_passes_per_step passes averages the passes done so far.
+  const int passes = std::max(pass_, 1);
+  for (std::size_t layer = model_.layer_count(); layer-- > 0;) start_layer(layer, passes);
+  const double wait_start = now_seconds();
+  Status failed;
+  for (auto& e : pending_) {
+    Status s = e->handle.status();
+    e->handle = Handle();
+    if (!s.ok() && failed.ok()) failed = s;
+  }
+  const double done = now_seconds();
+  waiting_s_ += done - wait_start;
+  if (first_submit_ >= 0) communication_s_ += done - first_submit_;
+  first_submit_ = -1;
+  pass_ = 0;
+  started_.assign(started_.size(), false);
+  if (!failed.ok()) throw Error(failed.with_context("DistributedOptimizer: gradient allreduce"));
+  if (options_.compression == Compression::kFp16) {
+    for (auto& e : pending_) {
+      float* g = e->param->grad.data();
+      for (std::size_t i = 0; i < e->half.size(); ++i) g[i] = half_to_float(e->half[i]);
+    }
+  }
+  inner_.step();
+  inner_.zero_grad();
+}
+
+std::size_t DistributedOptimizer::workspace_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto& e : pending_) bytes += e->half.size() * sizeof(std::uint16_t);
+  return bytes;
+}
+
+void broadcast_parameters(Sequential& model, int root, ProcessSet process_set) {
+  std::vector<Handle> handles;
+  for (Parameter* p : model.parameters())
+    handles.push_back(broadcast_async("param." + p->name, p->value.view(), root, process_set));
+  for (Handle& h : handles) h.wait();
+}
+
+}  // namespace hoop::train

@@ -1,0 +1,291 @@
+// train_fashion_mnist: data-parallel training of an MLP or LeNet-5 on Fashion-MNIST with
+// hoop's bundled training core, one process per worker.
+//
+//   build/bin/hooprun -np 2 build/bin/train_fashion_mnist --epochs 1
+//
+// Every rank loads the dataset (Debian's dataset-fashion-mnist), takes its share of each
+// global batch, and averages gradients through hoop's runtime while backward runs. Rank 0
+// prints per-epoch loss, test accuracy and throughput, and at the end the seed study's
+// metrics: throughput, speedup over one worker, scaling efficiency, the time split and a
+// memory breakdown.
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <hoop/hoop.h>
+#include <hoop/train.h>
+
+#include "report.h"
+
+namespace {
+
+namespace ht = hoop::train;
+using train_example::now_seconds;
+
+struct Flags {
+  std::string model = "lenet5";
+  int epochs = 1;
+  int batch = 64;
+  float lr = 0.02f;
+  float momentum = 0.9f;
+  float weight_decay = 0.0f;
+  std::string optimizer = "sgd";
+  std::string device = "cpu";
+  std::string data_dir;
+  std::uint64_t seed = 42;
+  int backward_passes = 1;
+  bool fp16 = false;
+  double baseline_throughput = 0;
+  int baseline_steps = 50;
+  long max_steps = -1;
+  std::string save_params;
+  std::string progress = "auto";
+};
+
+std::unique_ptr<ht::Optimizer> make_optimizer(const Flags& f, ht::Sequential& model) {
+  if (f.optimizer == "sgd") return ht::sgd(model.parameters(), f.lr, f.momentum, f.weight_decay);
+  return ht::adam(model.parameters(), f.lr, 0.9f, 0.999f, 1e-8f, f.weight_decay);
+}
+
+// Test loss and accuracy over the whole test split: each rank evaluates a contiguous share and
+// the sums are added up across the ranks.
+std::pair<double, double> evaluate(ht::Sequential& model, const ht::Dataset& test) {
+  const std::size_t n = test.size();
+  const std::size_t begin = n * hoop::rank() / hoop::size();
+  const std::size_t end = n * (hoop::rank() + 1) / hoop::size();
+  const std::size_t per_image = test.images.size() / std::max<std::size_t>(n, 1);
+  double sums[3] = {0, 0, static_cast<double>(end - begin)};  // loss sum, correct, count
+  constexpr std::size_t kBatch = 1000;
+  for (std::size_t i = begin; i < end; i += kBatch) {
+    const std::size_t b = std::min(kBatch, end - i);
+    ht::Tensor x({static_cast<std::int64_t>(b), 1, test.images.dim(2), test.images.dim(3)});
+    std::copy_n(test.images.data() + i * per_image, b * per_image, x.data());
+    const std::vector<int> y(test.labels.begin() + i, test.labels.begin() + i + b);
+    const ht::Tensor logits = model.forward(x, false);
+    sums[0] += ht::softmax_cross_entropy(logits, y, nullptr) * static_cast<double>(b);
+    sums[1] += static_cast<double>(ht::count_correct(logits, y));
+  }
+  hoop::Tensor view{sums, hoop::DataType::kF64, {3}};
+  hoop::allreduce("eval.sums", view, view, {.op = hoop::ReduceOp::kSum});
+  return {sums[0] / sums[2], sums[1] / sums[2]};
+}
+
+// Samples per second of one worker alone (no communication) at this batch size: rank 0 trains
+// a copy of the model for `steps` steps while the other ranks wait.
+double measure_one_worker(const Flags& f, const ht::Dataset& train) {
+  double throughput = 0;
+  if (hoop::rank() == 0) {
+    ht::Sequential model = ht::make_model(f.model, f.seed);
+    auto opt = make_optimizer(f, model);
+    ht::ShardedLoader loader(train, f.batch, 0, 1, f.seed);
+    loader.start_epoch(0);
+    ht::Tensor x, grad;
+    std::vector<int> y;
+    const int steps = std::min<int>(f.baseline_steps, static_cast<int>(loader.steps_per_epoch()));
+    double start = 0;
+    for (int s = -2; s < steps && loader.next(x, y); ++s) {  // two warm-up steps
+      if (s == 0) start = now_seconds();
+      (void)ht::softmax_cross_entropy(model.forward(x, true), y, &grad);
+      model.backward(grad);
+      opt->step();
+      opt->zero_grad();
+    }
+    throughput = steps * static_cast<double>(f.batch) / (now_seconds() - start);
+  }
+  hoop::Tensor view{&throughput, hoop::DataType::kF64, {1}};
+  hoop::broadcast("baseline.throughput", view, 0);
+  return throughput;
+}
+
+void save_parameters(ht::Sequential& model, const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  for (ht::Parameter* p : model.parameters()) {
+    out << p->name << ' ' << p->value.size() << '\n';
+    out.write(reinterpret_cast<const char*>(p->value.data()),
+              static_cast<std::streamsize>(p->value.bytes()));
+  }
+  if (!out) throw hoop::Error(hoop::io_error("cannot write parameters to " + path));
+}
+
+train_example::MemoryBreakdown memory_of(ht::Sequential& model, const ht::Optimizer& opt,
+                                         const ht::DistributedOptimizer& dist,
+                                         const ht::Tensor& batch) {
+  train_example::MemoryBreakdown m;
+  for (ht::Parameter* p : model.parameters()) {
+    m.weights += p->value.bytes();
+    m.gradients += p->grad.bytes();
+  }
+  m.optimizer_state = opt.state_bytes();
+  m.workspace = dist.workspace_bytes() + batch.bytes();
+  for (std::size_t i = 0; i < model.layer_count(); ++i) {
+    m.activations += model.layer(i).activation_bytes();
+    m.workspace += model.layer(i).workspace_bytes();
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  m.peak_rss = static_cast<std::size_t>(usage.ru_maxrss) * 1024;
+  return m;
+}
+
+int run(const Flags& f) {
+  if (f.device != "cpu")
+    throw hoop::Error(hoop::invalid_argument(fmt::format(
+        "--device {}: this build trains on the CPU only (the training core has no CUDA "
+        "tensors yet)",
+        f.device)));
+  hoop::init();
+  const int rank = hoop::rank();
+  const int size = hoop::size();
+  const std::string dir = f.data_dir.empty() ? ht::default_data_dir() : f.data_dir;
+  const ht::Dataset train = ht::load_fashion_mnist(dir, true);
+  const ht::Dataset test = ht::load_fashion_mnist(dir, false);
+
+  ht::Sequential model = ht::make_model(f.model, f.seed);
+  auto opt = make_optimizer(f, model);
+  ht::DistributedOptions options;
+  options.backward_passes_per_step = f.backward_passes;
+  options.compression = f.fp16 ? ht::Compression::kFp16 : ht::Compression::kNone;
+  ht::DistributedOptimizer dist(model, *opt, options);
+  ht::broadcast_parameters(model, 0);
+
+  ht::ShardedLoader loader(train, f.batch, rank, size, f.seed);
+  const std::size_t steps_per_epoch =
+      f.max_steps >= 0 ? std::min<std::size_t>(f.max_steps, loader.steps_per_epoch())
+                       : loader.steps_per_epoch();
+  // A micro-batch per backward pass: an update takes backward_passes of them.
+  const std::size_t updates = steps_per_epoch / f.backward_passes;
+  if (rank == 0)
+    std::printf("%s on %d worker(s), batch %d per worker, %zu updates per epoch, %zu "
+                "parameters, data %s\n",
+                f.model.c_str(), size, f.batch, updates, model.parameter_count(), dir.c_str());
+
+  double throughput_1 = f.baseline_throughput;
+  std::string baseline_source = "--baseline-throughput";
+  if (throughput_1 <= 0 && f.baseline_steps > 0 && size > 1) {
+    throughput_1 = measure_one_worker(f, train);
+    baseline_source = fmt::format("measured on rank 0 alone, {} steps", f.baseline_steps);
+  }
+
+  train_example::TimeSplit split;
+  const bool progress = rank == 0 && f.progress != "off";
+  ht::Tensor x, grad;
+  std::vector<int> y;
+  for (int epoch = 0; epoch < f.epochs; ++epoch) {
+    loader.start_epoch(epoch);
+    train_example::ProgressBar bar(epoch + 1, f.epochs, updates, progress);
+    dist.reset_timers();
+    const double epoch_start = now_seconds();
+    double loss_sum = 0;
+    for (std::size_t u = 0; u < updates; ++u) {
+      for (int pass = 0; pass < f.backward_passes; ++pass) {
+        const double t0 = now_seconds();
+        loader.next(x, y);
+        const double t1 = now_seconds();
+        loss_sum += ht::softmax_cross_entropy(model.forward(x, true), y, &grad);
+        model.backward(grad, dist.hook());
+        split.data += t1 - t0;
+        split.compute += now_seconds() - t1;
+      }
+      const double t2 = now_seconds();
+      const double waited = dist.waiting_seconds();
+      dist.step();
+      split.compute += now_seconds() - t2 - (dist.waiting_seconds() - waited);
+      const double elapsed = now_seconds() - epoch_start;
+      bar.update(u + 1, loss_sum / ((u + 1) * f.backward_passes),
+                 (u + 1) * f.backward_passes * f.batch * size / elapsed);
+    }
+    const double epoch_time = now_seconds() - epoch_start;
+    bar.finish();
+    split.total += epoch_time;
+    split.waiting += dist.waiting_seconds();
+    split.communication += dist.communication_seconds();
+    const auto [test_loss, accuracy] = evaluate(model, test);
+    double train_loss = updates ? loss_sum / (updates * f.backward_passes) : 0.0;
+    hoop::Tensor view{&train_loss, hoop::DataType::kF64, {1}};
+    hoop::allreduce("epoch.loss", view, view, {.op = hoop::ReduceOp::kAvg});
+    if (rank == 0)
+      std::printf("epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.2f %%, "
+                  "%.2f s, %.1f samples/s\n",
+                  epoch + 1, f.epochs, train_loss, test_loss, 100 * accuracy, epoch_time,
+                  updates * f.backward_passes * static_cast<double>(f.batch) * size /
+                      epoch_time);
+    std::fflush(stdout);
+  }
+
+  train_example::RunSummary summary;
+  summary.model = f.model;
+  summary.workers = size;
+  summary.batch_per_worker = f.batch;
+  summary.epochs = f.epochs;
+  summary.examples_per_worker = updates * f.backward_passes * f.batch;
+  summary.memory = memory_of(model, *opt, dist, x);
+  // The slowest rank's loop is the job's time; the split is the mean over the ranks.
+  double times[5] = {split.data, split.compute, split.waiting, split.communication,
+                     split.total};
+  hoop::Tensor times_view{times, hoop::DataType::kF64, {5}};
+  hoop::allreduce("summary.split", times_view, times_view, {.op = hoop::ReduceOp::kAvg});
+  double slowest = split.total;
+  hoop::Tensor slowest_view{&slowest, hoop::DataType::kF64, {1}};
+  hoop::allreduce("summary.time", slowest_view, slowest_view, {.op = hoop::ReduceOp::kMax});
+  summary.split = {times[0], times[1], times[2], times[3], times[4]};
+  summary.time_n = slowest;
+  summary.throughput_1 = throughput_1;
+  summary.throughput_1_source = baseline_source;
+  if (size == 1 && throughput_1 <= 0) {  // one worker is its own baseline
+    summary.throughput_1 = slowest > 0 ? summary.examples_per_worker * f.epochs / slowest : 0;
+    summary.throughput_1_source = "this run";
+  }
+  if (rank == 0) {
+    train_example::print_summary(stdout, summary);
+    if (!f.save_params.empty()) save_parameters(model, f.save_params);
+  }
+  hoop::shutdown();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  CLI::App app{"Data-parallel training on Fashion-MNIST with hoop's training core"};
+  app.add_option("--model", f.model, "mlp or lenet5")->check(CLI::IsMember({"mlp", "lenet5"}));
+  app.add_option("--epochs", f.epochs, "passes over the training set")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", f.batch, "examples per worker per backward pass")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lr", f.lr, "learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--momentum", f.momentum, "SGD momentum")->check(CLI::Range(0.0, 0.999));
+  app.add_option("--weight-decay", f.weight_decay, "L2 weight decay")->check(CLI::NonNegativeNumber);
+  app.add_option("--optimizer", f.optimizer, "sgd or adam")
+      ->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--device", f.device, "cpu (this build has no CUDA tensors)");
+  app.add_option("--data-dir", f.data_dir, "Fashion-MNIST IDX files (default: HOOP_DATA_DIR "
+                                            "or /usr/share/datasets/fashion-mnist)");
+  app.add_option("--seed", f.seed, "seed of the initial weights and the shuffles");
+  app.add_option("--backward-passes-per-step", f.backward_passes,
+                 "micro-batches whose gradients are summed before one allreduce and update")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--fp16-allreduce", f.fp16, "average gradients in float16");
+  app.add_option("--baseline-throughput", f.baseline_throughput,
+                 "samples/s of one worker, for speedup_n (default: measured)");
+  app.add_option("--baseline-steps", f.baseline_steps,
+                 "steps rank 0 trains alone to measure throughput_1 (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-steps", f.max_steps, "cap on micro-batches per epoch (tests)");
+  app.add_option("--save-params", f.save_params, "rank 0 writes the final parameters here");
+  app.add_option("--progress", f.progress, "progress bar: auto or off")
+      ->check(CLI::IsMember({"auto", "off"}));
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(f);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,173 @@
+// train_fashion_mnist over real processes: data-parallel training must land on the parameters
+// of single-process training on the same global batch, and bad setups must fail clearly on
+// every rank. Needs Debian's dataset-fashion-mnist (scripts/install-deps installs it).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hoop/train.h"
+#include "tests/launch/hooprun_harness.h"
+
+namespace hoop::launch::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+using Params = std::map<std::string, std::vector<float>>;
+
+Params read_params(const std::string& path) {
+  Params params;
+  std::ifstream in(path, std::ios::binary);
+  std::string name;
+  std::size_t count = 0;
+  while (in >> name >> count) {
+    in.get();  // the newline after the count
+    std::vector<float> values(count);
+    in.read(reinterpret_cast<char*>(values.data()),
+            static_cast<std::streamsize>(count * sizeof(float)));
+    params[name] = std::move(values);
+  }
+  return params;
+}
+
+bool have_data() {
+  return std::filesystem::exists(train::default_data_dir() + "/train-images-idx3-ubyte.gz") ||
+         std::filesystem::exists(train::default_data_dir() + "/train-images-idx3-ubyte");
+}
+
+// Trains with `ranks` processes and returns rank 0's final parameters.
+Params train_run(int ranks, const std::vector<std::string>& flags, const TempDir& dir,
+                 const std::string& tag) {
+  const std::string out = dir.file(tag + ".params");
+  std::vector<std::string> args{"-np", std::to_string(ranks), HOOP_TRAIN_BIN,
+                                "--progress", "off", "--baseline-steps", "0",
+                                "--save-params", out};
+  args.insert(args.end(), flags.begin(), flags.end());
+  const RunResult r = run_hooprun(args, {}, std::chrono::seconds(240));
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  return read_params(out);
+}
+
+// Elementwise |a - b| <= atol + rtol * |b| over every parameter.
+void expect_close(const Params& a, const Params& b, double atol, double rtol) {
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (const auto& [name, values] : a) {
+    const auto it = b.find(name);
+    ASSERT_NE(it, b.end()) << name;
+    ASSERT_EQ(values.size(), it->second.size()) << name;
+    std::size_t bad = 0;
+    double worst = 0;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const double diff = std::abs(double{values[i]} - double{it->second[i]});
+      if (diff > atol + rtol * std::abs(double{it->second[i]})) ++bad;
+      worst = std::max(worst, diff);
+    }
+    EXPECT_EQ(bad, 0u) << name << ": largest difference " << worst;
+  }
+}
+
+class TrainingRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_data()) GTEST_SKIP() << "no Fashion-MNIST at " << train::default_data_dir();
+  }
+  TempDir dir_;
+};
+
+TEST_F(TrainingRunTest, TwoRanksLandOnTheParametersOfOneRankWithTheGlobalBatch) {
+  const std::vector<std::string> common{"--model", "mlp", "--max-steps", "20", "--lr", "0.05"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  const Params one = train_run(1, with({"--batch-size", "32"}), dir_, "one");
+  const Params two = train_run(2, with({"--batch-size", "16"}), dir_, "two");
+  expect_close(two, one, 1e-5, 1e-4);
+}
+
+TEST_F(TrainingRunTest, ConvolutionalModelAgreesToo) {
+  const std::vector<std::string> common{"--model", "lenet5", "--max-steps", "6"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  const Params one = train_run(1, with({"--batch-size", "16"}), dir_, "one");
+  const Params two = train_run(2, with({"--batch-size", "8"}), dir_, "two");
+  expect_close(two, one, 1e-5, 1e-4);
+}
+
+TEST_F(TrainingRunTest, BackwardPassesPerStepAverageLikeOneLargerBatch) {
+  // Two ranks x two micro-batches of 8 per update see the same 32 examples as one rank with a
+  // batch of 32; 20 micro-batches make 10 updates.
+  const Params one = train_run(
+      1, {"--model", "mlp", "--max-steps", "10", "--batch-size", "32", "--optimizer", "adam",
+          "--lr", "0.001"},
+      dir_, "one");
+  const Params two = train_run(
+      2, {"--model", "mlp", "--max-steps", "20", "--batch-size", "8", "--optimizer", "adam",
+          "--lr", "0.001", "--backward-passes-per-step", "2"},
+      dir_, "two");
+  expect_close(two, one, 1e-5, 1e-3);
+}
+
+TEST_F(TrainingRunTest, Fp16CompressionStaysCloseToFullPrecision) {
+  const std::vector<std::string> common{"--model", "mlp", "--max-steps", "20"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  const Params one = train_run(1, with({"--batch-size", "32"}), dir_, "one");
+  const Params two = train_run(2, with({"--batch-size", "16", "--fp16-allreduce"}), dir_, "two");
+  // f16 keeps 11 significant bits: each averaged gradient is off by up to ~5e-4 relative.
+  expect_close(two, one, 1e-3, 1e-2);
+}
+
+TEST_F(TrainingRunTest, PrintsEpochLinesAndTheSeedStudysMetrics) {
+  const RunResult r =
+      run_hooprun({"-np", "2", HOOP_TRAIN_BIN, "--model", "mlp", "--max-steps", "40",
+                   "--baseline-steps", "5"},
+                  {}, std::chrono::seconds(240));
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("epoch 1/1: train loss"));
+  EXPECT_THAT(r.out, HasSubstr("test accuracy"));
+  for (const char* metric : {"throughput_n", "throughput_1", "speedup_n", "scaling efficiency",
+                             "time split", "waiting for gradients", "memory (rank 0)",
+                             "activations"})
+    EXPECT_THAT(r.out, HasSubstr(metric));
+  EXPECT_THAT(r.err, HasSubstr("epoch 1/1 ["));  // the progress bar
+}
+
+TEST(TrainingRunErrors, MissingDataFailsEveryRankNamingTheFile) {
+  const RunResult r = run_hooprun({"-np", "2", HOOP_TRAIN_BIN, "--data-dir", "/nonexistent/fm"});
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.exit_code, 0);
+  for (const char* rank : {"[0] ", "[1] "})
+    EXPECT_THAT(r.err, HasSubstr(std::string(rank) + "train_fashion_mnist: "));
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/fm/train-images-idx3-ubyte"));
+}
+
+TEST(TrainingRunErrors, AnUnbuiltDeviceIsAClearError) {
+  const RunResult r = run_hooprun({"-np", "1", HOOP_TRAIN_BIN, "--device", "cuda"});
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("--device cuda"));
+}
+
+TEST(TrainingRunErrors, BadFlagsAreRefusedBeforeAnyWork) {
+  const RunResult r = run_hooprun({"-np", "1", HOOP_TRAIN_BIN, "--model", "resnet"});
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("--model"));
+}
+
+}  // namespace
+}  // namespace hoop::launch::testing

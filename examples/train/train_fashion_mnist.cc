@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -46,6 +47,7 @@ struct Flags {
   long max_steps = -1;
   std::string save_params;
   std::string progress = "auto";
+  int threads = 0;
 };
 
 std::unique_ptr<ht::Optimizer> make_optimizer(const Flags& f, ht::Sequential& model) {
@@ -113,6 +115,13 @@ void save_parameters(ht::Sequential& model, const std::string& path) {
   if (!out) throw hoop::Error(hoop::io_error("cannot write parameters to " + path));
 }
 
+std::size_t activation_bytes(ht::Sequential& model) {
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < model.layer_count(); ++i) bytes += model.layer(i).activation_bytes();
+  return bytes;
+}
+
+// Activations are measured during training (evaluation keeps none); the rest here.
 train_example::MemoryBreakdown memory_of(ht::Sequential& model, const ht::Optimizer& opt,
                                          const ht::DistributedOptimizer& dist,
                                          const ht::Tensor& batch) {
@@ -123,10 +132,8 @@ train_example::MemoryBreakdown memory_of(ht::Sequential& model, const ht::Optimi
   }
   m.optimizer_state = opt.state_bytes();
   m.workspace = dist.workspace_bytes() + batch.bytes();
-  for (std::size_t i = 0; i < model.layer_count(); ++i) {
-    m.activations += model.layer(i).activation_bytes();
+  for (std::size_t i = 0; i < model.layer_count(); ++i)
     m.workspace += model.layer(i).workspace_bytes();
-  }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   m.peak_rss = static_cast<std::size_t>(usage.ru_maxrss) * 1024;
@@ -142,6 +149,8 @@ int run(const Flags& f) {
   hoop::init();
   const int rank = hoop::rank();
   const int size = hoop::size();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ht::set_compute_threads(f.threads > 0 ? f.threads : std::max(1, cores / hoop::local_size()));
   const std::string dir = f.data_dir.empty() ? ht::default_data_dir() : f.data_dir;
   const ht::Dataset train = ht::load_fashion_mnist(dir, true);
   const ht::Dataset test = ht::load_fashion_mnist(dir, false);
@@ -164,6 +173,7 @@ int run(const Flags& f) {
     std::printf("%s on %d worker(s), batch %d per worker, %zu updates per epoch, %zu "
                 "parameters, data %s\n",
                 f.model.c_str(), size, f.batch, updates, model.parameter_count(), dir.c_str());
+  std::fflush(stdout);
 
   double throughput_1 = f.baseline_throughput;
   std::string baseline_source = "--baseline-throughput";
@@ -173,6 +183,7 @@ int run(const Flags& f) {
   }
 
   train_example::TimeSplit split;
+  std::size_t activations = 0;
   const bool progress = rank == 0 && f.progress != "off";
   ht::Tensor x, grad;
   std::vector<int> y;
@@ -188,6 +199,8 @@ int run(const Flags& f) {
         loader.next(x, y);
         const double t1 = now_seconds();
         loss_sum += ht::softmax_cross_entropy(model.forward(x, true), y, &grad);
+        // What forward keeps for backward is largest now, between the two.
+        activations = std::max(activations, activation_bytes(model));
         model.backward(grad, dist.hook());
         split.data += t1 - t0;
         split.compute += now_seconds() - t1;
@@ -225,6 +238,7 @@ int run(const Flags& f) {
   summary.epochs = f.epochs;
   summary.examples_per_worker = updates * f.backward_passes * f.batch;
   summary.memory = memory_of(model, *opt, dist, x);
+  summary.memory.activations = activations;
   // The slowest rank's loop is the job's time; the split is the mean over the ranks.
   double times[5] = {split.data, split.compute, split.waiting, split.communication,
                      split.total};
@@ -279,6 +293,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-steps", f.max_steps, "cap on micro-batches per epoch (tests)");
   app.add_option("--save-params", f.save_params, "rank 0 writes the final parameters here");
+  app.add_option("--threads", f.threads,
+                 "threads for matrix products per rank (default: cores / ranks on this host)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--progress", f.progress, "progress bar: auto or off")
       ->check(CLI::IsMember({"auto", "off"}));
   CLI11_PARSE(app, argc, argv);

@@ -274,6 +274,12 @@ class DistributedOptimizer {
   double communication_s_ = 0;
 };
 
+/// Sets the threads this process's matrix products may use (OpenBLAS; >= 1). With several
+/// ranks on one host, cores / local ranks keeps them from oversubscribing the cores.
+void set_compute_threads(int threads);
+/// The threads matrix products use now.
+int compute_threads();
+
 /// Copies every parameter of `model` from `root` to the other ranks of the set.
 void broadcast_parameters(Sequential& model, int root,
                           ProcessSet process_set = kGlobalProcessSet);

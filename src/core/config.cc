@@ -149,6 +149,9 @@ constexpr Var kVars[] = {
      "this many seconds, naming the missing ranks (0: never)."},
     {"HOOP_STALL_SHUTDOWN_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", kSeconds, "0",
      "Runtime: a stall this long fails every pending operation on every rank (0: never)."},
+    {"HOOP_DATA_DIR", "", kString, "/usr/share/datasets/fashion-mnist",
+     "Training core: the directory of the Fashion-MNIST IDX files (gzipped or not), as "
+     "Debian's dataset-fashion-mnist installs them."},
 };
 
 std::string lower(std::string_view s) {

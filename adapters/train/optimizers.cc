@@ -1,0 +1,170 @@
+// SGD (with momentum) and Adam, with PyTorch's update rules, so that a model trained here and
+// the same model trained with torch.optim from the same initial weights follow the same path.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstddef>
+#include <memory>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hoop/train.h"
+
+namespace hoop::train {
+
+void Optimizer::zero_grad() {
+  for (Parameter* p : params_) p->grad.fill(0.0f);
+}
+
+namespace {
+
+// Arguments are checked when the optimizer is built: a negative learning rate or a beta of 1
+// would otherwise show up only as a diverging (or frozen) loss many steps later.
+void check_arg(std::string_view optimizer, std::string_view name, float value, bool ok,
+               std::string_view requirement) {
+  if (!ok) {
+    throw Error(invalid_argument(
+        fmt::format("{}: {} must be {}, got {}", optimizer, name, requirement, value)));
+  }
+}
+
+void check_params(std::string_view what, const std::vector<Parameter*>& params) {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Parameter* p = params[i];
+    if (p == nullptr)
+      throw Error(invalid_argument(fmt::format("{}: parameter {} is null", what, i)));
+    if (p->grad.shape() != p->value.shape()) {
+      throw Error(
+          invalid_argument(fmt::format("{}: parameter {} has value {} but gradient {}", what,
+                                       p->name, p->value.shape_string(), p->grad.shape_string())));
+    }
+  }
+}
+
+// One state tensor per parameter, as large as the parameter's value.
+std::vector<std::vector<float>> zero_state(const std::vector<Parameter*>& params) {
+  std::vector<std::vector<float>> state;
+  state.reserve(params.size());
+  for (const Parameter* p : params) state.emplace_back(p->value.size(), 0.0f);
+  return state;
+}
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(std::vector<Parameter*> params, float lr, float momentum, float weight_decay)
+      : Optimizer(std::move(params), lr), momentum_(momentum), weight_decay_(weight_decay) {
+    if (momentum_ != 0.0f) buffers_ = zero_state(params_);
+  }
+
+  void step() override {
+    for (std::size_t k = 0; k < params_.size(); ++k) {
+      Parameter& p = *params_[k];
+      float* w = p.value.data();
+      const float* grad = p.grad.data();
+      const std::size_t n = p.value.size();
+      if (momentum_ == 0.0f) {
+        for (std::size_t i = 0; i < n; ++i) w[i] -= lr_ * (grad[i] + weight_decay_ * w[i]);
+        continue;
+      }
+      float* v = buffers_[k].data();
+      // PyTorch starts the buffer as a copy of the first gradient; a zero buffer gives the
+      // same v = momentum * 0 + g = g exactly, so the first step needs no special case.
+      for (std::size_t i = 0; i < n; ++i) {
+        const float g = grad[i] + weight_decay_ * w[i];
+        v[i] = momentum_ * v[i] + g;
+        w[i] -= lr_ * v[i];
+      }
+    }
+  }
+
+  std::size_t state_bytes() const override {
+    std::size_t bytes = 0;
+    for (const auto& b : buffers_) bytes += b.size() * sizeof(float);
+    return bytes;
+  }
+
+ private:
+  float momentum_;
+  float weight_decay_;
+  std::vector<std::vector<float>> buffers_;  // empty without momentum
+};
+
+class Adam final : public Optimizer {
+ public:
+  Adam(std::vector<Parameter*> params, float lr, float beta1, float beta2, float eps,
+       float weight_decay)
+      : Optimizer(std::move(params), lr),
+        beta1_(beta1),
+        beta2_(beta2),
+        eps_(eps),
+        weight_decay_(weight_decay),
+        m_(zero_state(params_)),
+        v_(zero_state(params_)) {}
+
+  void step() override {
+    ++t_;
+    // Bias corrections in double: beta2^t for small t is 1 - tiny, where float loses digits.
+    const double correction1 = 1.0 - std::pow(static_cast<double>(beta1_), t_);
+    const double correction2 = 1.0 - std::pow(static_cast<double>(beta2_), t_);
+    // PyTorch's form: w -= (lr / c1) * m / (sqrt(v) / sqrt(c2) + eps).
+    const float step_size = static_cast<float>(lr_ / correction1);
+    const float sqrt_c2 = static_cast<float>(std::sqrt(correction2));
+    for (std::size_t k = 0; k < params_.size(); ++k) {
+      Parameter& p = *params_[k];
+      float* w = p.value.data();
+      const float* grad = p.grad.data();
+      float* m = m_[k].data();
+      float* v = v_[k].data();
+      const std::size_t n = p.value.size();
+      for (std::size_t i = 0; i < n; ++i) {
+        const float g = grad[i] + weight_decay_ * w[i];
+        m[i] = beta1_ * m[i] + (1.0f - beta1_) * g;
+        v[i] = beta2_ * v[i] + (1.0f - beta2_) * g * g;
+        w[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_c2 + eps_);
+      }
+    }
+  }
+
+  std::size_t state_bytes() const override {
+    std::size_t bytes = 0;
+    for (std::size_t k = 0; k < m_.size(); ++k) {
+      bytes += (m_[k].size() + v_[k].size()) * sizeof(float);
+    }
+    return bytes;
+  }
+
+ private:
+  float beta1_;
+  float beta2_;
+  float eps_;
+  float weight_decay_;
+  std::vector<std::vector<float>> m_;  // first moments
+  std::vector<std::vector<float>> v_;  // second moments
+  int t_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> sgd(std::vector<Parameter*> params, float lr, float momentum,
+                               float weight_decay) {
+  // The negated comparisons also reject NaN.
+  check_arg("sgd", "lr", lr, lr > 0.0f, "> 0");
+  check_arg("sgd", "momentum", momentum, momentum >= 0.0f && momentum < 1.0f, "in [0, 1)");
+  check_arg("sgd", "weight_decay", weight_decay, weight_decay >= 0.0f, ">= 0");
+  check_params("sgd", params);
+  return std::make_unique<Sgd>(std::move(params), lr, momentum, weight_decay);
+}
+
+std::unique_ptr<Optimizer> adam(std::vector<Parameter*> params, float lr, float beta1, float beta2,
+                                float eps, float weight_decay) {
+  check_arg("adam", "lr", lr, lr > 0.0f, "> 0");
+  check_arg("adam", "beta1", beta1, beta1 >= 0.0f && beta1 < 1.0f, "in [0, 1)");
+  check_arg("adam", "beta2", beta2, beta2 >= 0.0f && beta2 < 1.0f, "in [0, 1)");
+  check_arg("adam", "eps", eps, eps > 0.0f, "> 0");
+  check_arg("adam", "weight_decay", weight_decay, weight_decay >= 0.0f, ">= 0");
+  check_params("adam", params);
+  return std::make_unique<Adam>(std::move(params), lr, beta1, beta2, eps, weight_decay);
+}
+
+}  // namespace hoop::train

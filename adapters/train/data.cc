@@ -10,10 +10,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
 
+#include "core/config.h"
 #include "hoop/train.h"
 
 namespace hoop::train {
@@ -147,9 +149,13 @@ void check_length(const IdxFile& f, std::uint64_t expected, const std::string& l
 }  // namespace
 
 std::string default_data_dir() {
-  const char* dir = std::getenv("HOOP_DATA_DIR");
-  if (dir != nullptr && dir[0] != '\0') return dir;
-  return "/usr/share/datasets/fashion-mnist";
+  // The registry (src/core/config.cc) holds the default, Debian's location; an empty value
+  // means the default too.
+  const std::string dir = config::get_string("HOOP_DATA_DIR").value();
+  if (!dir.empty()) return dir;
+  return config::get_string("HOOP_DATA_DIR", [](std::string_view) {
+           return std::optional<std::string>();
+         }).value();
 }
 
 Dataset load_fashion_mnist(const std::string& dir, bool train) {

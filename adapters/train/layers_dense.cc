@@ -1,0 +1,220 @@
+// Layers without spatial structure: linear, relu, flatten and dropout.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "blas.h"
+#include "hoop/train.h"
+#include "layer_util.h"
+
+namespace hoop::train {
+namespace {
+
+using detail::fail;
+
+class Linear final : public Layer {
+ public:
+  Linear(std::int64_t in, std::int64_t out, std::mt19937_64& rng)
+      : in_(in), out_(out), name_(fmt::format("linear({} -> {})", in, out)) {
+    detail::require_positive(in, "in_features", name_);
+    detail::require_positive(out, "out_features", name_);
+    weight_ = detail::make_parameter("weight", {out, in});
+    bias_ = detail::make_parameter("bias", {out});
+    detail::init_like_pytorch(weight_, bias_, in, rng);
+  }
+
+  Tensor forward(const Tensor& input, bool training) override {
+    if (input.shape().size() != 2 || input.dim(1) != in_) {
+      fail(fmt::format("{}: expected input [N, {}], got {}", name_, in_, input.shape_string()));
+    }
+    const std::int64_t n = input.dim(0);
+    Tensor output({n, out_});
+    // Start every row at the bias and let the GEMM add x W^T on top (beta = 1).
+    for (std::int64_t r = 0; r < n; ++r) {
+      std::copy_n(bias_.value.data(), out_, output.data() + r * out_);
+    }
+    blas::gemm(false, true, n, out_, in_, 1.0f, input.data(), in_, weight_.value.data(), in_, 1.0f,
+               output.data(), out_);
+    cached_ = training;
+    if (training) input_ = input;
+    return output;
+  }
+
+  Tensor backward(const Tensor& grad_output) override {
+    detail::require_cached(cached_, name_);
+    const std::int64_t n = input_.dim(0);
+    if (grad_output.shape() != std::vector<std::int64_t>{n, out_}) {
+      fail(fmt::format("{}: expected output gradient [{}, {}], got {}", name_, n, out_,
+                       grad_output.shape_string()));
+    }
+    // dW += dY^T X, db += column sums of dY, dX = dY W.
+    blas::gemm(true, false, out_, in_, n, 1.0f, grad_output.data(), out_, input_.data(), in_, 1.0f,
+               weight_.grad.data(), in_);
+    float* db = bias_.grad.data();
+    for (std::int64_t r = 0; r < n; ++r) {
+      const float* row = grad_output.data() + r * out_;
+      for (std::int64_t j = 0; j < out_; ++j) db[j] += row[j];
+    }
+    Tensor grad_input({n, in_});
+    blas::gemm(false, false, n, in_, out_, 1.0f, grad_output.data(), out_, weight_.value.data(),
+               in_, 0.0f, grad_input.data(), in_);
+    return grad_input;
+  }
+
+  std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
+  std::string kind() const override { return "linear"; }
+  std::size_t activation_bytes() const override { return cached_ ? input_.bytes() : 0; }
+
+ private:
+  std::int64_t in_;
+  std::int64_t out_;
+  std::string name_;
+  Parameter weight_;
+  Parameter bias_;
+  // The last training input; its storage is reused by the next one.
+  Tensor input_;
+  bool cached_ = false;
+};
+
+class Relu final : public Layer {
+ public:
+  Tensor forward(const Tensor& input, bool training) override {
+    // Copying and clamping in place skips the zero fill of a fresh tensor.
+    Tensor output = input;
+    float* out = output.data();
+    const std::size_t count = output.size();
+    for (std::size_t i = 0; i < count; ++i) out[i] = std::max(out[i], 0.0f);
+    cached_ = training;
+    if (training) {
+      // One byte per element is all backward needs, a quarter of caching the input.
+      positive_.resize(count);
+      const float* in = input.data();
+      for (std::size_t i = 0; i < count; ++i) positive_[i] = in[i] > 0.0f;
+      shape_ = input.shape();
+    }
+    return output;
+  }
+
+  Tensor backward(const Tensor& grad_output) override {
+    detail::require_cached(cached_, "relu");
+    if (grad_output.shape() != shape_) {
+      fail(fmt::format("relu: expected output gradient {}, got {}", detail::shape_string(shape_),
+                       grad_output.shape_string()));
+    }
+    Tensor grad_input(shape_);
+    for (std::size_t i = 0; i < positive_.size(); ++i) {
+      grad_input[i] = positive_[i] ? grad_output[i] : 0.0f;
+    }
+    return grad_input;
+  }
+
+  std::string kind() const override { return "relu"; }
+  std::size_t activation_bytes() const override { return cached_ ? positive_.size() : 0; }
+
+ private:
+  std::vector<std::uint8_t> positive_;
+  std::vector<std::int64_t> shape_;
+  bool cached_ = false;
+};
+
+class Flatten final : public Layer {
+ public:
+  Tensor forward(const Tensor& input, bool training) override {
+    if (input.shape().empty()) fail("flatten: expected input [N, ...], got a scalar []");
+    cached_ = training;
+    if (training) shape_ = input.shape();
+    // The product of the trailing dimensions rather than size() / N, so that an empty batch
+    // keeps its feature count and the next layer's shape check still means something.
+    std::int64_t features = 1;
+    for (std::size_t i = 1; i < input.shape().size(); ++i) features *= input.shape()[i];
+    return input.reshaped({input.dim(0), features});
+  }
+
+  Tensor backward(const Tensor& grad_output) override {
+    detail::require_cached(cached_, "flatten");
+    std::size_t count = 1;
+    for (std::int64_t d : shape_) count *= static_cast<std::size_t>(d);
+    if (grad_output.size() != count) {
+      fail(fmt::format("flatten: output gradient {} does not match input {}",
+                       grad_output.shape_string(), detail::shape_string(shape_)));
+    }
+    return grad_output.reshaped(shape_);
+  }
+
+  std::string kind() const override { return "flatten"; }
+
+ private:
+  std::vector<std::int64_t> shape_;
+  bool cached_ = false;
+};
+
+class Dropout final : public Layer {
+ public:
+  Dropout(float p, std::uint64_t seed) : p_(p), rng_(seed) {
+    if (!(p >= 0.0f && p < 1.0f)) fail(fmt::format("dropout: p must be in [0, 1), got {}", p));
+  }
+
+  Tensor forward(const Tensor& input, bool training) override {
+    cached_ = training;
+    if (!training) return input;
+    const std::size_t count = input.size();
+    const float scale = 1.0f / (1.0f - p_);
+    keep_.resize(count);
+    shape_ = input.shape();
+    Tensor output(input.shape());
+    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+    for (std::size_t i = 0; i < count; ++i) {
+      keep_[i] = uniform(rng_) >= p_ ? 1 : 0;
+      output[i] = keep_[i] ? input[i] * scale : 0.0f;
+    }
+    return output;
+  }
+
+  Tensor backward(const Tensor& grad_output) override {
+    detail::require_cached(cached_, "dropout");
+    if (grad_output.shape() != shape_) {
+      fail(fmt::format("dropout: expected output gradient {}, got {}", detail::shape_string(shape_),
+                       grad_output.shape_string()));
+    }
+    const float scale = 1.0f / (1.0f - p_);
+    Tensor grad_input(shape_);
+    for (std::size_t i = 0; i < keep_.size(); ++i) {
+      grad_input[i] = keep_[i] ? grad_output[i] * scale : 0.0f;
+    }
+    return grad_input;
+  }
+
+  std::string kind() const override { return "dropout"; }
+  std::size_t activation_bytes() const override { return cached_ ? keep_.size() : 0; }
+
+ private:
+  float p_;
+  std::mt19937_64 rng_;
+  std::vector<std::uint8_t> keep_;
+  std::vector<std::int64_t> shape_;
+  bool cached_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> linear(std::int64_t in_features, std::int64_t out_features,
+                              std::mt19937_64& rng) {
+  return std::make_unique<Linear>(in_features, out_features, rng);
+}
+
+std::unique_ptr<Layer> relu() { return std::make_unique<Relu>(); }
+
+std::unique_ptr<Layer> flatten() { return std::make_unique<Flatten>(); }
+
+std::unique_ptr<Layer> dropout(float p, std::uint64_t seed) {
+  return std::make_unique<Dropout>(p, seed);
+}
+
+}  // namespace hoop::train

@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -47,7 +46,7 @@ struct Flags {
   long max_steps = -1;
   std::string save_params;
   std::string progress = "auto";
-  int threads = 0;
+  int threads = 1;
 };
 
 std::unique_ptr<ht::Optimizer> make_optimizer(const Flags& f, ht::Sequential& model) {
@@ -149,8 +148,7 @@ int run(const Flags& f) {
   hoop::init();
   const int rank = hoop::rank();
   const int size = hoop::size();
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  ht::set_compute_threads(f.threads > 0 ? f.threads : std::max(1, cores / hoop::local_size()));
+  ht::set_compute_threads(f.threads);
   const std::string dir = f.data_dir.empty() ? ht::default_data_dir() : f.data_dir;
   const ht::Dataset train = ht::load_fashion_mnist(dir, true);
   const ht::Dataset test = ht::load_fashion_mnist(dir, false);
@@ -294,8 +292,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-steps", f.max_steps, "cap on micro-batches per epoch (tests)");
   app.add_option("--save-params", f.save_params, "rank 0 writes the final parameters here");
   app.add_option("--threads", f.threads,
-                 "threads for matrix products per rank (default: cores / ranks on this host)")
-      ->check(CLI::NonNegativeNumber);
+                 "threads for matrix products per rank (LeNet-5's products are too small to "
+                 "gain from more than one)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--progress", f.progress, "progress bar: auto or off")
       ->check(CLI::IsMember({"auto", "off"}));
   CLI11_PARSE(app, argc, argv);

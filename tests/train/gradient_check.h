@@ -112,4 +112,17 @@ inline void check_model_gradients(Sequential& model, const Tensor& x,
   }
 }
 
+/// The message of the hoop::Error that f throws, which must be an invalid-argument error;
+/// a test failure and "" when f throws none.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no hoop::Error thrown";
+  return "";
+}
+
 }  // namespace hoop::train::testing

@@ -8,20 +8,12 @@
 namespace hoop::train {
 namespace {
 
+using testing::error_of;
+
 using ::testing::AllOf;
 using testing::check_layer_gradients;
 using ::testing::HasSubstr;
 using testing::random_tensor;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no hoop::Error thrown";
-  return "";
-}
 
 // The textbook six-loop convolution, to check the im2col path against.
 Tensor direct_conv(const Tensor& x, const Tensor& w, const Tensor& b, std::int64_t stride,

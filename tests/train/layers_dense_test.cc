@@ -10,24 +10,14 @@
 namespace hoop::train {
 namespace {
 
+using testing::error_of;
+
 using ::testing::AllOf;
 using testing::check_layer_gradients;
 using ::testing::HasSubstr;
 using testing::random_tensor;
 
 // The message of the hoop::Error that `f` throws (fails the test when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
-    return e.what();
-  }
-  ADD_FAILURE() << "no hoop::Error thrown";
-  return "";
-}
-
 TEST(LinearTest, InitialisesLikePyTorch) {
   std::mt19937_64 rng(7);
   auto layer = linear(9, 4, rng);

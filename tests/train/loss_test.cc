@@ -10,18 +10,10 @@
 namespace hoop::train {
 namespace {
 
+using testing::error_of;
+
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no hoop::Error thrown";
-  return "";
-}
 
 TEST(SoftmaxCrossEntropyTest, UniformLogitsGiveLogClasses) {
   Tensor logits({2, 4});

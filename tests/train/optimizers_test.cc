@@ -8,10 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "gradient_check.h"
 #include "hoop/train.h"
 
 namespace hoop::train {
 namespace {
+
+using testing::error_of;
 
 using ::testing::HasSubstr;
 
@@ -134,18 +137,6 @@ TEST(Optimizer, ZeroGradClearsEveryGradient) {
   EXPECT_EQ(a.value[1], 2.0f);
 }
 
-// Builds the optimizer and returns the error's message (empty when nothing was thrown).
-template <typename Make>
-std::string error_of(Make make) {
-  try {
-    make();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
-    return e.status().message();
-  }
-  return "";
-}
-
 TEST(Optimizer, RejectsBadArgumentsNamingThem) {
   Parameter p = make_param("w", {1.0f});
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -165,7 +156,7 @@ TEST(Optimizer, RejectsBadArgumentsNamingThem) {
               HasSubstr("eps must be > 0, got 0"));
   EXPECT_THAT(error_of([&] { adam({&p}, 0.1f, 0.9f, 0.999f, 1e-8f, -0.25f); }),
               HasSubstr("weight_decay must be >= 0, got -0.25"));
-  EXPECT_EQ(error_of([&] { adam({&p}, 0.1f, 0.0f, 0.0f, 1e-8f, 0.0f); }), "");
+  EXPECT_NO_THROW(adam({&p}, 0.1f, 0.0f, 0.0f, 1e-8f, 0.0f));
 }
 
 TEST(Optimizer, RejectsAGradientShapedUnlikeItsValue) {

@@ -1,0 +1,129 @@
+"""Job-level functions of hoop.torch: joining and leaving the job, who this rank is, the
+reduction ops and what this build supports. Names and meanings follow horovod.torch."""
+
+import warnings
+
+from hoop import _hoop
+from hoop.torch import handles
+from hoop.torch import process_sets as _sets
+
+# Horovod's reduce-op values (horovod.common.basics), so code comparing them keeps working.
+# Adasum has no equivalent in hoop's runtime: the name exists so that scripts mentioning it
+# (op=hvd.Adasum if args.use_adasum else hvd.Average) load, and using it is an error.
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+
+_OP_NAMES = {Average: "avg", Sum: "sum", Min: "min", Max: "max", Product: "prod"}
+
+
+def op_name(op):
+    """The runtime's name of a horovod reduce-op value."""
+    try:
+        return _OP_NAMES[op]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unsupported reduce op {op!r}: hoop.torch offers Average, Sum, Min, Max and "
+            "Product (no Adasum)") from None
+
+
+def handle_average_backwards_compatibility(op, average):
+    """Resolves horovod's deprecated `average` flag against `op` (op wins; both is an error)."""
+    if op is not None:
+        if average is not None:
+            raise ValueError("The op parameter supersedes average. "
+                             "Please provide only one of them.")
+        return op
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
+                      DeprecationWarning, stacklevel=3)
+        return Average if average else Sum
+    return Average
+
+
+def init(comm=None, process_sets=None):
+    """Joins the job the launcher (hooprun, mpirun, Slurm) described.
+
+    comm: accepted for horovod compatibility; hoop does not use MPI communicators, so it must
+        be None (or an empty list).
+    process_sets: ProcessSet objects to register right away, or "dynamic" (every set in hoop
+        can be added later anyway).
+    """
+    if comm:
+        raise ValueError("hoop.torch.init: MPI communicators are not supported (comm must be None)")
+    if not _hoop.is_initialized():
+        # Auto-generated names restart with the job so that every rank counts from the same
+        # point, including after shutdown() and a new init().
+        handles.reset_names()
+        _hoop.init()
+    _sets.setup_global()
+    if process_sets is not None and process_sets != "dynamic":
+        for ps in process_sets:
+            _sets.add_process_set(ps)
+
+
+def shutdown():
+    """Finishes the work in flight on every rank and leaves the job."""
+    _hoop.shutdown()
+    # Only now is no tensor of an unsynchronized handle in use any more.
+    handles.forget_all()
+    _sets.invalidate_all()
+
+
+is_initialized = _hoop.is_initialized
+rank = _hoop.rank
+size = _hoop.size
+local_rank = _hoop.local_rank
+local_size = _hoop.local_size
+cross_rank = _hoop.cross_rank
+cross_size = _hoop.cross_size
+
+
+def is_homogeneous():
+    """Whether every host runs the same number of ranks."""
+    return size() == local_size() * cross_size()
+
+
+# What this build was made with. hoop runs its own CPU transports; none of horovod's optional
+# backends exist here.
+def mpi_threads_supported():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def mpi_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def nccl_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False

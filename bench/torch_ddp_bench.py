@@ -1,0 +1,89 @@
+"""Training throughput of hoop.torch against torch DistributedDataParallel over gloo, on the
+model of examples/torch_fashion_mnist.py.
+
+    hooprun -np 2 /usr/bin/python3 bench/torch_ddp_bench.py --mode hoop
+    hooprun -np 2 /usr/bin/python3 bench/torch_ddp_bench.py --mode ddp
+
+Both modes run under hooprun: ddp reads its rank and world size from HOOP_RANK/HOOP_SIZE and
+meets at 127.0.0.1:--port. Each rank trains --steps steps of --batch-size examples after
+--warmup untimed steps; rank 0 prints "samples/s <value>" (examples per second, all ranks).
+Both use SGD with momentum and 1 torch thread per rank by default.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from torch_fashion_mnist import Net, load_fashion_mnist  # noqa: E402
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--mode", choices=["hoop", "ddp"], required=True)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=64, help="per rank")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--port", type=int, default=29517, help="ddp rendezvous port")
+    p.add_argument("--data-dir", default=None)
+    return p.parse_args()
+
+
+def setup_hoop(model, optimizer):
+    import hoop.torch as hvd
+    hvd.init()
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    return model, optimizer, hvd.rank(), hvd.size(), hvd.barrier, hvd.shutdown
+
+
+def setup_ddp(model, optimizer, port):
+    import torch.distributed as dist
+    rank, size = int(os.environ["HOOP_RANK"]), int(os.environ["HOOP_SIZE"])
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=size)
+    model = torch.nn.parallel.DistributedDataParallel(model)  # broadcasts rank 0's weights
+    optimizer = torch.optim.SGD(model.parameters(), lr=optimizer.defaults["lr"],
+                                momentum=optimizer.defaults["momentum"])
+    return model, optimizer, rank, size, dist.barrier, dist.destroy_process_group
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    x, y = load_fashion_mnist("train", args.data_dir)
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
+    if args.mode == "hoop":
+        model, optimizer, rank, size, barrier, finish = setup_hoop(model, optimizer)
+    else:
+        model, optimizer, rank, size, barrier, finish = setup_ddp(model, optimizer, args.port)
+
+    def step(i):
+        start = ((i * size + rank) * args.batch_size) % (len(y) - args.batch_size)
+        optimizer.zero_grad()
+        F.cross_entropy(model(x[start:start + args.batch_size]),
+                        y[start:start + args.batch_size]).backward()
+        optimizer.step()
+
+    for i in range(args.warmup):
+        step(i)
+    barrier()
+    begin = time.perf_counter()
+    for i in range(args.steps):
+        step(args.warmup + i)
+    barrier()
+    elapsed = time.perf_counter() - begin
+    if rank == 0:
+        print(f"samples/s {args.steps * args.batch_size * size / elapsed:.1f}", flush=True)
+    finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -83,6 +83,22 @@ class Linear final : public Layer {
   bool cached_ = false;
 };
 
+// The backward of an elementwise mask: ReLU (scale 1) and dropout (scale 1/(1-p)) pass the
+// gradient where their forward kept the input, scaled, and zero elsewhere.
+Tensor masked_backward(const char* layer, bool cached, const std::vector<std::int64_t>& shape,
+                       const std::vector<std::uint8_t>& mask, float scale,
+                       const Tensor& grad_output) {
+  detail::require_cached(cached, layer);
+  if (grad_output.shape() != shape) {
+    fail(fmt::format("{}: expected output gradient {}, got {}", layer, detail::shape_string(shape),
+                     grad_output.shape_string()));
+  }
+  Tensor grad_input(shape);
+  for (std::size_t i = 0; i < mask.size(); ++i)
+    grad_input[i] = mask[i] ? grad_output[i] * scale : 0.0f;
+  return grad_input;
+}
+
 class Relu final : public Layer {
  public:
   Tensor forward(const Tensor& input, bool training) override {
@@ -103,16 +119,7 @@ class Relu final : public Layer {
   }
 
   Tensor backward(const Tensor& grad_output) override {
-    detail::require_cached(cached_, "relu");
-    if (grad_output.shape() != shape_) {
-      fail(fmt::format("relu: expected output gradient {}, got {}", detail::shape_string(shape_),
-                       grad_output.shape_string()));
-    }
-    Tensor grad_input(shape_);
-    for (std::size_t i = 0; i < positive_.size(); ++i) {
-      grad_input[i] = positive_[i] ? grad_output[i] : 0.0f;
-    }
-    return grad_input;
+    return masked_backward("relu", cached_, shape_, positive_, 1.0f, grad_output);
   }
 
   std::string kind() const override { return "relu"; }
@@ -178,17 +185,7 @@ class Dropout final : public Layer {
   }
 
   Tensor backward(const Tensor& grad_output) override {
-    detail::require_cached(cached_, "dropout");
-    if (grad_output.shape() != shape_) {
-      fail(fmt::format("dropout: expected output gradient {}, got {}", detail::shape_string(shape_),
-                       grad_output.shape_string()));
-    }
-    const float scale = 1.0f / (1.0f - p_);
-    Tensor grad_input(shape_);
-    for (std::size_t i = 0; i < keep_.size(); ++i) {
-      grad_input[i] = keep_[i] ? grad_output[i] * scale : 0.0f;
-    }
-    return grad_input;
+    return masked_backward("dropout", cached_, shape_, keep_, 1.0f / (1.0f - p_), grad_output);
   }
 
   std::string kind() const override { return "dropout"; }

@@ -118,6 +118,10 @@ constexpr Var kVars[] = {
     {"HOOP_ALGO", "", kEnum, "auto",
      "Allreduce algorithm; auto lets the alpha-beta cost model choose per call.",
      "auto,ring,recursive_doubling,rabenseifner,tree,hierarchical"},
+    {"HOOP_HIERARCHICAL_SEGMENT_BYTES", "", kBytes, "4M",
+     "Hierarchical allreduce: a larger buffer is cut into segments of this size, and one "
+     "segment's transfer across hosts overlaps the next one's reduction inside the host and the "
+     "previous one's gather (0: no overlap, the three phases one after the other)."},
     {"HOOP_ALPHA_US", "", kNumber, "10",
      "Cost model: latency of one message, in microseconds (a non-negative decimal)."},
     {"HOOP_BETA_NS_PER_BYTE", "", kNumber, "1.0",

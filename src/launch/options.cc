@@ -110,7 +110,9 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
                "pair of hosts connecting over the network interface)");
   app.add_option("-x,--env", options.env_vars,
                  "NAME: pass hooprun's value of NAME to every rank (also over ssh); NAME=VALUE: "
-                 "set it (repeatable)");
+                 "set it (repeatable)")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   CLI::Option* spawner_option = app.add_option(
       "--spawner", spawner,
       "Command prefix that starts every rank (this machine's too), split at spaces, {host} "

@@ -128,7 +128,12 @@ std::optional<LaunchError> plan_commands(const LaunchOptions& options, const Pla
     }
     Result<std::string> resolved = find_executable(command.argv.front(), path);
     if (!resolved.ok()) {
-      return LaunchError{exit_code_for_lookup(resolved.status()), resolved.status().message()};
+      std::string message = resolved.status().message();
+      if (command.access.kind == HostAccess::Kind::kSsh) {
+        message = fmt::format("host '{}' is not this machine and is reached over ssh: {}", host,
+                              message);
+      }
+      return LaunchError{exit_code_for_lookup(resolved.status()), std::move(message)};
     }
     command.program_path = std::move(*resolved);
     per_host.push_back(std::move(command));

@@ -20,7 +20,7 @@ constexpr std::string_view kDescription =
     "       hooprun --topology -np N [-H ...] [options]\n\n"
     "Starts N ranks of a hoop job, hosts their rendezvous store and gives each rank its HOOP_*\n"
     "environment (rank, size, local and cross layout, store address, a fresh job secret).\n"
-    "With -H the ranks fill the hosts in the order given: the first host gets ranks\n"
+    "With -H or --hostfile the ranks fill the hosts in the order given: the first host gets ranks\n"
     "0..slots-1, the next the ranks after those. Ranks on this machine (localhost, 127.0.0.1\n"
     "or its host name) start directly; ranks on any other host start over ssh (in the same\n"
     "directory, with hooprun at the same path there), or through --spawner, a command prefix\n"
@@ -105,7 +105,8 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
       "--output-filename", output_dir,
       "Directory (created) where each rank's output is also written, to DIR/rank.N/stdout "
       "and DIR/rank.N/stderr");
-  app.add_flag("--disable-preflight{false},--no-preflight{false}", options.preflight,
+  bool no_preflight = false;
+  app.add_flag("--disable-preflight,--no-preflight", no_preflight,
                "Skip the checks before a job across hosts starts (every host reachable, every "
                "pair of hosts connecting over the network interface)");
   app.add_option("-x,--env", options.env_vars,
@@ -120,8 +121,8 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
       "\"ip netns exec {host}\")");
   CLI::Option* addr_option = app.add_option(
       "--rendezvous-addr", rendezvous_addr,
-      "Address the rendezvous store binds to and the ranks connect to [default: 127.0.0.1 "
-      "when every host is this machine, else the first non-loopback IPv4 address of an "
+      "Address the rendezvous store binds to and the ranks connect to [default: the address of "
+      "--network-interface; else 127.0.0.1 when every host is this machine, else the first non-loopback IPv4 address of an "
       "interface that is up]");
   app.add_flag(
       "--topology", options.topology,
@@ -200,6 +201,7 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
     options.rendezvous_addr = std::move(rendezvous_addr);
   }
   if (timeout_option->count() > 0) options.start_timeout_s = start_timeout;
+  options.preflight = !no_preflight;
   if (port_option->count() > 0) options.ssh_port = ssh_port;
   if (identity_option->count() > 0) options.ssh_identity_file = std::move(identity_file);
   for (const auto& [option, value, target] :

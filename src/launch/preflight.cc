@@ -141,7 +141,7 @@ class Preflight {
     }
     if (problems.empty()) return Status::success();
     std::string text = problems.front();
-    for (std::size_t i = 1; i < problems.size(); ++i) text += "\n" + problems[i];
+    for (std::size_t i = 1; i < problems.size(); ++i) text += "\nhooprun: " + problems[i];
     return io_error(std::move(text));
   }
 

@@ -174,7 +174,12 @@ int preflight(const LaunchOptions& options, const JobSpec& spec, double timeout_
     return kExitFailure;
   }
   pre.agent_path = self->string();
-  pre.iface = options.network_interface.value_or("");
+  // Without --network-interface the ranks bind what their inherited HOOP_IFACE says.
+  if (options.network_interface) {
+    pre.iface = *options.network_interface;
+  } else if (Result<std::string> iface = config::get_string("HOOP_IFACE"); iface.ok()) {
+    pre.iface = *iface;
+  }
   pre.timeout_s = timeout_s;
   pre.workdir = spec.workdir;
   pre.ssh_env = ssh_environment(spec.inherited_env, spec.forwarded_names);

@@ -10,6 +10,7 @@
 #include "core/socket.h"
 #include "launch/output.h"
 #include "launch/remote.h"
+#include "tests/launch/temp_file.h"
 
 namespace hoop::launch {
 namespace {
@@ -145,20 +146,15 @@ TEST(ParseHostfileTest, NamesTheFileAndLineOfAMalformedLine) {
 }
 
 TEST(ReadHostfileTest, ReadsAFileAndNamesOneItCannotRead) {
-  char path[] = "/tmp/hoop-hostfile-XXXXXX";
-  const int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  const std::string text = "h1 slots=2\nh2\n";
-  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  ::close(fd);
-  Result<std::vector<HostSlots>> hosts = read_hostfile(path);
-  ::unlink(path);
+  const testing::TempFile file("h1 slots=2\nh2\n");
+  Result<std::vector<HostSlots>> hosts = read_hostfile(file.path());
   ASSERT_TRUE(hosts.ok()) << hosts.status().to_string();
   EXPECT_THAT(*hosts, ElementsAre(HostSlots{"h1", 2}, HostSlots{"h2", 1}));
-  Result<std::vector<HostSlots>> missing = read_hostfile(path);
+  file.remove();
+  Result<std::vector<HostSlots>> missing = read_hostfile(file.path());
   ASSERT_FALSE(missing.ok());
-  EXPECT_THAT(missing.status().message(), HasSubstr(std::string("cannot read the hostfile '") +
-                                                    path + "': No such file or directory"));
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("cannot read the hostfile '" + file.path() + "': No such file or directory"));
 }
 
 TEST(HostAccessTest, SpawnerFirstThenThisMachineThenSsh) {

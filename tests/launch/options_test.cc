@@ -3,11 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <cstdlib>
-
 #include "launch/exit_codes.h"
+#include "tests/launch/temp_file.h"
 
 namespace hoop::launch {
 namespace {
@@ -165,27 +162,22 @@ TEST(ParseCommandLineTest, ReadsTheClusterOptions) {
 }
 
 TEST(ParseCommandLineTest, ReadsTheHostfile) {
-  char path[] = "/tmp/hoop-hostfile-XXXXXX";
-  const int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  const std::string text = "# two hosts\nnode-a slots=2\nnode-b:3\n";
-  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  ::close(fd);
+  const testing::TempFile file("# two hosts\nnode-a slots=2\nnode-b:3\n");
+  const std::string& path = file.path();
   const ParsedCommandLine p = parse({"--hostfile", path, "prog"});
-  const ParsedCommandLine too_many = parse({"-np", "6", "--hostfile", path, "prog"});
-  const ParsedCommandLine both = parse({"-H", "a", "--hostfile", path, "prog"});
-  ::unlink(path);
   ASSERT_TRUE(p.options) << p.message;
   EXPECT_EQ(p.options->num_ranks, 5);
   EXPECT_THAT(p.options->hosts, ElementsAre(HostSlots{"node-a", 2}, HostSlots{"node-b", 3}));
-  EXPECT_THAT(too_many.message, HasSubstr(std::string("-np 6 exceeds the 5 slots of the host "
-                                                      "list (") + path + ")"));
+  const ParsedCommandLine too_many = parse({"-np", "6", "--hostfile", path, "prog"});
+  EXPECT_THAT(too_many.message, HasSubstr("-np 6 exceeds the 5 slots of the host list (" + path));
+  const ParsedCommandLine both = parse({"-H", "a", "--hostfile", path, "prog"});
   EXPECT_FALSE(both.options);
   EXPECT_EQ(both.exit_code, kExitUsage);
   EXPECT_THAT(both.message, HasSubstr("--hosts excludes --hostfile"));
+  file.remove();
   const ParsedCommandLine missing = parse({"--hostfile", path, "prog"});
   EXPECT_EQ(missing.exit_code, kExitUsage);
-  EXPECT_THAT(missing.message, HasSubstr(std::string("cannot read the hostfile '") + path));
+  EXPECT_THAT(missing.message, HasSubstr("cannot read the hostfile '" + path));
 }
 
 TEST(ParseCommandLineTest, ClusterOptionErrorsAreUsageErrors) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -105,13 +106,15 @@ Result<std::vector<std::string>> rank_program(const LaunchOptions& options) {
 // over ssh under hooprun's agent. Checked before anything starts, so that a typo costs no
 // half-started job.
 std::optional<LaunchError> plan_commands(const LaunchOptions& options, const Placement& placement,
-                                         std::vector<RankCommand>& commands) {
+                                         double timeout_s, std::vector<RankCommand>& commands) {
   Result<std::vector<std::string>> program = rank_program(options);
   if (!program.ok())
     return LaunchError{exit_code_for_lookup(program.status()), program.status().message()};
   const char* path_env = std::getenv("PATH");
   const std::string_view path = path_env ? path_env : kDefaultPath;
-  const SshOptions ssh{options.ssh_port, options.ssh_identity_file};
+  // A host that does not answer is given up after the time ranks have to start.
+  const SshOptions ssh{options.ssh_port, options.ssh_identity_file,
+                       static_cast<int>(std::ceil(timeout_s))};
   std::vector<RankCommand> per_host;
   for (const std::string& host : placement.hosts) {
     RankCommand command;
@@ -215,7 +218,7 @@ int launch(const LaunchOptions& options) {
     return kExitUsage;
   }
   JobSpec spec;
-  if (std::optional<LaunchError> error = plan_commands(options, *placement, spec.commands)) {
+  if (std::optional<LaunchError> error = plan_commands(options, *placement, *timeout_s, spec.commands)) {
     say(error->message);
     return error->exit_code;
   }

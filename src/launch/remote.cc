@@ -65,6 +65,10 @@ std::vector<std::string> command_on_host(const HostAccess& access,
              "-o", "StrictHostKeyChecking=no",
              "-o", "UserKnownHostsFile=/dev/null",
              "-o", "LogLevel=ERROR"};
+      if (access.ssh.connect_timeout_s > 0) {
+        out.push_back("-o");
+        out.push_back(fmt::format("ConnectTimeout={}", access.ssh.connect_timeout_s));
+      }
       if (access.ssh.port) {
         out.push_back("-p");
         out.push_back(std::to_string(*access.ssh.port));

@@ -16,10 +16,11 @@ inline constexpr std::string_view kRankAgentFlag = "--internal-rank-agent";
 /// The first argument that makes hooprun a preflight probe (agent.h).
 inline constexpr std::string_view kProbeAgentFlag = "--internal-probe";
 
-/// ssh's -p and -i.
+/// ssh's -p and -i, and its ConnectTimeout (0: ssh's own default).
 struct SshOptions {
   std::optional<int> port;
   std::optional<std::string> identity_file;
+  int connect_timeout_s = 0;
 };
 
 /// How the commands for one host are started.

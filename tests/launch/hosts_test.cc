@@ -171,6 +171,10 @@ TEST(HostAccessTest, SpawnerFirstThenThisMachineThenSsh) {
               ElementsAre("ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
                           "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-p", "2222",
                           "-i", "/k/id", "--", "n2", "cd /w && exec env HOOP_RANK=1 prog"));
+  const SshOptions bounded{std::nullopt, std::nullopt, 30};
+  EXPECT_THAT(command_on_host(host_access("n2", std::nullopt, bounded), {},
+                              std::vector<std::string>{"prog"}, "/w"),
+              ::testing::Contains("ConnectTimeout=30"));
   EXPECT_EQ(describe_access(host_access("n2", std::nullopt, ssh)), "over ssh (port 2222)");
 }
 

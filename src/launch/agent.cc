@@ -139,8 +139,12 @@ int run_rank_agent(std::span<const std::string> command) {
     return path.status().code() == StatusCode::kNotFound ? kExitNotFound : kExitCannotExecute;
   }
   Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  SpawnRequest request{*path, std::vector<std::string>(command.begin(), command.end()),
-                       current_environment(), dev_null.get(), signals->original_mask(), true};
+  SpawnRequest request{*path,
+                       std::vector<std::string>(command.begin(), command.end()),
+                       current_environment(),
+                       dev_null.get(),
+                       signals->original_mask(),
+                       true};
   Result<ChildProcess> child = spawn_process(request);
   if (!child.ok()) {
     say(child.status().message());
@@ -162,8 +166,7 @@ Status check_peer(const std::string& addr, std::uint16_t port, const std::string
   Fd fd(::socket(target.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return errno_error("socket", errno);
   // One attempt: every probe listens before any connects, so a refusal is the answer.
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&target.storage), target.length) !=
-          0 &&
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&target.storage), target.length) != 0 &&
       errno != EINPROGRESS) {
     return errno_error(fmt::format("cannot connect to {}", where), errno);
   }
@@ -199,7 +202,9 @@ void answer_peers(int listener, const std::string& token, const std::atomic<bool
   }
 }
 
-void reply(std::string_view line) { (void)write_all(STDOUT_FILENO, fmt::format("hoop-probe {}\n", line)); }
+void reply(std::string_view line) {
+  (void)write_all(STDOUT_FILENO, fmt::format("hoop-probe {}\n", line));
+}
 
 }  // namespace
 

@@ -126,10 +126,10 @@ class Supervisor {
     rank.argv = std::move(argv);
     rank.secret_pipe = std::move(secret.write);
     const std::string prefix = fmt::format("[{}] ", r);
-    rank.streams[0].emplace(Stream{std::move(child.stdout_fd), LinePrefixer(prefix),
-                                   STDOUT_FILENO, std::move(files[0])});
-    rank.streams[1].emplace(Stream{std::move(child.stderr_fd), LinePrefixer(prefix),
-                                   STDERR_FILENO, std::move(files[1])});
+    rank.streams[0].emplace(Stream{std::move(child.stdout_fd), LinePrefixer(prefix), STDOUT_FILENO,
+                                   std::move(files[0])});
+    rank.streams[1].emplace(Stream{std::move(child.stderr_fd), LinePrefixer(prefix), STDERR_FILENO,
+                                   std::move(files[1])});
     if (spec_.verbose) describe_rank(rank);
     return Status::success();
   }
@@ -141,8 +141,8 @@ class Supervisor {
     std::error_code error;
     std::filesystem::create_directories(dir, error);
     if (error) {
-      return io_error(fmt::format("--output-filename: cannot create '{}': {}", dir.string(),
-                                  error.message()));
+      return io_error(
+          fmt::format("--output-filename: cannot create '{}': {}", dir.string(), error.message()));
     }
     std::array<Fd, 2> files;
     for (int which = 0; which < 2; ++which) {

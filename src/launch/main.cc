@@ -16,9 +16,9 @@
 #include "core/crypto.h"
 #include "core/log.h"
 #include "hoop/rendezvous.h"
+#include "launch/agent.h"
 #include "launch/exit_codes.h"
 #include "launch/hosts.h"
-#include "launch/agent.h"
 #include "launch/job.h"
 #include "launch/options.h"
 #include "launch/output.h"
@@ -133,8 +133,8 @@ std::optional<LaunchError> plan_commands(const LaunchOptions& options, const Pla
     if (!resolved.ok()) {
       std::string message = resolved.status().message();
       if (command.access.kind == HostAccess::Kind::kSsh) {
-        message = fmt::format("host '{}' is not this machine and is reached over ssh: {}", host,
-                              message);
+        message =
+            fmt::format("host '{}' is not this machine and is reached over ssh: {}", host, message);
       }
       return LaunchError{exit_code_for_lookup(resolved.status()), std::move(message)};
     }
@@ -218,7 +218,8 @@ int launch(const LaunchOptions& options) {
     return kExitUsage;
   }
   JobSpec spec;
-  if (std::optional<LaunchError> error = plan_commands(options, *placement, *timeout_s, spec.commands)) {
+  if (std::optional<LaunchError> error =
+          plan_commands(options, *placement, *timeout_s, spec.commands)) {
     say(error->message);
     return error->exit_code;
   }
@@ -250,7 +251,8 @@ int launch(const LaunchOptions& options) {
   spec.inherited_env = current_environment();
   apply_env_options(options.env_vars, spec.inherited_env, spec.forwarded_names);
   if (options.preflight) {
-    if (int code = preflight(options, spec, *timeout_s, *signals); code != kExitSuccess) return code;
+    if (int code = preflight(options, spec, *timeout_s, *signals); code != kExitSuccess)
+      return code;
   }
   if (options.output_dir) {
     std::error_code error;

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-
 #include <tuple>
 
 #include "core/config.h"
@@ -92,11 +91,12 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
       "--hostfile", hostfile,
       "File of hosts, one a line: 'host slots=N', 'host:N' or 'host' (1 slot); '#' comments");
   hosts_option->excludes(hostfile_option);
-  CLI::Option* port_option = app.add_option(
-      "-p,--ssh-port", ssh_port, "Port of the ssh servers of the other hosts [default: ssh's]")
-                                 ->check(CLI::Range(1, 65535));
-  CLI::Option* identity_option = app.add_option(
-      "-i,--ssh-identity-file", identity_file, "Private key ssh logs in with [default: ssh's]");
+  CLI::Option* port_option =
+      app.add_option("-p,--ssh-port", ssh_port,
+                     "Port of the ssh servers of the other hosts [default: ssh's]")
+          ->check(CLI::Range(1, 65535));
+  CLI::Option* identity_option = app.add_option("-i,--ssh-identity-file", identity_file,
+                                                "Private key ssh logs in with [default: ssh's]");
   CLI::Option* iface_option = app.add_option(
       "--network-interface", network_interface,
       "Network interface (or its IP address) every rank's TCP transport binds (HOOP_IFACE); "
@@ -122,8 +122,8 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
   CLI::Option* addr_option = app.add_option(
       "--rendezvous-addr", rendezvous_addr,
       "Address the rendezvous store binds to and the ranks connect to [default: the address of "
-      "--network-interface; else 127.0.0.1 when every host is this machine, else the first non-loopback IPv4 address of an "
-      "interface that is up]");
+      "--network-interface; else 127.0.0.1 when every host is this machine, else the first "
+      "non-loopback IPv4 address of an interface that is up]");
   app.add_flag(
       "--topology", options.topology,
       "Run hoop-topology (from hooprun's directory) as the ranks, with no command: rank 0 "

@@ -39,9 +39,9 @@ struct Probe {
   Fd err;
   std::string out_pending;
   TailLines err_tail{kShownErrorLines};
-  std::optional<std::string> error;  // "hoop-probe error ..."
+  std::optional<std::string> error;                              // "hoop-probe error ..."
   std::optional<std::pair<std::string, std::string>> listening;  // address, port
-  std::vector<std::pair<std::size_t, std::string>> failures;    // peer index, message
+  std::vector<std::pair<std::size_t, std::string>> failures;     // peer index, message
   bool done = false;
 
   bool output_open() const { return out.valid() || err.valid(); }
@@ -104,10 +104,11 @@ class Preflight {
 
   Status run() {
     HOOP_RETURN_IF_ERROR(start_probes());
-    const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(spec_.timeout_s * 1000));
-    HOOP_RETURN_IF_ERROR(pump_until(
-        [](const Probe& p) { return p.listening || p.error || !p.out.valid(); },
-        Clock::now() + timeout));
+    const auto timeout =
+        std::chrono::milliseconds(static_cast<std::int64_t>(spec_.timeout_s * 1000));
+    HOOP_RETURN_IF_ERROR(
+        pump_until([](const Probe& p) { return p.listening || p.error || !p.out.valid(); },
+                   Clock::now() + timeout));
     for (const Probe& probe : probes_) HOOP_RETURN_IF_ERROR(check_started(probe));
     for (std::size_t i = 0; i < probes_.size(); ++i) {
       std::string lines;
@@ -128,15 +129,17 @@ class Preflight {
     std::vector<std::string> problems;
     for (const Probe& probe : probes_) {
       if (!probe.done) {
-        problems.push_back(unreachable(probe, "its probe stopped before it had connected to "
-                                              "every other host").message());
+        problems.push_back(unreachable(probe,
+                                       "its probe stopped before it had connected to "
+                                       "every other host")
+                               .message());
       }
       for (const auto& [index, message] : probe.failures) {
         const Probe& peer = probes_.at(std::min(index, probes_.size() - 1));
-        problems.push_back(fmt::format(
-            "preflight: host '{}' cannot connect to host '{}' at {}:{} over {}: {}",
-            probe.access->host, peer.access->host, peer.listening->first,
-            peer.listening->second, interface_text(spec_.iface), message));
+        problems.push_back(
+            fmt::format("preflight: host '{}' cannot connect to host '{}' at {}:{} over {}: {}",
+                        probe.access->host, peer.access->host, peer.listening->first,
+                        peer.listening->second, interface_text(spec_.iface), message));
       }
     }
     if (problems.empty()) return Status::success();
@@ -173,17 +176,16 @@ class Preflight {
   }
 
   Status unreachable(const Probe& probe, std::string_view why) const {
-    std::string text =
-        fmt::format("preflight: host '{}' is not reachable {}: {}", probe.access->host,
-                    describe_access(*probe.access), why);
+    std::string text = fmt::format("preflight: host '{}' is not reachable {}: {}",
+                                   probe.access->host, describe_access(*probe.access), why);
     for (const std::string& line : probe.err_tail.lines()) text += fmt::format("\n  {}", line);
     return io_error(std::move(text));
   }
 
   Status check_started(const Probe& probe) const {
     if (probe.error) {
-      return invalid_argument(fmt::format("preflight: on host '{}': {}", probe.access->host,
-                                          *probe.error));
+      return invalid_argument(
+          fmt::format("preflight: on host '{}': {}", probe.access->host, *probe.error));
     }
     if (probe.listening) return Status::success();
     if (probe.out.valid()) {

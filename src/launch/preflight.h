@@ -12,12 +12,12 @@
 namespace hoop::launch {
 
 struct PreflightSpec {
-  std::vector<HostAccess> hosts;      // the job's hosts, in cross-rank order
-  std::string agent_path;             // hooprun itself, expected at this path on every host
-  std::string iface;                  // --network-interface; empty: the transport's default
-  double timeout_s = 30;              // for the probes to start, and again for the connections
-  std::string workdir;                // where probes started over ssh run
-  std::vector<std::string> ssh_env;   // NAME=value entries for probes started over ssh
+  std::vector<HostAccess> hosts;     // the job's hosts, in cross-rank order
+  std::string agent_path;            // hooprun itself, expected at this path on every host
+  std::string iface;                 // --network-interface; empty: the transport's default
+  double timeout_s = 30;             // for the probes to start, and again for the connections
+  std::string workdir;               // where probes started over ssh run
+  std::vector<std::string> ssh_env;  // NAME=value entries for probes started over ssh
 };
 
 /// Whether the job needs the preflight: some host is not this machine.

@@ -41,12 +41,10 @@ std::string remote_shell_command(std::string_view workdir, std::span<const std::
   std::vector<std::string> words{"exec", "env"};
   words.insert(words.end(), env.begin(), env.end());
   words.insert(words.end(), argv.begin(), argv.end());
-  return fmt::format("cd {} && {}", format_command({std::string(workdir)}),
-                     format_command(words));
+  return fmt::format("cd {} && {}", format_command({std::string(workdir)}), format_command(words));
 }
 
-std::vector<std::string> command_on_host(const HostAccess& access,
-                                         std::span<const std::string> env,
+std::vector<std::string> command_on_host(const HostAccess& access, std::span<const std::string> env,
                                          std::span<const std::string> argv,
                                          std::string_view workdir) {
   std::vector<std::string> out;
@@ -60,11 +58,12 @@ std::vector<std::string> command_on_host(const HostAccess& access,
       // Like horovodrun: never a password prompt or a host-key question, which nobody could
       // answer; LogLevel=ERROR keeps ssh's "Permanently added" notice out of every rank's
       // stderr.
-      out = {"ssh",
-             "-o", "BatchMode=yes",
-             "-o", "StrictHostKeyChecking=no",
-             "-o", "UserKnownHostsFile=/dev/null",
-             "-o", "LogLevel=ERROR"};
+      out = {"ssh"};
+      for (const char* option : {"BatchMode=yes", "StrictHostKeyChecking=no",
+                                 "UserKnownHostsFile=/dev/null", "LogLevel=ERROR"}) {
+        out.push_back("-o");
+        out.push_back(option);
+      }
       if (access.ssh.connect_timeout_s > 0) {
         out.push_back("-o");
         out.push_back(fmt::format("ConnectTimeout={}", access.ssh.connect_timeout_s));

@@ -47,8 +47,7 @@ std::string remote_shell_command(std::string_view workdir, std::span<const std::
 /// The argv that runs `argv` on the host: `argv` itself, behind the spawner, or ssh (batch
 /// mode, no host-key prompts, -p and -i) with remote_shell_command(workdir, env, argv). `env`
 /// is used only over ssh: locally and behind a spawner the process inherits its environment.
-std::vector<std::string> command_on_host(const HostAccess& access,
-                                         std::span<const std::string> env,
+std::vector<std::string> command_on_host(const HostAccess& access, std::span<const std::string> env,
                                          std::span<const std::string> argv,
                                          std::string_view workdir);
 

@@ -4,7 +4,6 @@
 // are in tests/netns.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>

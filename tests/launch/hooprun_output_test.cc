@@ -103,8 +103,8 @@ TEST(HooprunOutputTest, OutputFilenameThatCannotBeCreatedIsNamedBeforeAnyRankSta
   TempDir dir;
   write_file(dir.file("file"), "");
   const std::string out_dir = dir.file("file/logs");
-  const RunResult r = run_hooprun(
-      sh_job(1, "touch '" + dir.path() + "/started'", {"--output-filename", out_dir}));
+  const RunResult r =
+      run_hooprun(sh_job(1, "touch '" + dir.path() + "/started'", {"--output-filename", out_dir}));
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, ::testing::HasSubstr("--output-filename: cannot create the directory '" +
@@ -116,8 +116,9 @@ TEST(HooprunOutputTest, OutputFilenameThatCannotBeCreatedIsNamedBeforeAnyRankSta
 // stderr; a rank that wrote nothing there is said to have written nothing.
 TEST(HooprunOutputTest, TheFinalMessageRepeatsTheEndOfTheFailedRanksStderr) {
   const RunResult r = run_hooprun(
-      sh_job(2, "if [ $HOOP_RANK = 1 ]; then echo first >&2; echo why it failed >&2; exit 4; fi; "
-                "exec sleep 60"));
+      sh_job(2,
+             "if [ $HOOP_RANK = 1 ]; then echo first >&2; echo why it failed >&2; exit 4; fi; "
+             "exec sleep 60"));
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 4);
   EXPECT_THAT(r.err, ::testing::EndsWith(

@@ -79,11 +79,11 @@ class Sshd {
     write_file(dir_.file("authorized_keys"), public_key.value_or(""), 0600);
     port_ = free_port();
     write_file(dir_.file("sshd_config"),
-               "Port " + std::to_string(port_) + "\nListenAddress " + kHost +
-                   "\nHostKey " + dir_.file("host_key") +
-                   "\nAuthorizedKeysFile " + dir_.file("authorized_keys") +
+               "Port " + std::to_string(port_) + "\nListenAddress " + kHost + "\nHostKey " +
+                   dir_.file("host_key") + "\nAuthorizedKeysFile " + dir_.file("authorized_keys") +
                    "\nPermitRootLogin yes\nPasswordAuthentication no\nUsePAM no\nStrictModes no"
-                   "\nPidFile " + dir_.file("sshd.pid") + "\n");
+                   "\nPidFile " +
+                   dir_.file("sshd.pid") + "\n");
     const std::string log = dir_.file("sshd.log");
     const std::string config = dir_.file("sshd_config");
     pid_ = ::fork();
@@ -144,9 +144,9 @@ class HooprunSshTest : public ::testing::Test {
   /// hooprun's options for `ranks` ranks on kHost over the test's sshd, then `rest`.
   static std::vector<std::string> job(int ranks, const std::vector<std::string>& rest,
                                       int port = sshd_->port()) {
-    std::vector<std::string> args{"-np", std::to_string(ranks), "-H",
-                                  std::string(kHost) + ":" + std::to_string(ranks),
-                                  "-p", std::to_string(port), "-i", sshd_->key()};
+    std::vector<std::string> args{
+        "-np", std::to_string(ranks), "-H", std::string(kHost) + ":" + std::to_string(ranks),
+        "-p",  std::to_string(port),  "-i", sshd_->key()};
     args.insert(args.end(), rest.begin(), rest.end());
     return args;
   }
@@ -173,8 +173,8 @@ TEST_F(HooprunSshTest, RanksRunAnAllreduceOverSshAndTheSecretIsOnNoCommandLine) 
   TempDir dir;
   const std::string script =
       "echo \"arg=[$0] cwd=$(pwd) fwd=$SSH_TEST_VAR layout=$HOOP_RANK/$HOOP_SIZE\"; "
-      "printf %s \"$HOOP_SECRET\" > '" + dir.path() + "/secret.'$HOOP_RANK; " +
-      sh_write_pid(dir) + sh_wait_for_go(dir) +
+      "printf %s \"$HOOP_SECRET\" > '" +
+      dir.path() + "/secret.'$HOOP_RANK; " + sh_write_pid(dir) + sh_wait_for_go(dir) +
       "exec " HOOP_COMM_CHECK_BIN " check --algos ring --counts 7";
   const std::string arg = "it's a \"quoted\" $arg";
   std::unique_ptr<Hooprun> hooprun = Hooprun::start(
@@ -227,12 +227,13 @@ TEST_F(HooprunSshTest, ARemoteFailureIsReportedWithTheEndOfItsStderrAndEndsTheOt
 TEST_F(HooprunSshTest, AnUnreachableHostFailsThePreflightBeforeAnyRankStarts) {
   TempDir dir;
   const int port = free_port();
-  const RunResult r = run_hooprun(
-      job(2, {"/bin/sh", "-c", "touch '" + dir.path() + "/started'"}, port));
+  const RunResult r =
+      run_hooprun(job(2, {"/bin/sh", "-c", "touch '" + dir.path() + "/started'"}, port));
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("hooprun: preflight: host '127.0.0.2' is not reachable over ssh "
-                               "(port " + std::to_string(port) + ")"));
+                               "(port " +
+                               std::to_string(port) + ")"));
   EXPECT_THAT(r.err, HasSubstr("Connection refused"));
   EXPECT_EQ(r.out, "");
   EXPECT_FALSE(std::filesystem::exists(dir.file("started")));

@@ -153,8 +153,8 @@ TEST(ReadHostfileTest, ReadsAFileAndNamesOneItCannotRead) {
   file.remove();
   Result<std::vector<HostSlots>> missing = read_hostfile(file.path());
   ASSERT_FALSE(missing.ok());
-  EXPECT_THAT(missing.status().message(),
-              HasSubstr("cannot read the hostfile '" + file.path() + "': No such file or directory"));
+  EXPECT_THAT(missing.status().message(), HasSubstr("cannot read the hostfile '" + file.path() +
+                                                    "': No such file or directory"));
 }
 
 TEST(HostAccessTest, SpawnerFirstThenThisMachineThenSsh) {
@@ -180,8 +180,8 @@ TEST(HostAccessTest, SpawnerFirstThenThisMachineThenSsh) {
 
 // The remote command line goes through a real shell: every word must come out as it went in.
 TEST(RemoteShellCommandTest, EveryWordSurvivesTheShell) {
-  const std::vector<std::string> argv{"/bin/sh", "-c", "printf '<%s>' \"$X\" \"$0\" \"$@\"; pwd",
-                                      "it's", "a \"b\" $c `d` \\e", ""};
+  const std::vector<std::string> argv{
+      "/bin/sh", "-c", "printf '<%s>' \"$X\" \"$0\" \"$@\"; pwd", "it's", "a \"b\" $c `d` \\e", ""};
   const std::vector<std::string> env{"X=one two 'three'"};
   const std::string line = remote_shell_command("/tmp", env, argv);
   FILE* shell = ::popen(("/bin/sh -c " + format_command({line})).c_str(), "r");
@@ -194,9 +194,9 @@ TEST(RemoteShellCommandTest, EveryWordSurvivesTheShell) {
 }
 
 TEST(SshEnvironmentTest, PassesHoopHorovodPathsAndExtrasButNeverTheSecret) {
-  const std::vector<std::string> env{"HOOP_RANK=0",   "HOOP_SECRET=s3cret", "HOROVOD_FUSION=1",
-                                     "PATH=/bin",     "LD_LIBRARY_PATH=/l", "PYTHONPATH=/p",
-                                     "HOME=/root",    "MY_VAR=1",           "OTHER=2"};
+  const std::vector<std::string> env{"HOOP_RANK=0", "HOOP_SECRET=s3cret", "HOROVOD_FUSION=1",
+                                     "PATH=/bin",   "LD_LIBRARY_PATH=/l", "PYTHONPATH=/p",
+                                     "HOME=/root",  "MY_VAR=1",           "OTHER=2"};
   const std::vector<std::string> extra{"MY_VAR"};
   EXPECT_THAT(ssh_environment(env, extra),
               ElementsAre("HOOP_RANK=0", "HOROVOD_FUSION=1", "PATH=/bin", "LD_LIBRARY_PATH=/l",

@@ -141,10 +141,26 @@ TEST(ParseCommandLineTest, ErrorsAreUsageErrors) {
 }
 
 TEST(ParseCommandLineTest, ReadsTheClusterOptions) {
-  const ParsedCommandLine p =
-      parse({"-H", "a:2,b:2", "-p", "2222", "-i", "/keys/id", "--network-interface", "eth1",
-             "--output-filename", "logs", "--no-preflight", "-x", "FOO", "--env", "BAR=1 2",
-             "prog", "-p", "1", "-i", "x"});
+  const ParsedCommandLine p = parse({"-H",
+                                     "a:2,b:2",
+                                     "-p",
+                                     "2222",
+                                     "-i",
+                                     "/keys/id",
+                                     "--network-interface",
+                                     "eth1",
+                                     "--output-filename",
+                                     "logs",
+                                     "--no-preflight",
+                                     "-x",
+                                     "FOO",
+                                     "--env",
+                                     "BAR=1 2",
+                                     "prog",
+                                     "-p",
+                                     "1",
+                                     "-i",
+                                     "x"});
   ASSERT_TRUE(p.options) << p.message;
   EXPECT_EQ(p.options->ssh_port, 2222);
   EXPECT_EQ(p.options->ssh_identity_file, "/keys/id");
@@ -158,7 +174,8 @@ TEST(ParseCommandLineTest, ReadsTheClusterOptions) {
   EXPECT_FALSE(defaults.options->ssh_port || defaults.options->ssh_identity_file ||
                defaults.options->network_interface || defaults.options->output_dir);
   EXPECT_TRUE(defaults.options->preflight);
-  EXPECT_TRUE(parse({"-np", "1", "--disable-preflight", "prog"}).options.value().preflight == false);
+  EXPECT_TRUE(parse({"-np", "1", "--disable-preflight", "prog"}).options.value().preflight ==
+              false);
 }
 
 TEST(ParseCommandLineTest, ReadsTheHostfile) {
@@ -198,9 +215,9 @@ TEST(ParseCommandLineTest, ClusterOptionErrorsAreUsageErrors) {
 
 TEST(ParseCommandLineTest, HelpDescribesTheClusterOptions) {
   const ParsedCommandLine p = parse({"--help"});
-  for (const char* option : {"--hostfile", "--ssh-port", "--ssh-identity-file",
-                             "--network-interface", "--output-filename", "--disable-preflight",
-                             "over ssh", "preflight"}) {
+  for (const char* option :
+       {"--hostfile", "--ssh-port", "--ssh-identity-file", "--network-interface",
+        "--output-filename", "--disable-preflight", "over ssh", "preflight"}) {
     EXPECT_THAT(p.message, HasSubstr(option));
   }
   EXPECT_THAT(p.message, ::testing::Not(HasSubstr("not supported")));

@@ -186,8 +186,8 @@ TEST_F(Netns, TopologyRunsAcrossHosts) {
 TEST_F(Netns, PreflightNamesTheHostsAndTheInterfaceThatCannotConnect) {
   launch::testing::TempDir dir;
   const RunResult r = run_hooprun(
-      job({"--network-interface", "lo", "/bin/sh", "-c", "touch '" + dir.path() + "/started'"}),
-      {}, kDeadline);
+      job({"--network-interface", "lo", "/bin/sh", "-c", "touch '" + dir.path() + "/started'"}), {},
+      kDeadline);
   ASSERT_FALSE(r.timed_out) << r.out << r.err;
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const std::string& a = bed_.hosts[0];

@@ -28,6 +28,10 @@ struct LaunchOptions {
   /// From --start-timeout; unset means HOOP_START_TIMEOUT from the environment, else 30.
   std::optional<double> start_timeout_s;
   bool verbose = false;
+  /// --mpi: mpirun starts the ranks (see mpi_launch.h).
+  bool mpi = false;
+  /// --check-build: print what this build can do (check_build.h); nothing else is set.
+  bool check_build = false;
   /// The program and its arguments, exactly as given.
   std::vector<std::string> command;
 };

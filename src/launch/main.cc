@@ -17,9 +17,11 @@
 #include "core/log.h"
 #include "hoop/rendezvous.h"
 #include "launch/agent.h"
+#include "launch/check_build.h"
 #include "launch/exit_codes.h"
 #include "launch/hosts.h"
 #include "launch/job.h"
+#include "launch/mpi_launch.h"
 #include "launch/options.h"
 #include "launch/output.h"
 #include "launch/preflight.h"
@@ -332,5 +334,10 @@ int main(int argc, char** argv) {
                     parsed.message);
     return parsed.exit_code;
   }
+  if (parsed.options->check_build) {
+    (void)write_all(STDOUT_FILENO, check_build_report());
+    return kExitSuccess;
+  }
+  if (parsed.options->mpi) return run_with_mpirun(*parsed.options);
   return launch(*parsed.options);
 }

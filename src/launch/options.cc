@@ -54,8 +54,10 @@ class HelpFormatter : public CLI::Formatter {
   std::string make_usage(const CLI::App*, std::string) const override { return ""; }
 };
 
-// Thrown by the --env-table flag's callback, which CLI11 runs before it checks for -np.
+// Thrown by the --env-table and --check-build flags' callbacks, which CLI11 runs before it
+// checks for -np.
 struct EnvTableRequested {};
+struct CheckBuildRequested {};
 
 ParsedCommandLine usage_error(std::string_view message) {
   return {std::nullopt, kExitUsage,
@@ -149,6 +151,13 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
   app.add_flag_callback(
       "--env-table", [] { throw EnvTableRequested{}; },
       "Print the environment variables as the Markdown table of the README, then exit");
+  app.add_flag_callback(
+      "--check-build", [] { throw CheckBuildRequested{}; },
+      "Print the version and which transports, adapters and launchers this build has and can "
+      "use here, then exit");
+  app.add_flag("--mpi", options.mpi,
+               "Start the ranks with mpirun (horovodrun's flags, the job secret passed with -x "
+               "HOOP_SECRET by name only); rank 0 hosts the rendezvous store");
 
   try {
     std::vector<std::string> normalized = normalize(app, args);
@@ -159,6 +168,10 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
     return {std::nullopt, kExitSuccess, app.help()};
   } catch (const EnvTableRequested&) {
     return {std::nullopt, kExitSuccess, config::markdown_table()};
+  } catch (const CheckBuildRequested&) {
+    LaunchOptions check;
+    check.check_build = true;
+    return {check, kExitSuccess, {}};
   } catch (const CLI::ParseError& e) {
     return usage_error(e.what());
   }
@@ -192,6 +205,9 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
   if (!options.topology && rest.empty()) return usage_error("no command given");
   options.command = std::move(rest);
 
+  if (options.mpi && (spawner_option->count() > 0 || options.topology)) {
+    return usage_error("--mpi starts the ranks with mpirun: it takes no --spawner or --topology");
+  }
   if (spawner_option->count() > 0) {
     if (expand_spawner(spawner, "").empty()) return usage_error("--spawner is empty");
     options.spawner = std::move(spawner);

@@ -41,6 +41,10 @@ struct LaunchOptions {
   bool preflight = true;
   /// From -x/--env: NAME (forwarded from hooprun's environment) or NAME=VALUE (set).
   std::vector<std::string> env_vars;
+  /// --mpi: mpirun starts the ranks (see mpi_launch.h).
+  bool mpi = false;
+  /// --check-build: print what this build can do (check_build.h); nothing else is set.
+  bool check_build = false;
   /// The program and its arguments, exactly as given.
   std::vector<std::string> command;
 };

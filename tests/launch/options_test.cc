@@ -5,6 +5,7 @@
 
 #include "launch/exit_codes.h"
 #include "tests/launch/temp_file.h"
+#include "launch/mpi_launch.h"
 
 namespace hoop::launch {
 namespace {
@@ -29,6 +30,31 @@ TEST(ParseCommandLineTest, EnvTablePrintsTheRegistryWithoutNeedingNp) {
   EXPECT_FALSE(p.options);
   EXPECT_EQ(p.exit_code, kExitSuccess);
   EXPECT_THAT(p.message, HasSubstr("| `HOOP_RANK` | `HOROVOD_RANK` |"));
+}
+
+TEST(ParseCommandLineTest, CheckBuildNeedsNothingElse) {
+  const ParsedCommandLine p = parse({"--check-build"});
+  ASSERT_TRUE(p.options) << p.message;
+  EXPECT_TRUE(p.options->check_build);
+  EXPECT_EQ(p.exit_code, kExitSuccess);
+}
+
+TEST(ParseCommandLineTest, MpiBuildsHorovodrunsMpirunLine) {
+  const ParsedCommandLine p = parse({"--mpi", "-np", "3", "-H", "a:2,b:2", "./prog", "-x"});
+  ASSERT_TRUE(p.options) << p.message;
+  EXPECT_TRUE(p.options->mpi);
+  EXPECT_THAT(mpirun_command(*p.options, {"HOOP_SECRET", "PATH"}),
+              ElementsAre("mpirun", "--allow-run-as-root", "--tag-output", "-np", "3", "-H",
+                          "a:2,b:2", "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1",
+                          "-mca", "btl", "^openib", "-x", "HOOP_SECRET", "-x", "PATH", "./prog",
+                          "-x"));
+  for (auto args : {std::vector<std::string>{"--mpi", "-np", "2", "--spawner", "x {host}", "p"},
+                    std::vector<std::string>{"--mpi", "-np", "2", "--topology"}}) {
+    const ParsedCommandLine bad = parse(args);
+    EXPECT_FALSE(bad.options);
+    EXPECT_EQ(bad.exit_code, kExitUsage);
+    EXPECT_THAT(bad.message, HasSubstr("--mpi starts the ranks with mpirun"));
+  }
 }
 
 TEST(ParseCommandLineTest, StartTimeoutIsUnsetUnlessGiven) {

@@ -55,6 +55,10 @@ Result<std::string> random_bytes(std::size_t n) {
   return out;
 }
 
+void initialize() { OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CONFIG, nullptr); }
+
+void release_thread_state() { OPENSSL_thread_stop(); }
+
 Result<std::string> random_hex(std::size_t num_bytes) {
   HOOP_ASSIGN_OR_RETURN(const std::string bytes, random_bytes(num_bytes));
   return to_hex(bytes);

@@ -20,6 +20,14 @@ using Sha256Digest = std::array<std::uint8_t, kSha256Bytes>;
 Result<Sha256Digest> hmac_sha256(std::string_view key, std::string_view data);
 /// `n` bytes from OpenSSL's CSPRNG; an error when it cannot be seeded.
 Result<std::string> random_bytes(std::size_t n);
+/// Initializes OpenSSL (with its configuration) now, on the calling thread. Called before a
+/// static object starts a thread that uses OpenSSL: OpenSSL's cleanup at exit is registered by
+/// its first use and must run after that object's destructor has joined the thread, which
+/// frees its OpenSSL state with release_thread_state() (LeakSanitizer saw it leak otherwise).
+void initialize();
+/// Frees the calling thread's OpenSSL state (error queue, random generator); for a thread
+/// about to end.
+void release_thread_state();
 /// 2 * `num_bytes` lowercase hex characters of CSPRNG output (job secrets, job ids).
 Result<std::string> random_hex(std::size_t num_bytes);
 /// Lowercase hex of `bytes`.

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/crypto.h"
 #include "core/log.h"
 #include "rendezvous/launchers.h"
 
@@ -108,6 +109,8 @@ class CountedStore final : public Store {
 Result<std::unique_ptr<Store>> connect_hosted_store(const BootstrapInfo& info,
                                                     StoreOptions options) {
   if (info.rank == 0) {
+    // OpenSSL first, so that its cleanup at exit comes after the server's destructor.
+    crypto::initialize();
     // Constructed before the first client, so destroyed after rank 0's own stores.
     HostedServer& server = hosted_server();
     HOOP_RETURN_IF_ERROR(server.ensure(info, options));

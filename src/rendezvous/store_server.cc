@@ -77,6 +77,7 @@ void StoreServerImpl::run() {
   waiters_by_key_.clear();
   timers_.clear();
   listener_.fd.reset();
+  crypto::release_thread_state();
 }
 
 void StoreServerImpl::accept_all() {

@@ -29,6 +29,11 @@
 // requests with "mpi: rank <r> aborted: <cause>". The destructor sends a goodbye carrying how
 // many chunks this rank sent to that peer, so a peer's receive fails with peer_lost ("rank r
 // shut its mpi transport down") only once every chunk sent before the goodbye was matched.
+// MPI cannot cancel a transfer it has matched, so a request that fails while MPI still moves
+// its bytes (an abort in the middle of a large message) leaves that transfer running: its
+// buffer may be read or written until the transfer ends, which progress and the destructor
+// (for up to 0.5 s) wait for. After such a failure the data communicator is not freed, so that
+// a later duplicate cannot reuse its context id and meet the stale chunks.
 // Control messages carry the transport's serial number (the same on every rank, since the
 // duplications are collective), so a late message for an earlier transport is ignored.
 //

@@ -29,7 +29,7 @@ TEST_P(MpiTransportTest, PassesOnEveryRank) {
   if (mpirun_path().empty()) GTEST_SKIP() << "mpirun is not installed";
   const Job job = GetParam();
   const MpirunResult r = run_mpirun(job.ranks, HOOP_MPI_CHECK_BIN,
-                                    {std::string("--gtest_filter=") + job.filter},
+                                    {"--gtest_color=no", std::string("--gtest_filter=") + job.filter},
                                     {"HOOP_LOG_LEVEL=warn"}, kDeadline);
   ASSERT_FALSE(r.timed_out) << r.out;
   EXPECT_EQ(r.exit_code, 0) << r.out;
@@ -46,7 +46,7 @@ INSTANTIATE_TEST_SUITE_P(
                           2, 9},
                       Job{"AllPairsKeepOrder", "MpiRank.AllPairs*", 4, 1},
                       Job{"AbortCarriesTheCauseToEveryPeer", "MpiRank.AbortCarries*", 3, 1}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace
 }  // namespace hoop::testing

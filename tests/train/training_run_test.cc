@@ -45,9 +45,15 @@ bool have_data() {
 Params train_run(int ranks, const std::vector<std::string>& flags, const TempDir& dir,
                  const std::string& tag) {
   const std::string out = dir.file(tag + ".params");
-  std::vector<std::string> args{"-np", std::to_string(ranks), HOOP_TRAIN_BIN,
-                                "--progress", "off", "--baseline-steps", "0",
-                                "--save-params", out};
+  std::vector<std::string> args{"-np",
+                                std::to_string(ranks),
+                                HOOP_TRAIN_BIN,
+                                "--progress",
+                                "off",
+                                "--baseline-steps",
+                                "0",
+                                "--save-params",
+                                out};
   args.insert(args.end(), flags.begin(), flags.end());
   const RunResult r = run_hooprun(args, {}, std::chrono::seconds(240));
   EXPECT_FALSE(r.timed_out) << r.err;
@@ -79,69 +85,59 @@ class TrainingRunTest : public ::testing::Test {
   void SetUp() override {
     if (!have_data()) GTEST_SKIP() << "no Fashion-MNIST at " << train::default_data_dir();
   }
+  // Rank 0's final parameters after 1 rank with `common` + `one`, then 2 ranks with
+  // `common` + `two`.
+  std::pair<Params, Params> one_and_two_ranks(const std::vector<std::string>& common,
+                                              std::vector<std::string> one,
+                                              std::vector<std::string> two) {
+    one.insert(one.begin(), common.begin(), common.end());
+    two.insert(two.begin(), common.begin(), common.end());
+    return {train_run(1, one, dir_, "one"), train_run(2, two, dir_, "two")};
+  }
   TempDir dir_;
 };
 
 TEST_F(TrainingRunTest, TwoRanksLandOnTheParametersOfOneRankWithTheGlobalBatch) {
-  const std::vector<std::string> common{"--model", "mlp", "--max-steps", "20", "--lr", "0.05"};
-  auto with = [&](std::vector<std::string> extra) {
-    extra.insert(extra.begin(), common.begin(), common.end());
-    return extra;
-  };
-  const Params one = train_run(1, with({"--batch-size", "32"}), dir_, "one");
-  const Params two = train_run(2, with({"--batch-size", "16"}), dir_, "two");
+  const auto [one, two] = one_and_two_ranks({"--model", "mlp", "--max-steps", "20", "--lr", "0.05"},
+                                            {"--batch-size", "32"}, {"--batch-size", "16"});
   expect_close(two, one, 1e-5, 1e-4);
 }
 
 TEST_F(TrainingRunTest, ConvolutionalModelAgreesToo) {
-  const std::vector<std::string> common{"--model", "lenet5", "--max-steps", "6"};
-  auto with = [&](std::vector<std::string> extra) {
-    extra.insert(extra.begin(), common.begin(), common.end());
-    return extra;
-  };
-  const Params one = train_run(1, with({"--batch-size", "16"}), dir_, "one");
-  const Params two = train_run(2, with({"--batch-size", "8"}), dir_, "two");
+  const auto [one, two] = one_and_two_ranks({"--model", "lenet5", "--max-steps", "6"},
+                                            {"--batch-size", "16"}, {"--batch-size", "8"});
   expect_close(two, one, 1e-5, 1e-4);
 }
 
 TEST_F(TrainingRunTest, BackwardPassesPerStepAverageLikeOneLargerBatch) {
   // Two ranks x two micro-batches of 8 per update see the same 32 examples as one rank with a
   // batch of 32; 20 micro-batches make 10 updates.
-  const Params one = train_run(
-      1, {"--model", "mlp", "--max-steps", "10", "--batch-size", "32", "--optimizer", "adam",
-          "--lr", "0.001"},
-      dir_, "one");
-  const Params two = train_run(
-      2, {"--model", "mlp", "--max-steps", "20", "--batch-size", "8", "--optimizer", "adam",
-          "--lr", "0.001", "--backward-passes-per-step", "2"},
-      dir_, "two");
+  const auto [one, two] = one_and_two_ranks(
+      {"--model", "mlp", "--optimizer", "adam", "--lr", "0.001"},
+      {"--max-steps", "10", "--batch-size", "32"},
+      {"--max-steps", "20", "--batch-size", "8", "--backward-passes-per-step", "2"});
   expect_close(two, one, 1e-5, 1e-3);
 }
 
 TEST_F(TrainingRunTest, Fp16CompressionStaysCloseToFullPrecision) {
-  const std::vector<std::string> common{"--model", "mlp", "--max-steps", "20"};
-  auto with = [&](std::vector<std::string> extra) {
-    extra.insert(extra.begin(), common.begin(), common.end());
-    return extra;
-  };
-  const Params one = train_run(1, with({"--batch-size", "32"}), dir_, "one");
-  const Params two = train_run(2, with({"--batch-size", "16", "--fp16-allreduce"}), dir_, "two");
+  const auto [one, two] =
+      one_and_two_ranks({"--model", "mlp", "--max-steps", "20"}, {"--batch-size", "32"},
+                        {"--batch-size", "16", "--fp16-allreduce"});
   // f16 keeps 11 significant bits: each averaged gradient is off by up to ~5e-4 relative.
   expect_close(two, one, 1e-3, 1e-2);
 }
 
 TEST_F(TrainingRunTest, PrintsEpochLinesAndTheSeedStudysMetrics) {
-  const RunResult r =
-      run_hooprun({"-np", "2", HOOP_TRAIN_BIN, "--model", "mlp", "--max-steps", "40",
-                   "--baseline-steps", "5"},
-                  {}, std::chrono::seconds(240));
+  const RunResult r = run_hooprun(
+      {"-np", "2", HOOP_TRAIN_BIN, "--model", "mlp", "--max-steps", "40", "--baseline-steps", "5"},
+      {}, std::chrono::seconds(240));
   ASSERT_FALSE(r.timed_out) << r.err;
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("epoch 1/1: train loss"));
   EXPECT_THAT(r.out, HasSubstr("test accuracy"));
-  for (const char* metric : {"throughput_n", "throughput_1", "speedup_n", "scaling efficiency",
-                             "time split", "waiting for gradients", "memory (rank 0)",
-                             "activations"})
+  for (const char* metric :
+       {"throughput_n", "throughput_1", "speedup_n", "scaling efficiency", "time split",
+        "waiting for gradients", "memory (rank 0)", "activations"})
     EXPECT_THAT(r.out, HasSubstr(metric));
   EXPECT_THAT(r.err, HasSubstr("epoch 1/1 ["));  // the progress bar
 }

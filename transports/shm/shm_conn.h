@@ -125,7 +125,6 @@ class ShmTransport final : public Transport {
   std::unordered_map<RequestId, Request> requests_;
   RequestId next_id_ = 1;
   Status aborted_;
-  bool forward_abort_ = true;  // false when the cause came from a peer (everyone has it)
   std::atomic<bool> wake_pending_{false};
   Clock::time_point next_peer_check_{};
 };

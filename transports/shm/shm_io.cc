@@ -190,8 +190,9 @@ void ShmTransport::check_remote_abort() {
   if (!aborted_.ok() || h.abort_state.load(std::memory_order_acquire) != kAbortWritten) return;
   const auto code = static_cast<StatusCode>(h.abort_code);
   const std::string text(h.abort_text, std::min<std::size_t>(h.abort_len, kMaxAbortText));
-  // Every rank of the mesh heard the cause from its origin directly, so it is not passed on.
-  forward_abort_ = false;
+  // Passed on even though its origin tells every rank too: this rank may exit (an orderly
+  // goodbye) before the origin's word reaches a peer still waiting on it, and that peer must
+  // report the cause, not the goodbye. The first cause written into a segment wins.
   abort(Status(code == StatusCode::kOk ? StatusCode::kAborted : code,
                fmt::format("shm: rank {} aborted: {}", h.abort_origin, text)));
 }

@@ -211,7 +211,7 @@ void ShmTransport::abort(const Status& cause) {
     p->out.sends.clear();
     p->in.recvs.clear();
     p->in.target = nullptr;
-    if (forward_abort_) post_abort(*p->segment.header(), rank_, aborted_);
+    post_abort(*p->segment.header(), rank_, aborted_);
     ring_doorbell(*p->segment.header(), true);
   }
 }

@@ -30,8 +30,9 @@
 //
 // Failure rules follow the TCP transport (tcp_transport.h): abort(cause) fails every pending
 // and later request and writes the cause (code and up to 1 KiB of text; the first one wins) into
-// every peer's segment, whose own requests then fail with "shm: rank <r> aborted: <cause>" (not
-// passed on: every rank of the mesh heard it from its origin); a peer that shut down in order
+// every peer's segment, whose own requests then fail with "shm: rank <r> aborted: <cause>"
+// (and who pass it on in turn, since a rank may exit before its origin's word reaches a peer
+// still waiting on it); a peer that shut down in order
 // fails only what it can no longer deliver; a receive whose length differs from the matching
 // send fails with protocol_error naming the peer and both lengths (the message is discarded and
 // the stream goes on); a wait past its deadline fails with timeout_error naming the outstanding

@@ -40,6 +40,9 @@ inline MpirunResult run_mpirun(int n, const std::string& program,
   cmd += " OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1";
   // Open MPI's own allocations at MPI_Init are never freed (see mpi_lsan.supp).
   std::vector<std::string> all_env = env;
+  // Open MPI unloads its components at MPI_Finalize; kept loaded, their frames keep names
+  // that the suppressions can match.
+  all_env.push_back("OMPI_MCA_mca_base_component_disable_dlclose=1");
   all_env.push_back("LSAN_OPTIONS=suppressions=" HOOP_SOURCE_DIR
                     "/tests/transports/mpi_lsan.supp:print_suppressions=0");
   for (const std::string& e : all_env) cmd += " '" + e + "'";

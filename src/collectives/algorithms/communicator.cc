@@ -147,7 +147,6 @@ Result<std::unique_ptr<Transport>> connect_transports(const BootstrapInfo& info,
   for (int r = 0; r < info.size; ++r) {
     if (r == info.rank) continue;
     HOOP_ASSIGN_OR_RETURN(std::string kind, topology::pair_transport(layout, info.rank, r, choice));
-    if (kind == "mpi") return connect_mpi(info);
     (kind == "shm" ? shm_peers : tcp_peers).push_back(r);
   }
   std::vector<std::unique_ptr<Transport>> parts;
@@ -263,7 +262,13 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
     }
     const topology::Layout layout = topology::group_by_host(ids);
     local_size = layout.local_size(info.rank);
-    HOOP_ASSIGN_OR_RETURN(t, connect_transports(info, *store, layout, transport, options.key_prefix));
+    // MPI needs no store (an mpirun job may have none); every other transport meets through it.
+    if (transport == "mpi") {
+      HOOP_ASSIGN_OR_RETURN(t, connect_mpi(info));
+    } else {
+      HOOP_ASSIGN_OR_RETURN(
+          t, connect_transports(info, *store, layout, transport, options.key_prefix));
+    }
     hierarchy = hierarchy_of(layout, info.rank);
   }
   auto comm = std::make_unique<collectives::CommImpl>(std::move(t), algorithm, timeout, cost);

@@ -133,7 +133,9 @@ Result<BootstrapInfo> bootstrap_from_env() {
           "secret (hooprun sets it)");
     HOOP_ASSIGN_OR_RETURN(info.secret, config::get_string("HOOP_SECRET"));
     if (info.secret.empty()) return invalid_argument("HOOP_SECRET is empty");
-  } else if (info.size > 1) {
+  } else if (info.size > 1 && info.launcher != "mpirun") {
+    // An mpirun job may go without a store when every pair talks MPI (HOOP_TRANSPORT=mpi);
+    // any other transport says it needs one when the Communicator is created.
     return invalid_argument(fmt::format(
         "a job of {} ranks ({}) needs a rendezvous store, but HOOP_RENDEZVOUS_ADDR is not set; "
         "launch with hooprun or set HOOP_RENDEZVOUS_ADDR/PORT and HOOP_SECRET",

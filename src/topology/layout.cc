@@ -92,9 +92,10 @@ Result<std::string> pair_transport(const Layout& layout, int a, int b, const std
                       layout.hosts()));
     return std::string("shm");
   }
+  if (choice == "mpi") return std::string("mpi");
   if (choice != "auto")
     return invalid_argument(
-        fmt::format("HOOP_TRANSPORT: unknown transport '{}' (have: auto, tcp, shm)", choice));
+        fmt::format("HOOP_TRANSPORT: unknown transport '{}' (have: auto, tcp, shm, mpi)", choice));
   return std::string(layout.same_host(a, b) ? "shm" : "tcp");
 }
 

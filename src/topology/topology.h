@@ -86,8 +86,8 @@ Result<std::vector<std::string>> exchange(Store& store, int rank, int size,
 std::vector<int> ring_order(const Layout& layout);
 
 /// The transport of each pair: "shm" within a host and "tcp" across hosts under "auto"; a
-/// forced "tcp" or "shm" for every pair ("shm" over several hosts is invalid_argument naming
-/// HOOP_TRANSPORT and the hosts).
+/// forced "tcp", "shm" or "mpi" for every pair ("shm" over several hosts is invalid_argument
+/// naming HOOP_TRANSPORT and the hosts).
 Result<std::string> pair_transport(const Layout& layout, int a, int b, const std::string& choice);
 
 /// A printable summary (what `hooprun --topology` shows): each host with its ranks and

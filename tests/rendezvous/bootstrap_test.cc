@@ -146,6 +146,16 @@ TEST_F(Bootstrap, InconsistentLayoutIsAnError) {
   EXPECT_THAT(error().message(), HasSubstr("HOOP_LOCAL_SIZE=3 exceeds HOOP_SIZE=2"));
 }
 
+// Under mpirun the store is optional: HOOP_TRANSPORT=mpi takes the layout from MPI itself, and
+// any other transport says it needs a store when the Communicator is created.
+TEST_F(Bootstrap, MpirunJobMayGoWithoutAStore) {
+  set({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  auto info = bootstrap_from_env();
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->launcher, "mpirun");
+  EXPECT_TRUE(info->store_host.empty());
+}
+
 TEST_F(Bootstrap, MultiRankJobNeedsStoreAndSecret) {
   set({{"HOOP_RANK", "0"}, {"HOOP_SIZE", "2"}});
   EXPECT_THAT(error().message(), HasSubstr("HOOP_RENDEZVOUS_ADDR is not set"));

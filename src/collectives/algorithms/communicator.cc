@@ -12,6 +12,9 @@
 #include "topology/topology.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
+#ifdef HOOP_HAVE_MPI
+#include "transports/mpi/mpi_transport.h"
+#endif
 
 namespace hoop {
 namespace {
@@ -92,6 +95,47 @@ std::optional<collectives::Hierarchy> hierarchy_of(const topology::Layout& layou
   return h;
 }
 
+// --- HOOP_TRANSPORT=mpi (kept together to ease merging with other transports) ---
+
+/// Refuses "mpi" where it cannot work: hoop built without MPI, or a job mpirun did not launch.
+Status check_mpi_choice(const BootstrapInfo& info) {
+#ifdef HOOP_HAVE_MPI
+  if (info.launcher == "mpirun") return Status::success();
+  return invalid_argument(fmt::format(
+      "HOOP_TRANSPORT=mpi needs a job launched by mpirun (OMPI_COMM_WORLD_RANK set), but this "
+      "rank's layout came from '{}'; use auto, tcp or shm",
+      info.launcher));
+#else
+  (void)info;
+  return invalid_argument("HOOP_TRANSPORT=mpi: this build of hoop has no MPI (libopenmpi-dev was "
+                          "not found when it was configured)");
+#endif
+}
+
+/// The MPI transport to every other rank.
+Result<std::unique_ptr<Transport>> connect_mpi(const BootstrapInfo& info) {
+#ifdef HOOP_HAVE_MPI
+  HOOP_ASSIGN_OR_RETURN(mpi::MpiOptions o, mpi::mpi_options_from_env());
+  return mpi::connect(info.rank, info.size, o);
+#else
+  return check_mpi_choice(info);
+#endif
+}
+
+/// Every rank's host identity over MPI itself, for an mpirun job without a rendezvous store.
+Result<std::vector<std::string>> exchange_host_ids_over_mpi(const BootstrapInfo& info,
+                                                            const std::string& host_id) {
+#ifdef HOOP_HAVE_MPI
+  HOOP_RETURN_IF_ERROR(mpi::ensure_world(info.rank, info.size));
+  return mpi::allgather_strings(host_id, info.start_timeout);
+#else
+  (void)host_id;
+  return check_mpi_choice(info);
+#endif
+}
+
+// --- end of HOOP_TRANSPORT=mpi ---
+
 /// Connects this rank to every other over the transport `choice` gives each pair (shared memory
 /// within a host and TCP across hosts for "auto"); several transports are routed per peer.
 Result<std::unique_ptr<Transport>> connect_transports(const BootstrapInfo& info, Store& store,
@@ -159,6 +203,8 @@ std::optional<Algorithm> parse_algorithm(std::string_view name) {
 Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOptions& options) {
   HOOP_ASSIGN_OR_RETURN(BootstrapInfo info, bootstrap_from_env());
   if (info.size == 1) return create(info, nullptr, options);
+  // An mpirun job over MPI alone needs no store: its layout comes from MPI.
+  if (info.store_host.empty() && info.launcher == "mpirun") return create(info, nullptr, options);
   HOOP_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, connect_store(info));
   // The store is only needed to set up the mesh; the transport keeps no reference to it.
   return create(info, store.get(), options);
@@ -170,9 +216,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
   if (transport.empty()) {
     HOOP_ASSIGN_OR_RETURN(transport, config::get_string("HOOP_TRANSPORT"));
   }
-  if (transport != "auto" && transport != "tcp" && transport != "shm")
+  if (transport != "auto" && transport != "tcp" && transport != "shm" && transport != "mpi")
     return invalid_argument(
-        fmt::format("transport: unknown transport '{}' (have: auto, tcp, shm)", transport));
+        fmt::format("transport: unknown transport '{}' (have: auto, tcp, shm, mpi)", transport));
+  if (transport == "mpi") HOOP_RETURN_IF_ERROR(check_mpi_choice(info));
   Algorithm algorithm = Algorithm::kAuto;
   if (options.algorithm) {
     algorithm = *options.algorithm;
@@ -197,18 +244,31 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
   if (info.size == 1) {
     t = std::make_unique<SelfTransport>();
   } else {
-    if (store == nullptr)
-      return invalid_argument(fmt::format("store: a {}-rank job needs a store", info.size));
+    if (store == nullptr && transport != "mpi")
+      return invalid_argument(fmt::format(
+          "store: a {}-rank job needs a rendezvous store (set HOOP_RENDEZVOUS_ADDR/PORT and "
+          "HOOP_SECRET{})",
+          info.size, info.launcher == "mpirun" ? ", or HOOP_TRANSPORT=mpi under mpirun" : ""));
     // Where every rank runs decides the transport of each pair and the hierarchy.
     HOOP_ASSIGN_OR_RETURN(std::string host_id, topology::local_host_id());
     const std::string hosts_key =
         (options.key_prefix.empty() ? std::string("hoop") : options.key_prefix) + "/hosts";
-    HOOP_ASSIGN_OR_RETURN(std::vector<std::string> ids,
-                          topology::exchange(*store, info.rank, info.size, hosts_key, host_id,
-                                             info.start_timeout));
+    std::vector<std::string> ids;
+    if (store == nullptr) {
+      HOOP_ASSIGN_OR_RETURN(ids, exchange_host_ids_over_mpi(info, host_id));
+    } else {
+      HOOP_ASSIGN_OR_RETURN(ids, topology::exchange(*store, info.rank, info.size, hosts_key,
+                                                    host_id, info.start_timeout));
+    }
     const topology::Layout layout = topology::group_by_host(ids);
     local_size = layout.local_size(info.rank);
-    HOOP_ASSIGN_OR_RETURN(t, connect_transports(info, *store, layout, transport, options.key_prefix));
+    // MPI needs no store (an mpirun job may have none); every other transport meets through it.
+    if (transport == "mpi") {
+      HOOP_ASSIGN_OR_RETURN(t, connect_mpi(info));
+    } else {
+      HOOP_ASSIGN_OR_RETURN(
+          t, connect_transports(info, *store, layout, transport, options.key_prefix));
+    }
     hierarchy = hierarchy_of(layout, info.rank);
   }
   auto comm = std::make_unique<collectives::CommImpl>(std::move(t), algorithm, timeout, cost);

@@ -130,6 +130,7 @@ class UcxTransport final : public Transport {
   std::string describe(const Request& req) const;
   Status timed_out(std::span<const RequestId> ids);
   void shut_down();
+  void drain_unclaimed();
 
   // ucx_io.cc
   /// Drives UCX and hoop's matching once; true when something moved or completed.

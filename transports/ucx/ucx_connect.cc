@@ -238,6 +238,16 @@ Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
     }
     connected.push_back(std::move(peer));
   }
+  // UCX's shared-memory transports attach to the peer's worker when the endpoint is created:
+  // no rank may go on (and possibly destroy its worker) until every peer has its endpoints.
+  HOOP_RETURN_IF_ERROR(store.set(fmt::format("{}/connected/{}", options.key_prefix, rank), "1"));
+  std::vector<std::string> connected_keys;
+  for (int p : peers)
+    connected_keys.push_back(fmt::format("{}/connected/{}", options.key_prefix, p));
+  HOOP_RETURN_IF_ERROR(
+      store.wait(connected_keys, remaining(deadline))
+          .with_context(
+              fmt::format("ucx: rank {} waiting for its peers to create their endpoints", rank)));
   close_on_failure.armed = false;
   return std::unique_ptr<Transport>(
       std::make_unique<UcxTransport>(rank, size, options, std::move(ucp), std::move(connected)));

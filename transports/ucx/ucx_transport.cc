@@ -56,6 +56,7 @@ void UcxTransport::shut_down() {
   }
   flush(Clock::now() + kFlushTimeout, closing);
   for (void* r : closing) ucp_request_free(r);
+  drain_unclaimed();
   for (Request* r : in_flight_) ucp_request_free(r->ucp);
   in_flight_.clear();
   for (ControlMessage& m : control_out_) {
@@ -66,6 +67,26 @@ void UcxTransport::shut_down() {
   }
   control_out_.clear();
   control_in_.clear();
+}
+
+void UcxTransport::drain_unclaimed() {
+  // Messages no receive will claim (the peers' goodbyes, data of an aborted job) are taken out
+  // of UCX's unexpected queue, which otherwise warns about each one when the worker goes.
+  std::vector<char> sink;
+  ucp_tag_recv_info_t info{};
+  while (ucp_tag_message_h msg = ucp_tag_probe_nb(ucp_->worker, 0, 0, 1, &info)) {
+    sink.resize(std::max<std::size_t>(info.length, 1));
+    ucp_request_param_t param{};
+    void* r = ucp_tag_msg_recv_nbx(ucp_->worker, sink.data(), info.length, msg, &param);
+    if (!UCS_PTR_IS_PTR(r)) continue;
+    const Deadline deadline = Clock::now() + kPeerCheckInterval;
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline) {
+      ucp_worker_progress(ucp_->worker);
+    }
+    if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(ucp_->worker, r);
+    ucp_request_free(r);
+    break;  // the sink may still be in use by a cancelled transfer: stop here
+  }
 }
 
 Result<Peer*> UcxTransport::check_peer(int peer, const void* data, std::size_t bytes) {

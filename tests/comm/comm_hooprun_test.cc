@@ -58,6 +58,23 @@ TEST_P(CommCheckTcp, EveryCollectiveMatchesTheReference) {
 }
 INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckTcp, ::testing::Values(2, 4, 8));
 
+#ifdef HOOP_HAVE_UCX
+// The same matrix with every pair over UCX: (ranks, UCX_TLS).
+class CommCheckUcx : public ::testing::TestWithParam<std::pair<int, const char*>> {};
+TEST_P(CommCheckUcx, EveryCollectiveMatchesTheReference) {
+  const auto [n, tls] = GetParam();
+  const RunResult r = launch::testing::run_ranks(
+      HOOP_COMM_CHECK_BIN, n, {"check"}, {"HOOP_TRANSPORT=ucx", std::string("UCX_TLS=") + tls},
+      kDeadline);
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "checked", "cases"), n) << r.out << r.err;
+}
+INSTANTIATE_TEST_SUITE_P(RanksAndTls, CommCheckUcx,
+                         ::testing::Values(std::pair{2, "tcp"}, std::pair{4, "tcp"},
+                                           std::pair{2, "posix"}));
+#endif
+
 // Simulated hosts (HOOP_HOST_ID per block of ranks): shared memory inside a host, TCP across,
 // and the hierarchical allreduce; (ranks, hosts).
 class CommCheckHosts : public ::testing::TestWithParam<std::pair<int, int>> {};

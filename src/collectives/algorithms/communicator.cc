@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <mutex>
@@ -14,6 +15,9 @@
 #include "transports/tcp/tcp_transport.h"
 #ifdef HOOP_HAVE_MPI
 #include "transports/mpi/mpi_transport.h"
+#endif
+#ifdef HOOP_HAVE_UCX
+#include "transports/ucx/ucx_transport.h"
 #endif
 
 namespace hoop {
@@ -136,31 +140,60 @@ Result<std::vector<std::string>> exchange_host_ids_over_mpi(const BootstrapInfo&
 
 // --- end of HOOP_TRANSPORT=mpi ---
 
+/// Whether the pairs across hosts take UCX under "auto": only when every rank's host has an
+/// RDMA device and UCX is built, so that both ends of every pair choose alike.
+Result<bool> ucx_across_hosts(const BootstrapInfo& info, Store& store,
+                              const topology::Layout& layout, const std::string& choice,
+                              const std::string& key_prefix) {
+  if (choice != "auto" || layout.hosts() < 2 || !topology::kHaveUcx) return false;
+  const std::string key = (key_prefix.empty() ? std::string("hoop") : key_prefix) + "/rdma";
+  HOOP_ASSIGN_OR_RETURN(std::vector<std::string> flags,
+                        topology::exchange(store, info.rank, info.size, key,
+                                           topology::rdma_device_present() ? "1" : "0",
+                                           info.start_timeout));
+  return std::all_of(flags.begin(), flags.end(), [](const std::string& f) { return f == "1"; });
+}
+
 /// Connects this rank to every other over the transport `choice` gives each pair (shared memory
-/// within a host and TCP across hosts for "auto"); several transports are routed per peer.
+/// within a host, UCX or TCP across hosts for "auto"); several transports are routed per peer.
 Result<std::unique_ptr<Transport>> connect_transports(const BootstrapInfo& info, Store& store,
                                                       const topology::Layout& layout,
                                                       const std::string& choice,
                                                       const std::string& key_prefix) {
-  std::vector<int> shm_peers, tcp_peers;
+  HOOP_ASSIGN_OR_RETURN(const bool across_ucx,
+                        ucx_across_hosts(info, store, layout, choice, key_prefix));
+  std::vector<int> shm_peers, tcp_peers, ucx_peers;
   std::vector<int> route(info.size, 0);
   for (int r = 0; r < info.size; ++r) {
     if (r == info.rank) continue;
-    HOOP_ASSIGN_OR_RETURN(std::string kind, topology::pair_transport(layout, info.rank, r, choice));
-    (kind == "shm" ? shm_peers : tcp_peers).push_back(r);
+    HOOP_ASSIGN_OR_RETURN(std::string kind,
+                          topology::pair_transport(layout, info.rank, r, choice, across_ucx));
+    (kind == "shm" ? shm_peers : kind == "ucx" ? ucx_peers : tcp_peers).push_back(r);
   }
+  const std::string prefix = key_prefix.empty() ? std::string("hoop") : key_prefix;
   std::vector<std::unique_ptr<Transport>> parts;
   if (!shm_peers.empty()) {
     HOOP_ASSIGN_OR_RETURN(shm::ShmOptions o, shm::shm_options_from_env());
-    o.key_prefix = (key_prefix.empty() ? std::string("hoop") : key_prefix) + "/shm";
+    o.key_prefix = prefix + "/shm";
     HOOP_ASSIGN_OR_RETURN(auto t, shm::connect(store, info.rank, info.size, shm_peers,
                                                info.job_id, o));
+    for (int r : shm_peers) route[r] = static_cast<int>(parts.size());
     parts.push_back(std::move(t));
   }
+#ifdef HOOP_HAVE_UCX
+  if (!ucx_peers.empty()) {
+    HOOP_ASSIGN_OR_RETURN(ucx::UcxOptions o, ucx::ucx_options_from_env());
+    o.key_prefix = prefix + "/ucx";
+    HOOP_ASSIGN_OR_RETURN(auto t, ucx::connect(store, info.rank, info.size, ucx_peers,
+                                               info.job_id, o));
+    for (int r : ucx_peers) route[r] = static_cast<int>(parts.size());
+    parts.push_back(std::move(t));
+  }
+#endif
   if (!tcp_peers.empty()) {
     HOOP_ASSIGN_OR_RETURN(tcp::TcpOptions o, tcp::tcp_options_from_env());
     if (!key_prefix.empty()) o.key_prefix = key_prefix;
-    if (!shm_peers.empty()) o.peers = tcp_peers;
+    if (tcp_peers.size() + 1 != static_cast<std::size_t>(info.size)) o.peers = tcp_peers;
     HOOP_ASSIGN_OR_RETURN(
         auto t, tcp::connect_mesh(store, info.rank, info.size, info.secret, info.job_id, o));
     for (int r : tcp_peers) route[r] = static_cast<int>(parts.size());
@@ -216,10 +249,15 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
   if (transport.empty()) {
     HOOP_ASSIGN_OR_RETURN(transport, config::get_string("HOOP_TRANSPORT"));
   }
-  if (transport != "auto" && transport != "tcp" && transport != "shm" && transport != "mpi")
-    return invalid_argument(
-        fmt::format("transport: unknown transport '{}' (have: auto, tcp, shm, mpi)", transport));
+  if (transport != "auto" && transport != "tcp" && transport != "shm" && transport != "ucx" &&
+      transport != "mpi")
+    return invalid_argument(fmt::format(
+        "transport: unknown transport '{}' (have: auto, tcp, shm, ucx, mpi)", transport));
   if (transport == "mpi") HOOP_RETURN_IF_ERROR(check_mpi_choice(info));
+  if (transport == "ucx" && !topology::kHaveUcx)
+    return invalid_argument(
+        "HOOP_TRANSPORT=ucx: this hoop was built without UCX (libucx-dev was not found when it "
+        "was configured; use auto or tcp)");
   Algorithm algorithm = Algorithm::kAuto;
   if (options.algorithm) {
     algorithm = *options.algorithm;

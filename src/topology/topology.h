@@ -39,6 +39,7 @@ struct HostHardware {
   int pus = 0;         // hardware threads
   int usable_pus = 0;  // hardware threads this process may run on (its affinity)
   std::vector<PciDevice> devices;
+  bool rdma = false;  // an RDMA device is present (rdma_device_present), so "auto" may take ucx
 };
 
 /// Reads this host's hardware with hwloc (PCI devices included); internal_error naming hwloc's

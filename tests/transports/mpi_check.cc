@@ -35,9 +35,20 @@ TEST(MpiRank, PingPongOfEverySizeArrivesIntact) {
   run_body([](int rank, int, Transport& t) { ping_pong_every_size(rank, t); });
 }
 
-// 1 MiB chunks: the 64 MiB message travels as 64 chunks, as one over INT_MAX bytes would.
+// 4 KiB chunks: a 4096-byte message is exactly one chunk and the 1 MiB + 3 one travels as 257,
+// as a message over INT_MAX bytes would travel in 1 GiB chunks (the 64 MiB one is left out:
+// the test above moves it, and in chunks it only costs time).
 TEST(MpiRank, PingPongInSmallChunks) {
-  run_body([](int rank, int, Transport& t) { ping_pong_every_size(rank, t); }, 1 << 20);
+  run_body([](int rank, int, Transport& t) { ping_pong_sizes_up_to(rank, t, (1 << 20) + 3); },
+           4096);
+}
+
+// Under mpirun the transport says it is usable, and names the MPI library.
+TEST(MpiRank, UsableUnderMpirun) {
+  std::string why;
+  EXPECT_TRUE(mpi::mpi_usable(&why)) << why;
+  EXPECT_NE(mpi::mpi_library_version().find("MPI"), std::string::npos)
+      << mpi::mpi_library_version();
 }
 
 TEST(MpiRank, AllPairsWithManyMessagesInFlightKeepOrder) {

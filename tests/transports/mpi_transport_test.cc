@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tests/transports/mpirun_harness.h"
+#include "transports/mpi/mpi_transport.h"
 
 namespace hoop::testing {
 namespace {
@@ -38,15 +39,23 @@ TEST_P(MpiTransportTest, PassesOnEveryRank) {
   EXPECT_EQ(count_lines_holding(r.out, passed), job.ranks) << r.out;
 }
 
-// Two ranks: every size (in one chunk and in 1 MiB chunks), length mismatch, a message long
-// before its receive, test(), bad arguments, orderly shutdown, deadlines, poll() and wake().
+// Two ranks: every size (in one chunk and in 4 KiB chunks), length mismatch, a message long
+// before its receive, test(), bad arguments, orderly shutdown, deadlines, poll(), wake() and
+// mpi_usable. The sanitizer build leaves out the 4-rank job (see CMakeLists.txt).
 INSTANTIATE_TEST_SUITE_P(
     Bodies, MpiTransportTest,
     ::testing::Values(Job{"TwoRankBodies", "MpiRank.*:-MpiRank.AllPairs*:MpiRank.AbortCarries*",
-                          2, 9},
+                          2, 10},
                       Job{"AllPairsKeepOrder", "MpiRank.AllPairs*", 4, 1},
                       Job{"AbortCarriesTheCauseToEveryPeer", "MpiRank.AbortCarries*", 3, 1}),
     [](const auto& p) { return std::string(p.param.name); });
+
+// A process that mpirun did not launch (this test itself) is told why it cannot use MPI.
+TEST(MpiUsable, OutsideMpirunSaysWhy) {
+  std::string why;
+  EXPECT_FALSE(mpi::mpi_usable(&why));
+  EXPECT_NE(why.find("OMPI_COMM_WORLD_SIZE"), std::string::npos) << why;
+}
 
 }  // namespace
 }  // namespace hoop::testing

@@ -183,7 +183,8 @@ TEST_P(UcxProcessTest, OrderlyExitIsNoCrash) {
   EXPECT_NE(line.find("rank 0 shut its transport down"), std::string::npos) << line;
 }
 
-INSTANTIATE_TEST_SUITE_P(Tls, UcxProcessTest, ::testing::Values("tcp", "posix"));
+INSTANTIATE_TEST_SUITE_P(Tls, UcxProcessTest, ::testing::Values("tcp", "posix"),
+                         [](const auto& p) { return std::string(p.param); });
 
 }  // namespace
 }  // namespace hoop::testing

@@ -153,7 +153,8 @@ TEST_P(UcxTest, ConnectTimeoutNamesTheMissingRanks) {
   EXPECT_NE(t.status().message().find("1, 2"), std::string::npos) << t.status().message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Tls, UcxTest, ::testing::Values("tcp", "posix"));
+INSTANTIATE_TEST_SUITE_P(Tls, UcxTest, ::testing::Values("tcp", "posix"),
+                         [](const auto& p) { return std::string(p.param); });
 
 class UcxSetUpTest : public TcpTest {};
 
@@ -173,6 +174,19 @@ TEST_F(UcxSetUpTest, BadArgumentsAndAnotherJobsAddressAreRefused) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kAuthFailed) << t.status().to_string();
   EXPECT_NE(t.status().message().find("other-job"), std::string::npos) << t.status().message();
+}
+
+// What `hooprun --check-build` asks: UCX opens over its tcp transport here; a UCX_TLS that names
+// no transport UCX has is refused, and the answer says what UCX refused.
+TEST(UcxUsableTest, OpensOverTcpAndSaysWhyNot) {
+  EXPECT_NE(ucx::ucx_version(), "");
+  std::string why;
+  ::setenv("UCX_TLS", "tcp", 1);
+  EXPECT_TRUE(ucx::ucx_usable(&why)) << why;
+  ::setenv("UCX_TLS", "no_such_transport", 1);
+  EXPECT_FALSE(ucx::ucx_usable(&why));
+  EXPECT_NE(why.find("ucx:"), std::string::npos) << why;
+  ::unsetenv("UCX_TLS");
 }
 
 TEST(UcxOptionsTest, ReadFromTheEnvironment) {

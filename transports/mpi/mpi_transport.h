@@ -73,6 +73,15 @@ struct MpiOptions {
 /// Options from HOOP_SPIN_US and HOOP_START_TIMEOUT.
 Result<MpiOptions> mpi_options_from_env();
 
+/// The MPI library's own version line ("Open MPI v4.1.4, ..."), for `hooprun --check-build`;
+/// MPI allows asking before MPI_Init.
+std::string mpi_library_version();
+
+/// Whether this process can use the MPI transport: MPI is (or can still be) initialized and
+/// mpirun launched the process (OMPI_COMM_WORLD_SIZE set). When not, `why` (if given) says which
+/// (a plain process, hooprun's ranks included, is refused: the transport needs mpirun's world).
+bool mpi_usable(std::string* why);
+
 /// Initializes MPI if nobody has (MPI_Init_thread asking for MPI_THREAD_MULTIPLE; finalized
 /// at exit), then checks the thread level and that `rank` and `size` are MPI_COMM_WORLD's.
 Status ensure_world(int rank, int size);

@@ -66,6 +66,30 @@ std::uint32_t next_serial() {
   return ++serial;
 }
 
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
+  std::string v(text, static_cast<std::size_t>(length));
+  // Open MPI's string goes on over several lines (repository, release date).
+  v = v.substr(0, v.find_first_of("\r\n"));
+  while (!v.empty() && (v.back() == ' ' || v.back() == ',')) v.pop_back();
+  return v;
+}
+
+bool mpi_usable(std::string* why) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  std::string reason;
+  if (finalized) {
+    reason = "MPI was already finalized in this process";
+  } else if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) {
+    reason = "this process was not launched by mpirun (OMPI_COMM_WORLD_SIZE is not set)";
+  }
+  if (!reason.empty() && why != nullptr) *why = "mpi: " + reason;
+  return reason.empty();
+}
+
 Status ensure_world(int rank, int size) {
   std::lock_guard<std::mutex> lock(mpi_mutex());
   int initialized = 0, finalized = 0;

@@ -166,6 +166,14 @@ Ucp::~Ucp() {
   if (context != nullptr) ucp_cleanup(context);
 }
 
+std::string ucx_version() { return ucp_get_version_string(); }
+
+bool ucx_usable(std::string* why) {
+  auto ucp = open_worker(1);
+  if (!ucp.ok() && why != nullptr) *why = ucp.status().message();
+  return ucp.ok();
+}
+
 Result<UcxOptions> ucx_options_from_env() {
   UcxOptions o;
   HOOP_ASSIGN_OR_RETURN(const std::int64_t spin, config::get_int("HOOP_SPIN_US"));

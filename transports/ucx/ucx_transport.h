@@ -67,6 +67,14 @@ struct UcxOptions {
 /// Options from HOOP_SPIN_US and HOOP_START_TIMEOUT; invalid_argument naming a malformed one.
 Result<UcxOptions> ucx_options_from_env();
 
+/// The UCX library's version ("1.13.1"), for `hooprun --check-build`.
+std::string ucx_version();
+
+/// Whether this process can use the UCX transport now: opens (and closes) a UCP context and
+/// worker under the current UCX_* variables, as connect() would. When not, `why` (if given)
+/// says what failed, e.g. a UCX_TLS naming no transport this host has.
+bool ucx_usable(std::string* why);
+
 /// Connects rank `rank` of a `size`-rank job to the ranks in `peers` (global rank numbers,
 /// `rank` itself excluded) over UCX. The transport numbers ranks globally: send/recv to a rank
 /// outside `peers` fails with invalid_argument. Every rank in `peers` must make the same call

@@ -107,7 +107,7 @@ Status check_mpi_choice(const BootstrapInfo& info) {
   if (info.launcher == "mpirun") return Status::success();
   return invalid_argument(fmt::format(
       "HOOP_TRANSPORT=mpi needs a job launched by mpirun (OMPI_COMM_WORLD_RANK set), but this "
-      "rank's layout came from '{}'; use auto, tcp or shm",
+      "rank's layout came from '{}'; use auto, tcp, shm or ucx",
       info.launcher));
 #else
   (void)info;

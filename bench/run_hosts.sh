@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs hoop's allreduce across the simulated hosts of the network-namespace test bed, one peer
-# per algorithm (hierarchical, flat ring, auto by default), through bench/run_peers.sh, so the
+# per algorithm (hierarchical, flat ring, auto by default; "hierarchical-serial" is the
+# hierarchical allreduce without its segment pipeline), through bench/run_peers.sh, so the
 # table shows their median times side by side. Run it inside tests/netns/testbed.sh:
 #
 #   tests/netns/testbed.sh --hosts 2 --rate 1gbit --timeout 1800 -- \
@@ -43,6 +44,12 @@ n=$((count * per_host))
 
 declare -a peers=()
 for algo in $algos; do
-  peers+=(--peer "$algo={bin}/hooprun -np {n} -H $hosts --spawner $wrappers/{host} --rendezvous-addr $TESTBED_BRIDGE_ADDR {bin}/hoop-bench --collective allreduce --algo $algo")
+  # "hierarchical-serial": the hierarchical allreduce with its three phases one after the other
+  # (no segment pipeline), to measure what the pipeline gains.
+  prefix=""
+  if [[ "$algo" == hierarchical-serial ]]; then
+    prefix="env HOOP_HIERARCHICAL_SEGMENT_BYTES=0 "
+  fi
+  peers+=(--peer "$algo=$prefix{bin}/hooprun -np {n} -H $hosts --spawner $wrappers/{host} --rendezvous-addr $TESTBED_BRIDGE_ADDR {bin}/hoop-bench --collective allreduce --algo ${algo%-serial}")
 done
 "$here/run_peers.sh" --ranks "$n" --only-extra "${peers[@]}" "${rest[@]}"

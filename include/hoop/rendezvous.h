@@ -37,6 +37,7 @@ struct StoreServerStats {
   std::uint64_t accepted = 0;         // connections that passed the handshake
   std::uint64_t auth_failures = 0;    // wrong secret, job id or protocol version
   std::uint64_t protocol_errors = 0;  // garbage, oversized frames, handshake timeouts
+  std::uint64_t closed = 0;           // accepted connections since closed (open: the difference)
 };
 
 /// The store server. Serves every client from one event-loop thread with non-blocking
@@ -95,15 +96,20 @@ struct BootstrapInfo {
   std::string secret;
   std::string job_id;
   /// Where the rank layout came from: "env" (HOOP_* or HOROVOD_*, as hooprun sets them),
-  /// "mpirun" (OMPI_COMM_WORLD_*), "pmix" (PMIX_RANK), "slurm" (SLURM_*) or "none".
+  /// "mpirun" (OMPI_COMM_WORLD_*), "pmix" (PMIX_RANK), "slurm" (SLURM_*), "kubernetes"
+  /// (JOB_COMPLETION_INDEX of an Indexed Job) or "none".
   std::string launcher;
+  /// True when no hooprun hosts the store: rank 0 hosts it at store_host:store_port.
+  bool host_store = false;
   std::chrono::milliseconds start_timeout{30000};  // HOOP_START_TIMEOUT
   std::chrono::milliseconds timeout{30000};        // HOOP_TIMEOUT_SECONDS
 };
 
 /// Reads rank, size, local rank, store address and secret from HOOP_* variables (and their
-/// HOROVOD_* aliases), falling back to OMPI_COMM_WORLD_*, PMIX_RANK and SLURM_* for the rank
-/// layout. Fails with a message naming the variable when a value is malformed or inconsistent.
+/// HOROVOD_* aliases), falling back to OMPI_COMM_WORLD_*, PMIX_RANK, SLURM_* and a Kubernetes
+/// Indexed Job's JOB_COMPLETION_INDEX for the rank layout. Without hooprun, rank 0 hosts the
+/// store at an address every rank computes from the launcher's variables (host_store).
+/// Fails with a message naming the variable when a value is malformed or inconsistent.
 /// Where the local layout is not given, all ranks are taken to share one host.
 Result<BootstrapInfo> bootstrap_from_env();
 

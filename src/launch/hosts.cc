@@ -4,9 +4,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
 #include <set>
+#include <sstream>
 
 #include "core/socket.h"
 
@@ -15,6 +21,51 @@ namespace {
 
 Status bad_entry(std::string_view entry, std::string_view why) {
   return invalid_argument(fmt::format("bad host '{}' in the host list: {}", entry, why));
+}
+
+// A positive slot count, or nullopt.
+std::optional<int> parse_slots(std::string_view text) {
+  int slots = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), slots);
+  if (ec != std::errc() || ptr != text.data() + text.size() || slots < 1) return std::nullopt;
+  return slots;
+}
+
+// One hostfile line without its comment: "host", "host:N" or "host slots=N"; nullopt and
+// `why` when it is none of them.
+std::optional<HostSlots> parse_hostfile_line(std::string_view line, std::string& why) {
+  constexpr std::string_view kSpace = " \t\r";
+  std::vector<std::string_view> words;
+  for (std::size_t start = line.find_first_not_of(kSpace); start != std::string_view::npos;) {
+    const std::size_t end = std::min(line.find_first_of(kSpace, start), line.size());
+    words.push_back(line.substr(start, end - start));
+    start = line.find_first_not_of(kSpace, end);
+  }
+  HostSlots host;
+  std::optional<int> slots = 1;
+  if (words.size() == 2 && words[1].starts_with("slots=")) {
+    host.name = std::string(words[0]);
+    slots = parse_slots(words[1].substr(6));
+  } else if (words.size() == 1 && words[0].find(':') != std::string_view::npos) {
+    const std::size_t colon = words[0].rfind(':');
+    host.name = std::string(words[0].substr(0, colon));
+    slots = parse_slots(words[0].substr(colon + 1));
+  } else if (words.size() == 1) {
+    host.name = std::string(words[0]);
+  } else {
+    why = "expected 'host slots=N', 'host:N' or 'host'";
+    return std::nullopt;
+  }
+  if (!slots) {
+    why = "slots must be a positive integer";
+    return std::nullopt;
+  }
+  if (host.name.empty()) {
+    why = "empty host name";
+    return std::nullopt;
+  }
+  host.slots = *slots;
+  return host;
 }
 
 }  // namespace
@@ -32,17 +83,53 @@ Result<std::vector<HostSlots>> parse_hosts(std::string_view text) {
     const std::size_t colon = entry.rfind(':');
     host.name = std::string(entry.substr(0, colon));
     if (colon != std::string_view::npos) {
-      const std::string_view slots = entry.substr(colon + 1);
-      const auto [ptr, ec] = std::from_chars(slots.data(), slots.data() + slots.size(), host.slots);
-      if (ec != std::errc() || ptr != slots.data() + slots.size() || host.slots < 1) {
-        return bad_entry(entry, "slots must be a positive integer (host:slots)");
-      }
+      const std::optional<int> slots = parse_slots(entry.substr(colon + 1));
+      if (!slots) return bad_entry(entry, "slots must be a positive integer (host:slots)");
+      host.slots = *slots;
     }
     if (host.name.empty()) return bad_entry(entry, "empty host name");
     if (!seen.insert(host.name).second) return bad_entry(entry, "host listed twice");
     hosts.push_back(std::move(host));
   }
   return hosts;
+}
+
+Result<std::vector<HostSlots>> parse_hostfile(std::string_view text, std::string_view file) {
+  std::vector<HostSlots> hosts;
+  std::map<std::string, int, std::less<>> first_line;
+  int number = 0;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    ++number;
+    line = line.substr(0, line.find('#'));
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    std::string why;
+    std::optional<HostSlots> host = parse_hostfile_line(line, why);
+    if (!host) {
+      return invalid_argument(fmt::format("{}:{}: bad line '{}': {}", file, number, line, why));
+    }
+    if (auto [it, added] = first_line.emplace(host->name, number); !added) {
+      return invalid_argument(fmt::format("{}:{}: host '{}' is listed twice (first on line {})",
+                                          file, number, host->name, it->second));
+    }
+    hosts.push_back(std::move(*host));
+  }
+  if (hosts.empty()) return invalid_argument(fmt::format("{}: the hostfile lists no host", file));
+  return hosts;
+}
+
+Result<std::vector<HostSlots>> read_hostfile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  if (in) text << in.rdbuf();
+  if (!in || in.bad()) {
+    return io_error(fmt::format("cannot read the hostfile '{}': {}", path, std::strerror(errno)));
+  }
+  return parse_hostfile(text.str(), path);
 }
 
 int total_slots(std::span<const HostSlots> hosts) {

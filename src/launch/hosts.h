@@ -25,6 +25,15 @@ struct HostSlots {
 /// the bad entry: an empty name, slots that are not a positive integer, a host listed twice.
 Result<std::vector<HostSlots>> parse_hosts(std::string_view text);
 
+/// Parses a hostfile's text: one host a line as `host slots=N`, `host:N` or `host` (1 slot);
+/// `#` starts a comment, blank lines are skipped. invalid_argument naming `file`:line for a
+/// malformed line, a host listed twice, or a file without hosts.
+Result<std::vector<HostSlots>> parse_hostfile(std::string_view text, std::string_view file);
+
+/// Reads and parses the hostfile at `path` (see parse_hostfile); io_error naming it when it
+/// cannot be read.
+Result<std::vector<HostSlots>> read_hostfile(const std::string& path);
+
 /// The sum of the hosts' slots (saturating at INT32_MAX).
 int total_slots(std::span<const HostSlots> hosts);
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <filesystem>
 #include <optional>
 
 #include "launch/exit_codes.h"
@@ -28,6 +29,7 @@ struct Stream {
   Fd fd;
   LinePrefixer prefixer;
   int destination;
+  Fd file;  // --output-filename's copy, when asked for
 };
 
 struct Rank {
@@ -35,8 +37,13 @@ struct Rank {
   pid_t pid = -1;
   bool exited = false;
   ExitStatus status;
+  std::vector<std::string> argv;
   std::array<std::optional<Stream>, 2> streams;  // stdout, stderr
+  TailLines stderr_tail{kReportedErrorLines};
+  Fd secret_pipe;  // a rank over ssh: its stdin, held open while it runs (see agent.h)
 };
+
+constexpr const char* kStreamNames[] = {"stdout", "stderr"};
 
 enum class Phase {
   kRunning,   // waiting for the ranks to end
@@ -63,6 +70,7 @@ class Supervisor {
     }
     for (Rank& rank : ranks_) close_streams(rank);
     reap_all();
+    if (failed_rank_) report_failure(ranks_.at(*failed_rank_));
     return exit_code_.value_or(kExitSuccess);
   }
 
@@ -80,27 +88,93 @@ class Supervisor {
     }
     ranks_.reserve(static_cast<std::size_t>(spec_.env.size));
     for (int r = 0; r < spec_.env.size; ++r) {
-      const RankCommand& command = spec_.commands.at(static_cast<std::size_t>(r));
-      SpawnRequest request{command.program_path, command.argv,
-                           rank_environment(spec_.inherited_env, spec_.env, r), dev_null.get(),
-                           signals_.original_mask()};
-      Result<ChildProcess> child = spawn_process(request);
-      if (!child.ok()) {
-        say(child.status().message());
-        exit_code_ = exit_code_for(child.status());
+      if (Status s = start_rank(r, dev_null.get()); !s.ok()) {
+        say(s.message());
+        exit_code_ = exit_code_for(s);
         if (!ranks_.empty()) begin_stop(SIGTERM);
         return;
       }
-      Rank& rank = ranks_.emplace_back();
-      rank.index = r;
-      rank.pid = child->pid;
-      const std::string prefix = fmt::format("[{}] ", r);
-      rank.streams[0].emplace(
-          Stream{std::move(child->stdout_fd), LinePrefixer(prefix), STDOUT_FILENO});
-      rank.streams[1].emplace(
-          Stream{std::move(child->stderr_fd), LinePrefixer(prefix), STDERR_FILENO});
-      if (spec_.verbose) describe_rank(rank);
     }
+  }
+
+  Status start_rank(int r, int dev_null) {
+    const RankCommand& command = spec_.commands.at(static_cast<std::size_t>(r));
+    std::vector<std::string> env = rank_environment(spec_.inherited_env, spec_.env, r);
+    std::vector<std::string> argv = command.argv;
+    std::array<Fd, 2> files;
+    if (spec_.output_dir) {
+      HOOP_ASSIGN_OR_RETURN(files, open_output_files(r));
+    }
+    Pipe secret;
+    if (command.remote_argv) {
+      argv = command_on_host(command.access, ssh_environment(env, spec_.forwarded_names),
+                             *command.remote_argv, spec_.workdir);
+      // The secret reaches the remote agent on ssh's stdin only; ssh itself needs none of it.
+      const std::string secret_entry = std::string(kSecretVar) + "=";
+      std::erase_if(env, [&](const std::string& e) { return e.starts_with(secret_entry); });
+      HOOP_ASSIGN_OR_RETURN(secret, open_pipe());
+      // A fresh pipe holds far more than one line: this cannot block.
+      HOOP_RETURN_IF_ERROR(write_all(secret.write.get(), spec_.env.secret + "\n"));
+    }
+    SpawnRequest request{command.program_path, argv, std::move(env),
+                         secret.read.valid() ? secret.read.get() : dev_null,
+                         signals_.original_mask()};
+    HOOP_ASSIGN_OR_RETURN(ChildProcess child, spawn_process(request));
+    Rank& rank = ranks_.emplace_back();
+    rank.index = r;
+    rank.pid = child.pid;
+    rank.argv = std::move(argv);
+    rank.secret_pipe = std::move(secret.write);
+    const std::string prefix = fmt::format("[{}] ", r);
+    rank.streams[0].emplace(Stream{std::move(child.stdout_fd), LinePrefixer(prefix), STDOUT_FILENO,
+                                   std::move(files[0])});
+    rank.streams[1].emplace(Stream{std::move(child.stderr_fd), LinePrefixer(prefix), STDERR_FILENO,
+                                   std::move(files[1])});
+    if (spec_.verbose) describe_rank(rank);
+    return Status::success();
+  }
+
+  // DIR/rank.N/stdout and DIR/rank.N/stderr, created or truncated.
+  Result<std::array<Fd, 2>> open_output_files(int r) const {
+    const std::filesystem::path dir =
+        std::filesystem::path(*spec_.output_dir) / fmt::format("rank.{}", r);
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) {
+      return io_error(
+          fmt::format("--output-filename: cannot create '{}': {}", dir.string(), error.message()));
+    }
+    std::array<Fd, 2> files;
+    for (int which = 0; which < 2; ++which) {
+      const std::string path = (dir / kStreamNames[which]).string();
+      files[which].reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      if (!files[which].valid()) {
+        return errno_error(fmt::format("--output-filename: cannot open '{}'", path), errno);
+      }
+    }
+    return files;
+  }
+
+  // The final word on a failed rank, after every other line: where it ran, how it ended, and
+  // the end of its stderr, which usually says why.
+  void report_failure(const Rank& rank) {
+    const std::vector<std::string> lines = rank.stderr_tail.lines();
+    std::string text = fmt::format("job failed: rank {} on host {} (pid {}) {}", rank.index,
+                                   host_of(rank.index), rank.pid, rank.status.describe());
+    if (lines.empty()) {
+      text += "; it wrote nothing to stderr";
+    } else {
+      text += fmt::format("; the last {} line{} of its stderr:", lines.size(),
+                          lines.size() == 1 ? "" : "s");
+      for (const std::string& line : lines) text += fmt::format("\n  [{}] {}", rank.index, line);
+    }
+    say(text);
+  }
+
+  std::string host_of(int index) const {
+    if (spec_.env.places.empty() || spec_.hosts.empty()) return "localhost";
+    const RankPlace& place = spec_.env.places.at(static_cast<std::size_t>(index));
+    return spec_.hosts.at(static_cast<std::size_t>(place.cross_rank));
   }
 
   static int exit_code_for(const Status& status) {
@@ -128,7 +202,7 @@ class Supervisor {
       if (name != kSecretVar) vars += fmt::format(" {}={}", name, value);
     }
     say(fmt::format("{} (pid {}):{} {}", rank_name(rank.index), rank.pid, vars,
-                    format_command(spec_.commands.at(static_cast<std::size_t>(rank.index)).argv)));
+                    format_command(rank.argv)));
   }
 
   bool all_exited() const {
@@ -232,6 +306,7 @@ class Supervisor {
       rank.status.signaled = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
       rank.status.value = info.si_status;
       drain_streams(rank);
+      rank.secret_pipe.reset();
       on_rank_exit(rank);
     }
   }
@@ -245,6 +320,7 @@ class Supervisor {
     }
     say(what);
     exit_code_ = rank.status.shell_code();
+    failed_rank_ = static_cast<std::size_t>(&rank - ranks_.data());
     const int others = running_count();
     if (spec_.verbose && others > 0) {
       say(fmt::format("stopping the other {} rank{}", others, others == 1 ? "" : "s"));
@@ -292,9 +368,12 @@ class Supervisor {
     const ssize_t n = ::read(stream.fd.get(), buffer.data(), buffer.size());
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
     if (n > 0) {
-      const std::size_t bytes = static_cast<std::size_t>(n);
-      emit(stream.destination, stream.prefixer.feed({buffer.data(), bytes}));
-      return bytes;
+      const std::string_view data(buffer.data(), static_cast<std::size_t>(n));
+      if (which == 1) rank.stderr_tail.feed(data);
+      // A full disk must not stop the job; the terminal still gets every line.
+      if (stream.file.valid() && !write_all(stream.file.get(), data).ok()) stream.file.reset();
+      emit(stream.destination, stream.prefixer.feed(data));
+      return data.size();
     }
     emit(stream.destination, stream.prefixer.finish());
     rank.streams[which].reset();
@@ -364,6 +443,7 @@ class Supervisor {
   Clock::time_point kill_deadline_;
   Clock::time_point abandon_deadline_;
   std::optional<int> exit_code_;  // set by the first cause that ends the job
+  std::optional<std::size_t> failed_rank_;  // the rank whose failure ended the job
   bool broken_[3] = {false, false, false};
 };
 

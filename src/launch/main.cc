@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -15,14 +16,20 @@
 #include "core/crypto.h"
 #include "core/log.h"
 #include "hoop/rendezvous.h"
+#include "launch/agent.h"
+#include "launch/check_build.h"
 #include "launch/exit_codes.h"
 #include "launch/hosts.h"
 #include "launch/job.h"
+#include "launch/mpi_launch.h"
 #include "launch/options.h"
 #include "launch/output.h"
+#include "launch/preflight.h"
 #include "launch/process.h"
+#include "launch/remote.h"
 #include "launch/signals.h"
 #include "transports/shm/shm_transport.h"
+#include "transports/tcp/tcp_mesh.h"
 
 namespace hoop::launch {
 namespace {
@@ -76,46 +83,62 @@ int exit_code_for_lookup(const Status& status) {
   return status.code() == StatusCode::kNotFound ? kExitNotFound : kExitCannotExecute;
 }
 
+// hooprun's own path: where it looks for hoop-topology, and where other hosts run it as their
+// agent.
+Result<std::filesystem::path> self_path() {
+  std::error_code error;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return io_error(fmt::format("cannot read /proc/self/exe: {}", error.message()));
+  return self;
+}
+
 // The rank program: the user's command, or hoop-topology from hooprun's own directory.
 Result<std::vector<std::string>> rank_program(const LaunchOptions& options) {
   if (!options.topology) return options.command;
-  std::error_code error;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error)
-    return io_error(fmt::format("--topology: cannot read /proc/self/exe: {}", error.message()));
-  const std::string path = (self.parent_path() / "hoop-topology").string();
+  Result<std::filesystem::path> self = self_path();
+  if (!self.ok()) return self.status().with_context("--topology");
+  const std::string path = (self->parent_path() / "hoop-topology").string();
   if (Result<std::string> found = find_executable(path, ""); !found.ok()) {
     return found.status().with_context("--topology needs hoop-topology next to hooprun");
   }
   return std::vector<std::string>{path};
 }
 
-// What each rank executes: the program directly on this machine, else behind the spawner.
-// Checked before anything starts, so that a typo costs no half-started job.
+// What each rank executes: the program directly on this machine, behind the spawner, or
+// over ssh under hooprun's agent. Checked before anything starts, so that a typo costs no
+// half-started job.
 std::optional<LaunchError> plan_commands(const LaunchOptions& options, const Placement& placement,
-                                         std::vector<RankCommand>& commands) {
+                                         double timeout_s, std::vector<RankCommand>& commands) {
   Result<std::vector<std::string>> program = rank_program(options);
   if (!program.ok())
     return LaunchError{exit_code_for_lookup(program.status()), program.status().message()};
   const char* path_env = std::getenv("PATH");
   const std::string_view path = path_env ? path_env : kDefaultPath;
+  // A host that does not answer is given up after the time ranks have to start.
+  const SshOptions ssh{options.ssh_port, options.ssh_identity_file,
+                       static_cast<int>(std::ceil(timeout_s))};
   std::vector<RankCommand> per_host;
   for (const std::string& host : placement.hosts) {
     RankCommand command;
-    if (options.spawner) {
-      command.argv = expand_spawner(*options.spawner, host);
-      command.argv.insert(command.argv.end(), program->begin(), program->end());
-    } else if (is_local_host(host)) {
-      command.argv = *program;
+    command.access = host_access(host, options.spawner, ssh);
+    if (command.access.kind == HostAccess::Kind::kSsh) {
+      Result<std::filesystem::path> self = self_path();
+      if (!self.ok()) return LaunchError{kExitFailure, self.status().message()};
+      std::vector<std::string> remote{self->string(), std::string(kRankAgentFlag), "--"};
+      remote.insert(remote.end(), program->begin(), program->end());
+      command.remote_argv = std::move(remote);
+      command.argv = {"ssh"};
     } else {
-      return LaunchError{kExitUsage,
-                         fmt::format("host '{}' is not this machine: remote hosts need --spawner "
-                                     "(e.g. --spawner \"ip netns exec {{host}}\")",
-                                     host)};
+      command.argv = command_on_host(command.access, {}, *program, "");
     }
     Result<std::string> resolved = find_executable(command.argv.front(), path);
     if (!resolved.ok()) {
-      return LaunchError{exit_code_for_lookup(resolved.status()), resolved.status().message()};
+      std::string message = resolved.status().message();
+      if (command.access.kind == HostAccess::Kind::kSsh) {
+        message =
+            fmt::format("host '{}' is not this machine and is reached over ssh: {}", host, message);
+      }
+      return LaunchError{exit_code_for_lookup(resolved.status()), std::move(message)};
     }
     command.program_path = std::move(*resolved);
     per_host.push_back(std::move(command));
@@ -125,6 +148,54 @@ std::optional<LaunchError> plan_commands(const LaunchOptions& options, const Pla
     commands.push_back(per_host.at(static_cast<std::size_t>(place.cross_rank)));
   }
   return std::nullopt;
+}
+
+// -x NAME=VALUE sets the variable for every rank; -x NAME passes hooprun's own value on to
+// ranks over ssh too.
+void apply_env_options(const std::vector<std::string>& vars, std::vector<std::string>& env,
+                       std::vector<std::string>& forwarded_names) {
+  for (const std::string& var : vars) {
+    const std::string name = var.substr(0, var.find('='));
+    forwarded_names.push_back(name);
+    if (name.size() == var.size()) continue;
+    std::erase_if(env, [&](const std::string& e) { return e.starts_with(name + "="); });
+    env.push_back(var);
+  }
+}
+
+// The preflight of a job across hosts (preflight.h); hooprun's exit code.
+int preflight(const LaunchOptions& options, const JobSpec& spec, double timeout_s,
+              SignalChannel& signals) {
+  PreflightSpec pre;
+  for (const RankCommand& command : spec.commands) {
+    if (pre.hosts.empty() || pre.hosts.back().host != command.access.host) {
+      pre.hosts.push_back(command.access);
+    }
+  }
+  if (!needs_preflight(pre.hosts)) return kExitSuccess;
+  Result<std::filesystem::path> self = self_path();
+  if (!self.ok()) {
+    say(self.status().message());
+    return kExitFailure;
+  }
+  pre.agent_path = self->string();
+  // Without --network-interface the ranks bind what their inherited HOOP_IFACE says.
+  if (options.network_interface) {
+    pre.iface = *options.network_interface;
+  } else if (Result<std::string> iface = config::get_string("HOOP_IFACE"); iface.ok()) {
+    pre.iface = *iface;
+  }
+  pre.timeout_s = timeout_s;
+  pre.workdir = spec.workdir;
+  pre.ssh_env = ssh_environment(spec.inherited_env, spec.forwarded_names);
+  int stop_signal = 0;
+  const Status status = run_preflight(pre, signals, stop_signal);
+  if (status.ok()) {
+    if (options.verbose) say(fmt::format("preflight passed on {} hosts", pre.hosts.size()));
+    return kExitSuccess;
+  }
+  say(status.message());
+  return stop_signal != 0 ? kExitSignalBase + stop_signal : kExitFailure;
 }
 
 int launch(const LaunchOptions& options) {
@@ -149,12 +220,22 @@ int launch(const LaunchOptions& options) {
     return kExitUsage;
   }
   JobSpec spec;
-  if (std::optional<LaunchError> error = plan_commands(options, *placement, spec.commands)) {
+  if (std::optional<LaunchError> error =
+          plan_commands(options, *placement, *timeout_s, spec.commands)) {
     say(error->message);
     return error->exit_code;
   }
-  Result<std::string> rendezvous_addr =
-      choose_rendezvous_addr(options.rendezvous_addr, placement->hosts);
+  // With --network-interface, the store listens where the ranks' transport will.
+  std::optional<std::string> given_addr = options.rendezvous_addr;
+  if (!given_addr && options.network_interface) {
+    Result<std::string> addr = tcp::choose_bind_address(*options.network_interface);
+    if (!addr.ok()) {
+      say(fmt::format("--network-interface: {}", addr.status().message()));
+      return kExitUsage;
+    }
+    given_addr = std::move(*addr);
+  }
+  Result<std::string> rendezvous_addr = choose_rendezvous_addr(given_addr, placement->hosts);
   if (!rendezvous_addr.ok()) {
     say(rendezvous_addr.status().message());
     return kExitFailure;
@@ -165,6 +246,25 @@ int launch(const LaunchOptions& options) {
   if (!signals.ok()) {
     say(signals.status().message());
     return kExitFailure;
+  }
+
+  std::error_code cwd_error;
+  spec.workdir = std::filesystem::current_path(cwd_error).string();
+  spec.inherited_env = current_environment();
+  apply_env_options(options.env_vars, spec.inherited_env, spec.forwarded_names);
+  if (options.preflight) {
+    if (int code = preflight(options, spec, *timeout_s, *signals); code != kExitSuccess)
+      return code;
+  }
+  if (options.output_dir) {
+    std::error_code error;
+    std::filesystem::create_directories(*options.output_dir, error);
+    if (error) {
+      say(fmt::format("--output-filename: cannot create the directory '{}': {}",
+                      *options.output_dir, error.message()));
+      return kExitFailure;
+    }
+    spec.output_dir = options.output_dir;
   }
 
   Result<std::string> secret = crypto::random_hex(kSecretBytes);
@@ -183,7 +283,7 @@ int launch(const LaunchOptions& options) {
   spec.env.secret = std::move(*secret);
   spec.env.job_id = std::move(*job_id);
   spec.env.start_timeout_s = *timeout_s;
-  spec.inherited_env = current_environment();
+  spec.env.iface = options.network_interface.value_or("");
   spec.verbose = options.verbose;
 
   const auto store_timeout =
@@ -221,11 +321,23 @@ int main(int argc, char** argv) {
   using namespace hoop::launch;
   ensure_standard_fds();
   const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  // The remote side of a job across hosts (agent.h), never typed by a user.
+  if (!args.empty() && args.front() == kRankAgentFlag) {
+    return run_rank_agent(std::span(args).subspan(1));
+  }
+  if (!args.empty() && args.front() == kProbeAgentFlag) {
+    return run_probe_agent(std::span(args).subspan(1));
+  }
   ParsedCommandLine parsed = parse_command_line(args);
   if (!parsed.options) {
     (void)write_all(parsed.exit_code == kExitSuccess ? STDOUT_FILENO : STDERR_FILENO,
                     parsed.message);
     return parsed.exit_code;
   }
+  if (parsed.options->check_build) {
+    (void)write_all(STDOUT_FILENO, check_build_report());
+    return kExitSuccess;
+  }
+  if (parsed.options->mpi) return run_with_mpirun(*parsed.options);
   return launch(*parsed.options);
 }

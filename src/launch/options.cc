@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <tuple>
 
 #include "core/config.h"
 #include "launch/exit_codes.h"
@@ -14,13 +15,17 @@ constexpr std::string_view kDescription =
     "Usage: hooprun -np N [options] [--] command [args...]\n"
     "       hooprun [-np N] -H host1:slots,host2:slots [--spawner TEMPLATE] [options] [--] command "
     "[args...]\n"
+    "       hooprun [-np N] --hostfile FILE [-p PORT] [-i KEY] [options] [--] command [args...]\n"
     "       hooprun --topology -np N [-H ...] [options]\n\n"
     "Starts N ranks of a hoop job, hosts their rendezvous store and gives each rank its HOOP_*\n"
     "environment (rank, size, local and cross layout, store address, a fresh job secret).\n"
-    "With -H the ranks fill the hosts in the order given: the first host gets ranks\n"
+    "With -H or --hostfile the ranks fill the hosts in the order given: the first host gets ranks\n"
     "0..slots-1, the next the ranks after those. Ranks on this machine (localhost, 127.0.0.1\n"
-    "or its host name) start directly; any other host needs --spawner, the command prefix that\n"
-    "starts a rank there, e.g. --spawner \"ip netns exec {host}\" (ssh is not supported yet).\n"
+    "or its host name) start directly; ranks on any other host start over ssh (in the same\n"
+    "directory, with hooprun at the same path there), or through --spawner, a command prefix\n"
+    "such as --spawner \"ip netns exec {host}\". Before a job across hosts starts, a preflight\n"
+    "checks that every host is reachable and that every pair of hosts can connect over the\n"
+    "network interface the ranks will use.\n"
     "Each line a rank writes is shown with a \"[rank] \" prefix. The first rank to fail ends\n"
     "the job; SIGINT, SIGTERM and SIGHUP are passed on to every rank. When the job ends, the\n"
     "shared-memory segments it left in /dev/shm are removed.";
@@ -49,8 +54,10 @@ class HelpFormatter : public CLI::Formatter {
   std::string make_usage(const CLI::App*, std::string) const override { return ""; }
 };
 
-// Thrown by the --env-table flag's callback, which CLI11 runs before it checks for -np.
+// Thrown by the --env-table and --check-build flags' callbacks, which CLI11 runs before it
+// checks for -np.
 struct EnvTableRequested {};
+struct CheckBuildRequested {};
 
 ParsedCommandLine usage_error(std::string_view message) {
   return {std::nullopt, kExitUsage,
@@ -70,6 +77,11 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
   std::string hosts_text;
   std::string spawner;
   std::string rendezvous_addr;
+  std::string hostfile;
+  std::string network_interface;
+  std::string output_dir;
+  std::string identity_file;
+  int ssh_port = 0;
   app.add_option("-n,--np,--num-proc", options.num_ranks,
                  "Number of ranks to start (also spelled -np) [default with -H: every slot]")
       ->check(CLI::Range(1, 1 << 20));
@@ -77,6 +89,33 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
       "-H,--hosts", hosts_text,
       "Hosts and their slots, host1:slots,host2:slots (a host alone has 1 slot); ranks fill "
       "them in this order [default: localhost]");
+  CLI::Option* hostfile_option = app.add_option(
+      "--hostfile", hostfile,
+      "File of hosts, one a line: 'host slots=N', 'host:N' or 'host' (1 slot); '#' comments");
+  hosts_option->excludes(hostfile_option);
+  CLI::Option* port_option =
+      app.add_option("-p,--ssh-port", ssh_port,
+                     "Port of the ssh servers of the other hosts [default: ssh's]")
+          ->check(CLI::Range(1, 65535));
+  CLI::Option* identity_option = app.add_option("-i,--ssh-identity-file", identity_file,
+                                                "Private key ssh logs in with [default: ssh's]");
+  CLI::Option* iface_option = app.add_option(
+      "--network-interface", network_interface,
+      "Network interface (or its IP address) every rank's TCP transport binds (HOOP_IFACE); "
+      "the rendezvous store binds its address too, unless --rendezvous-addr is given");
+  CLI::Option* output_option = app.add_option(
+      "--output-filename", output_dir,
+      "Directory (created) where each rank's output is also written, to DIR/rank.N/stdout "
+      "and DIR/rank.N/stderr");
+  bool no_preflight = false;
+  app.add_flag("--disable-preflight,--no-preflight", no_preflight,
+               "Skip the checks before a job across hosts starts (every host reachable, every "
+               "pair of hosts connecting over the network interface)");
+  app.add_option("-x,--env", options.env_vars,
+                 "NAME: pass hooprun's value of NAME to every rank (also over ssh); NAME=VALUE: "
+                 "set it (repeatable)")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   CLI::Option* spawner_option = app.add_option(
       "--spawner", spawner,
       "Command prefix that starts every rank (this machine's too), split at spaces, {host} "
@@ -84,9 +123,9 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
       "\"ip netns exec {host}\")");
   CLI::Option* addr_option = app.add_option(
       "--rendezvous-addr", rendezvous_addr,
-      "Address the rendezvous store binds to and the ranks connect to [default: 127.0.0.1 "
-      "when every host is this machine, else the first non-loopback IPv4 address of an "
-      "interface that is up]");
+      "Address the rendezvous store binds to and the ranks connect to [default: the address of "
+      "--network-interface; else 127.0.0.1 when every host is this machine, else the first "
+      "non-loopback IPv4 address of an interface that is up]");
   app.add_flag(
       "--topology", options.topology,
       "Run hoop-topology (from hooprun's directory) as the ranks, with no command: rank 0 "
@@ -112,6 +151,13 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
   app.add_flag_callback(
       "--env-table", [] { throw EnvTableRequested{}; },
       "Print the environment variables as the Markdown table of the README, then exit");
+  app.add_flag_callback(
+      "--check-build", [] { throw CheckBuildRequested{}; },
+      "Print the version and which transports, adapters and launchers this build has and can "
+      "use here, then exit");
+  app.add_flag("--mpi", options.mpi,
+               "Start the ranks with mpirun (horovodrun's flags, the job secret passed with -x "
+               "HOOP_SECRET by name only); rank 0 hosts the rendezvous store");
 
   try {
     std::vector<std::string> normalized = normalize(app, args);
@@ -122,6 +168,10 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
     return {std::nullopt, kExitSuccess, app.help()};
   } catch (const EnvTableRequested&) {
     return {std::nullopt, kExitSuccess, config::markdown_table()};
+  } catch (const CheckBuildRequested&) {
+    LaunchOptions check;
+    check.check_build = true;
+    return {check, kExitSuccess, {}};
   } catch (const CLI::ParseError& e) {
     return usage_error(e.what());
   }
@@ -132,18 +182,20 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
   } else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
     return usage_error(fmt::format("unknown option '{}'", rest.front()));
   }
-  if (hosts_option->count() > 0) {
-    Result<std::vector<HostSlots>> hosts = parse_hosts(hosts_text);
+  if (hosts_option->count() > 0 || hostfile_option->count() > 0) {
+    Result<std::vector<HostSlots>> hosts =
+        hosts_option->count() > 0 ? parse_hosts(hosts_text) : read_hostfile(hostfile);
     if (!hosts.ok()) return usage_error(hosts.status().message());
     options.hosts = std::move(*hosts);
     const int slots = total_slots(options.hosts);
     if (options.num_ranks == 0) options.num_ranks = slots;
     if (options.num_ranks > slots) {
-      return usage_error(fmt::format("-np {} exceeds the {} slot{} of the host list (-H)",
-                                     options.num_ranks, slots, slots == 1 ? "" : "s"));
+      return usage_error(fmt::format("-np {} exceeds the {} slot{} of the host list ({})",
+                                     options.num_ranks, slots, slots == 1 ? "" : "s",
+                                     hosts_option->count() > 0 ? "-H" : hostfile));
     }
   } else if (options.num_ranks == 0) {
-    return usage_error("-np is required (it may be left out only with -H)");
+    return usage_error("-np is required (it may be left out only with -H or --hostfile)");
   } else {
     options.hosts = {HostSlots{"localhost", options.num_ranks}};
   }
@@ -153,6 +205,9 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
   if (!options.topology && rest.empty()) return usage_error("no command given");
   options.command = std::move(rest);
 
+  if (options.mpi && (spawner_option->count() > 0 || options.topology)) {
+    return usage_error("--mpi starts the ranks with mpirun: it takes no --spawner or --topology");
+  }
   if (spawner_option->count() > 0) {
     if (expand_spawner(spawner, "").empty()) return usage_error("--spawner is empty");
     options.spawner = std::move(spawner);
@@ -162,6 +217,21 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
     options.rendezvous_addr = std::move(rendezvous_addr);
   }
   if (timeout_option->count() > 0) options.start_timeout_s = start_timeout;
+  options.preflight = !no_preflight;
+  if (port_option->count() > 0) options.ssh_port = ssh_port;
+  if (identity_option->count() > 0) options.ssh_identity_file = std::move(identity_file);
+  for (const auto& [option, value, target] :
+       {std::tuple{iface_option, &network_interface, &options.network_interface},
+        std::tuple{output_option, &output_dir, &options.output_dir}}) {
+    if (option->count() == 0) continue;
+    if (value->empty()) return usage_error(fmt::format("{} is empty", option->get_name()));
+    *target = std::move(*value);
+  }
+  for (const std::string& var : options.env_vars) {
+    if (var.empty() || var.front() == '=') {
+      return usage_error(fmt::format("-x '{}': expected NAME or NAME=VALUE", var));
+    }
+  }
   return {std::move(options), kExitSuccess, {}};
 }
 

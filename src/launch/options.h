@@ -28,6 +28,23 @@ struct LaunchOptions {
   /// From --start-timeout; unset means HOOP_START_TIMEOUT from the environment, else 30.
   std::optional<double> start_timeout_s;
   bool verbose = false;
+  /// From -p/--ssh-port and -i/--ssh-identity-file: how ranks on other hosts are reached when
+  /// there is no --spawner.
+  std::optional<int> ssh_port;
+  std::optional<std::string> ssh_identity_file;
+  /// From --network-interface: the interface the ranks' TCP transport binds (HOOP_IFACE), also
+  /// used to choose the rendezvous address and checked by the preflight.
+  std::optional<std::string> network_interface;
+  /// From --output-filename: each rank's output is also written to DIR/rank.N/{stdout,stderr}.
+  std::optional<std::string> output_dir;
+  /// From --disable-preflight: skip the reachability checks of a job across hosts.
+  bool preflight = true;
+  /// From -x/--env: NAME (forwarded from hooprun's environment) or NAME=VALUE (set).
+  std::vector<std::string> env_vars;
+  /// --mpi: mpirun starts the ranks (see mpi_launch.h).
+  bool mpi = false;
+  /// --check-build: print what this build can do (check_build.h); nothing else is set.
+  bool check_build = false;
   /// The program and its arguments, exactly as given.
   std::vector<std::string> command;
 };

@@ -40,6 +40,30 @@ std::string LinePrefixer::finish() {
   return out;
 }
 
+void TailLines::feed(std::string_view data) {
+  while (!data.empty()) {
+    const std::size_t newline = data.find('\n');
+    const std::string_view piece = data.substr(0, newline);
+    if (!pending_cut_) {
+      pending_.append(piece.substr(0, kMaxLineBytes - pending_.size()));
+      pending_cut_ = pending_.size() == kMaxLineBytes;
+    }
+    if (newline == std::string_view::npos) return;
+    lines_.push_back(std::move(pending_));
+    pending_.clear();
+    pending_cut_ = false;
+    if (lines_.size() > max_lines_) lines_.pop_front();
+    data.remove_prefix(newline + 1);
+  }
+}
+
+std::vector<std::string> TailLines::lines() const {
+  std::vector<std::string> out(lines_.begin(), lines_.end());
+  if (!pending_.empty()) out.push_back(pending_);
+  if (out.size() > max_lines_) out.erase(out.begin());
+  return out;
+}
+
 Status write_all(int fd, std::string_view data) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());

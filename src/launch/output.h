@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,26 @@ class LinePrefixer {
   std::string prefix_;
   std::size_t max_pending_;
   std::string pending_;
+};
+
+/// The last lines of a stream, for the report on a failed rank. Pure: it neither reads nor
+/// writes.
+class TailLines {
+ public:
+  /// A line longer than this keeps only its first bytes.
+  static constexpr std::size_t kMaxLineBytes = 1024;
+
+  explicit TailLines(std::size_t max_lines) : max_lines_(max_lines) {}
+  /// Takes the next bytes of the stream.
+  void feed(std::string_view data);
+  /// The last `max_lines` lines, oldest first, an unfinished last line included.
+  std::vector<std::string> lines() const;
+
+ private:
+  std::size_t max_lines_;
+  std::deque<std::string> lines_;
+  std::string pending_;
+  bool pending_cut_ = false;  // pending_ reached kMaxLineBytes; the rest of the line is dropped
 };
 
 /// Writes all of `data` to `fd`, retrying short writes, EINTR and EAGAIN (waiting until the

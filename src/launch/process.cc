@@ -32,17 +32,6 @@ int check_executable(const std::string& path) {
   return 0;
 }
 
-struct Pipe {
-  Fd read;
-  Fd write;
-};
-
-Result<Pipe> open_pipe() {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return errno_error("pipe2", errno);
-  return Pipe{Fd(fds[0]), Fd(fds[1])};
-}
-
 // Only async-signal-safe calls from here on: the parent may have other threads (the
 // rendezvous store), whose locks the child inherits in whatever state they were.
 [[noreturn]] void exec_child(const SpawnRequest& request, pid_t parent, char* const* argv,
@@ -67,6 +56,16 @@ Result<Pipe> open_pipe() {
   (void)ignored;
   ::_exit(kExitNotFound);
 }
+
+}  // namespace
+
+Result<Pipe> open_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return errno_error("pipe2", errno);
+  return Pipe{Fd(fds[0]), Fd(fds[1])};
+}
+
+namespace {
 
 std::vector<char*> to_c_strings(const std::vector<std::string>& strings) {
   std::vector<char*> out;
@@ -117,8 +116,11 @@ Result<std::string> find_executable(std::string_view program, std::string_view p
 
 Result<ChildProcess> spawn_process(const SpawnRequest& request) {
   if (request.argv.empty()) return invalid_argument("spawn_process: empty argv");
-  HOOP_ASSIGN_OR_RETURN(Pipe out, open_pipe());
-  HOOP_ASSIGN_OR_RETURN(Pipe err, open_pipe());
+  Pipe out, err;
+  if (!request.inherit_output) {
+    HOOP_ASSIGN_OR_RETURN(out, open_pipe());
+    HOOP_ASSIGN_OR_RETURN(err, open_pipe());
+  }
   HOOP_ASSIGN_OR_RETURN(Pipe report, open_pipe());
   std::vector<char*> argv = to_c_strings(request.argv);
   std::vector<char*> envp = to_c_strings(request.env);
@@ -127,8 +129,9 @@ Result<ChildProcess> spawn_process(const SpawnRequest& request) {
   const pid_t pid = ::fork();
   if (pid < 0) return errno_error("fork", errno);
   if (pid == 0) {
-    exec_child(request, parent, argv.data(), envp.data(), out.write.get(), err.write.get(),
-               report.write.get());
+    exec_child(request, parent, argv.data(), envp.data(),
+               request.inherit_output ? STDOUT_FILENO : out.write.get(),
+               request.inherit_output ? STDERR_FILENO : err.write.get(), report.write.get());
   }
   // Also set from this side, so that the group exists before anyone signals it. EACCES
   // means the child has already exec'ed, after its own setpgid.
@@ -150,6 +153,7 @@ Result<ChildProcess> spawn_process(const SpawnRequest& request) {
   }
 
   for (int fd : {out.read.get(), err.read.get()}) {
+    if (fd < 0) continue;
     int flags = ::fcntl(fd, F_GETFL);
     if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
       // The child runs already; it must not be left behind unsupervised.

@@ -42,9 +42,20 @@ struct SpawnRequest {
   std::vector<std::string> env;   // the complete environment, NAME=value entries
   int stdin_fd = -1;              // becomes the child's stdin
   sigset_t signal_mask{};         // the mask the child execs with
+  bool inherit_output = false;    // keep the caller's stdout and stderr instead of pipes
 };
 
-/// A started child and the read ends of its output pipes (non-blocking, close-on-exec).
+/// Both ends of a pipe, close-on-exec.
+struct Pipe {
+  Fd read;
+  Fd write;
+};
+
+/// A new pipe.
+Result<Pipe> open_pipe();
+
+/// A started child and the read ends of its output pipes (non-blocking, close-on-exec; not
+/// valid with inherit_output).
 struct ChildProcess {
   pid_t pid = -1;
   Fd stdout_fd;

@@ -21,7 +21,7 @@ std::vector<std::pair<std::string, std::string>> launcher_variables(const JobEnv
   const RankPlace place = job.places.empty() ? RankPlace{0, rank, job.size}
                                              : job.places.at(static_cast<std::size_t>(rank));
   const int num_hosts = job.places.empty() ? 1 : job.num_hosts;
-  return {
+  std::vector<std::pair<std::string, std::string>> vars{
       {"HOOP_RANK", std::to_string(rank)},
       {"HOOP_SIZE", std::to_string(job.size)},
       {"HOOP_LOCAL_RANK", std::to_string(place.local_rank)},
@@ -34,6 +34,8 @@ std::vector<std::pair<std::string, std::string>> launcher_variables(const JobEnv
       {"HOOP_JOB_ID", job.job_id},
       {"HOOP_START_TIMEOUT", fmt::format("{}", job.start_timeout_s)},
   };
+  if (!job.iface.empty()) vars.emplace_back("HOOP_IFACE", job.iface);
+  return vars;
 }
 
 std::vector<std::string> rank_environment(std::span<const std::string> inherited, const JobEnv& job,

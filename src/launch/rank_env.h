@@ -30,6 +30,8 @@ struct JobEnv {
   std::string secret;
   std::string job_id;
   double start_timeout_s = 30;
+  /// --network-interface, passed on as HOOP_IFACE; empty: the ranks' own HOOP_IFACE, if any.
+  std::string iface;
 };
 
 /// Name of the variable that carries the job secret, the one value never shown.

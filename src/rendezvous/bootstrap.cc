@@ -7,6 +7,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "hoop/rendezvous.h"
+#include "rendezvous/launchers.h"
 
 namespace hoop {
 namespace {
@@ -55,6 +56,7 @@ std::string launcher_of(std::string_view rank_source) {
   if (rank_source.starts_with("OMPI_")) return "mpirun";
   if (rank_source.starts_with("PMIX_")) return "pmix";
   if (rank_source.starts_with("SLURM_")) return "slurm";
+  if (rank_source == "JOB_COMPLETION_INDEX") return "kubernetes";
   return "none";
 }
 
@@ -79,7 +81,7 @@ Result<BootstrapInfo> bootstrap_from_env() {
   std::string rank_src = "default", size_src = "default", lrank_src = "default",
               lsize_src = "default", crank_src = "default", csize_src = "default";
   HOOP_ASSIGN_OR_RETURN(
-      auto rank, read_field({"HOOP_RANK", {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"}, 0},
+      auto rank, read_field({"HOOP_RANK", {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "JOB_COMPLETION_INDEX"}, 0},
                             &rank_src));
   HOOP_ASSIGN_OR_RETURN(
       auto size, read_field({"HOOP_SIZE", {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, 1}, &size_src));
@@ -90,8 +92,10 @@ Result<BootstrapInfo> bootstrap_from_env() {
   HOOP_ASSIGN_OR_RETURN(
       auto local_size,
       read_field({"HOOP_LOCAL_SIZE", {"OMPI_COMM_WORLD_LOCAL_SIZE"}, 1}, &lsize_src));
-  HOOP_ASSIGN_OR_RETURN(auto cross_rank, read_field({"HOOP_CROSS_RANK", {}, 0}, &crank_src));
-  HOOP_ASSIGN_OR_RETURN(auto cross_size, read_field({"HOOP_CROSS_SIZE", {}, 1}, &csize_src));
+  HOOP_ASSIGN_OR_RETURN(auto cross_rank,
+                        read_field({"HOOP_CROSS_RANK", {"SLURM_NODEID"}, 0}, &crank_src));
+  HOOP_ASSIGN_OR_RETURN(auto cross_size,
+                        read_field({"HOOP_CROSS_SIZE", {"SLURM_NNODES"}, 1}, &csize_src));
 
   if (rank.has_value() != size.has_value()) {
     return invalid_argument(
@@ -99,9 +103,21 @@ Result<BootstrapInfo> bootstrap_from_env() {
              : fmt::format("{} is set but no rank is (set HOOP_RANK)", size_src));
   }
   info.launcher = launcher_of(rank_src);
+  // Slurm and Kubernetes give no local size as a plain integer.
+  if (!local_size && info.launcher == "slurm") {
+    HOOP_ASSIGN_OR_RETURN(int n, rendezvous::slurm_local_size());
+    if (n > 0) local_size = n, lsize_src = "SLURM_TASKS_PER_NODE";
+  }
+  if (info.launcher == "kubernetes") {  // one pod per rank
+    if (!local_size) local_size = 1, lsize_src = "HOOP_LOCAL_SIZE (default 1 on Kubernetes)";
+    if (!local_rank) local_rank = 0, lrank_src = "HOOP_LOCAL_RANK (default 0 on Kubernetes)";
+  }
   info.rank = rank.value_or(0);
   info.size = size.value_or(1);
   HOOP_RETURN_IF_ERROR(check_below(info.rank, rank_src, info.size, size_src));
+  // From here on every log line of this process says which rank wrote it.
+  log::set_rank(info.rank);
+  HOOP_RETURN_IF_ERROR(log::init_from_env());
 
   // Without a local layout every rank is taken to be on one host, the common local case.
   info.local_size = local_size.value_or(info.size);
@@ -118,11 +134,15 @@ Result<BootstrapInfo> bootstrap_from_env() {
 
   const bool has_addr = config::is_set("HOOP_RENDEZVOUS_ADDR");
   const bool has_port = config::is_set("HOOP_RENDEZVOUS_PORT");
-  if (has_addr != has_port)
+  // Under mpirun, srun or Kubernetes rank 0 hosts the store, on a port of its own choice.
+  const bool foreign = info.launcher != "env" && info.launcher != "none";
+  if (has_addr != has_port && !foreign)
     return invalid_argument(has_addr
                                 ? "HOOP_RENDEZVOUS_ADDR is set but HOOP_RENDEZVOUS_PORT is not"
                                 : "HOOP_RENDEZVOUS_PORT is set but HOOP_RENDEZVOUS_ADDR is not");
-  if (has_addr) {
+  if (foreign && info.size > 1) {
+    HOOP_RETURN_IF_ERROR(rendezvous::resolve_launcher_rendezvous(info));
+  } else if (has_addr && has_port) {
     HOOP_ASSIGN_OR_RETURN(info.store_host, config::get_string("HOOP_RENDEZVOUS_ADDR"));
     HOOP_ASSIGN_OR_RETURN(std::int64_t port, config::get_int("HOOP_RENDEZVOUS_PORT"));
     info.store_port = static_cast<std::uint16_t>(port);
@@ -133,24 +153,19 @@ Result<BootstrapInfo> bootstrap_from_env() {
           "secret (hooprun sets it)");
     HOOP_ASSIGN_OR_RETURN(info.secret, config::get_string("HOOP_SECRET"));
     if (info.secret.empty()) return invalid_argument("HOOP_SECRET is empty");
-  } else if (info.size > 1 && info.launcher != "mpirun") {
-    // An mpirun job may go without a store when every pair talks MPI (HOOP_TRANSPORT=mpi);
-    // any other transport says it needs one when the Communicator is created.
+  } else if (info.size > 1) {
     return invalid_argument(fmt::format(
         "a job of {} ranks ({}) needs a rendezvous store, but HOOP_RENDEZVOUS_ADDR is not set; "
         "launch with hooprun or set HOOP_RENDEZVOUS_ADDR/PORT and HOOP_SECRET",
         info.size, size_src));
   }
-  if (config::is_set("HOOP_JOB_ID")) {
+  if (config::is_set("HOOP_JOB_ID") && !info.host_store) {
     HOOP_ASSIGN_OR_RETURN(info.job_id, config::get_string("HOOP_JOB_ID"));
   }
   HOOP_ASSIGN_OR_RETURN(double start_s, config::get_seconds("HOOP_START_TIMEOUT"));
   HOOP_ASSIGN_OR_RETURN(double timeout_s, config::get_seconds("HOOP_TIMEOUT_SECONDS"));
   info.start_timeout = to_ms(start_s);
   info.timeout = to_ms(timeout_s);
-  // From here on every log line of this process says which rank wrote it.
-  log::set_rank(info.rank);
-  HOOP_RETURN_IF_ERROR(log::init_from_env());
   return info;
 }
 
@@ -163,7 +178,9 @@ Result<std::unique_ptr<Store>> connect_store(const BootstrapInfo& info) {
   // Connecting may have to wait for a slow launcher as long as the whole start-up may take.
   options.timeout = std::max(info.timeout, info.start_timeout);
   HOOP_ASSIGN_OR_RETURN(auto store,
-                        Store::connect(info.store_host, info.store_port, options, info.rank));
+                        info.host_store
+                            ? rendezvous::connect_hosted_store(info, options)
+                            : Store::connect(info.store_host, info.store_port, options, info.rank));
   HOOP_RETURN_IF_ERROR(store->set(joined_key(info.rank), "1"));
   std::vector<std::string> keys;
   for (int r = 0; r < info.size; ++r) keys.push_back(joined_key(r));

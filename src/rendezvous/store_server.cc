@@ -318,6 +318,7 @@ void StoreServerImpl::reap() {
     if (it == conns_.end()) continue;
     unwatch(*it->second);
     clear_timer(*it->second);
+    if (it->second->ready) count(&StoreServerStats::closed);
     conns_.erase(it);  // closing the fd also takes it out of epoll
   }
   to_close_.clear();

@@ -35,6 +35,12 @@ class RoutedTransport final : public Transport {
   void wake() override;
   void abort(const Status& cause) override;
 
+  /// The part that serves `peer` (not this rank), for an algorithm that drives two parts from
+  /// two threads at once (each part used by one thread only, and by nothing else meanwhile).
+  Transport* part_for(int peer) const {
+    return peer >= 0 && peer < size() && peer != rank() ? parts_[route_[peer]].get() : nullptr;
+  }
+
  private:
   RoutedTransport(std::vector<std::unique_ptr<Transport>> parts, std::vector<int> route);
 

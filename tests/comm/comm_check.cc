@@ -407,7 +407,8 @@ int run_kill(Communicator& comm, int victim, int after, double seconds = 1e9) {
     hoop::AllreduceOptions o;
     o.output = buf.data();
     o.count = count;
-    o.algorithm = Algorithm::kRing;
+    // The ring unless HOOP_ALGO names another.
+    o.algorithm = comm.forced_algorithm() == Algorithm::kAuto ? Algorithm::kRing : Algorithm::kAuto;
     const auto start = std::chrono::steady_clock::now();
     hoop::Status s = hoop::allreduce(comm, o);
     if (!s.ok()) {

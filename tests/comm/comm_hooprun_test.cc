@@ -133,6 +133,22 @@ INSTANTIATE_TEST_SUITE_P(RanksAndHosts, CommCheckHosts,
                          ::testing::Values(std::pair{4, 2}, std::pair{6, 3}, std::pair{8, 2},
                                            std::pair{8, 4}, std::pair{3, 2}));
 
+// The hierarchical allreduce as a pipeline of 1 KiB segments (every count above 1 KiB has
+// several, the last one short), its two phases on two threads: two ranks a host over two
+// hosts, and over three (a cross-host ring of several steps).
+class CommCheckPipelined : public CommCheckHosts {};
+TEST_P(CommCheckPipelined, HierarchicalMatchesTheReference) {
+  const auto [n, hosts] = GetParam();
+  const RunResult r = launch::testing::run_ranks(
+      HOOP_COMM_CHECK_BIN, n, {"--hosts", std::to_string(hosts), "check", "--algos", "hierarchical"},
+      {"HOOP_HIERARCHICAL_SEGMENT_BYTES=1K"}, kDeadline);
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "checked", "cases"), n) << r.out << r.err;
+}
+INSTANTIATE_TEST_SUITE_P(RanksAndHosts, CommCheckPipelined,
+                         ::testing::Values(std::pair{4, 2}, std::pair{6, 3}));
+
 TEST(CommFault, BadArgumentsFailWithoutCommunicating) {
   const RunResult r = run_ranks(3, {"badargs"});
   ASSERT_FALSE(r.timed_out) << r.out << r.err;
@@ -149,6 +165,17 @@ TEST(CommFault, KilledRankIsNamedByEveryOtherRank) {
   EXPECT_EQ(count_lines_with(r.out, "allreduce failed", "rank 2"), 3) << r.out << r.err;
   // hooprun reports the first rank to end: the killed one, or a survivor that failed first.
   EXPECT_NE(r.err.find("hooprun: rank"), std::string::npos) << r.err;
+}
+
+// The same across two simulated hosts in the hierarchical allreduce's pipeline (64 KiB
+// segments: its two threads are mid-transfer when rank 2 dies).
+TEST(CommFault, KilledRankIsNamedInsideTheHierarchicalPipeline) {
+  const RunResult r = launch::testing::run_ranks(
+      HOOP_COMM_CHECK_BIN, 4, {"--hosts", "2", "kill", "2", "3"},
+      {"HOOP_ALGO=hierarchical", "HOOP_HIERARCHICAL_SEGMENT_BYTES=64K"}, std::chrono::seconds(30));
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "allreduce failed", "rank 2"), 3) << r.out << r.err;
 }
 
 // Rank 1 passes a different count: a protocol error, not a hang or a corrupted buffer.

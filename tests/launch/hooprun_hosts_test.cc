@@ -4,6 +4,7 @@
 // are in tests/netns.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -58,13 +59,36 @@ TEST(HooprunHostsTest, RemoteHostsGetAnExternalStoreAddressByDefault) {
   EXPECT_EQ(count_lines_with(r.out, "at " + **external), 2) << r.out;
 }
 
-TEST(HooprunHostsTest, ARemoteHostWithoutSpawnerIsAUsageError) {
-  const RunResult r = run_hooprun(sh_args({"-H", "localhost,elsewhere"}, "true"));
+// Without a spawner another host is reached over ssh; port 1 of a loopback address refuses at
+// once, so the preflight names the host before any rank starts. (hooprun_ssh_test.cc runs
+// jobs through a real sshd.)
+TEST(HooprunHostsTest, ARemoteHostWithoutSpawnerIsReachedOverSsh) {
+  TempDir dir;
+  const RunResult r = run_hooprun(
+      sh_args({"-H", "localhost,127.0.0.3", "-p", "1"}, "touch '" + dir.path() + "/started'"));
   ASSERT_FALSE(r.timed_out);
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err,
-              HasSubstr("host 'elsewhere' is not this machine: remote hosts need --spawner"));
+  EXPECT_NE(r.exit_code, 0);
+  if (::access("/usr/bin/ssh", X_OK) == 0) {
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_THAT(r.err, HasSubstr("preflight: host '127.0.0.3' is not reachable over ssh (port 1)"));
+  } else {
+    EXPECT_THAT(r.err, HasSubstr("host '127.0.0.3' is not this machine and is reached over ssh"));
+  }
   EXPECT_EQ(r.out, "");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("started")));
+}
+
+TEST(HooprunHostsTest, HostfileListsTheHosts) {
+  TempDir dir;
+  write_file(dir.file("hosts"), "# this machine twice\nlocalhost slots=2\n127.0.0.1:1\n");
+  const RunResult r = run_hooprun(sh_args({"--hostfile", dir.file("hosts")}, kLayout));
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "layout 2 0 1 1 2"), 1) << r.out;
+  write_file(dir.file("hosts"), "localhost\nlocalhost slots=2\n");
+  const RunResult bad = run_hooprun(sh_args({"--hostfile", dir.file("hosts")}, "true"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr(dir.file("hosts") + ":2: host 'localhost' is listed twice"));
 }
 
 TEST(HooprunHostsTest, TooManyRanksForTheSlotsIsAUsageError) {

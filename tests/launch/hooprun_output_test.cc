@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "tests/launch/hooprun_harness.h"
@@ -78,6 +79,54 @@ TEST(HooprunOutputTest, SilentRanksProduceNoOutput) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.out, IsEmpty());
   EXPECT_THAT(r.err, IsEmpty());
+}
+
+// Like horovodrun's --output-filename: DIR/rank.N/{stdout,stderr} hold each rank's own bytes,
+// unprefixed, while the terminal still gets the prefixed lines.
+TEST(HooprunOutputTest, OutputFilenameWritesEachRanksStreamsToItsOwnFiles) {
+  TempDir dir;
+  const std::string out_dir = dir.file("logs/nested");
+  const RunResult r =
+      run_hooprun(sh_job(2, "echo out $HOOP_RANK; echo err $HOOP_RANK >&2; printf 'no newline'",
+                         {"--output-filename", out_dir}));
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string rank : {"0", "1"}) {
+    EXPECT_EQ(read_file(out_dir + "/rank." + rank + "/stdout"), "out " + rank + "\nno newline");
+    EXPECT_EQ(read_file(out_dir + "/rank." + rank + "/stderr"), "err " + rank + "\n");
+    EXPECT_EQ(count_lines_with(r.out, "[" + rank + "] out " + rank), 1) << r.out;
+    EXPECT_EQ(count_lines_with(r.err, "[" + rank + "] err " + rank), 1) << r.err;
+  }
+}
+
+TEST(HooprunOutputTest, OutputFilenameThatCannotBeCreatedIsNamedBeforeAnyRankStarts) {
+  TempDir dir;
+  write_file(dir.file("file"), "");
+  const std::string out_dir = dir.file("file/logs");
+  const RunResult r =
+      run_hooprun(sh_job(1, "touch '" + dir.path() + "/started'", {"--output-filename", out_dir}));
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("--output-filename: cannot create the directory '" +
+                                          out_dir + "'"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("started")));
+}
+
+// The last message names the failed rank's host and exit code and repeats the end of its
+// stderr; a rank that wrote nothing there is said to have written nothing.
+TEST(HooprunOutputTest, TheFinalMessageRepeatsTheEndOfTheFailedRanksStderr) {
+  const RunResult r = run_hooprun(
+      sh_job(2,
+             "if [ $HOOP_RANK = 1 ]; then echo first >&2; echo why it failed >&2; exit 4; fi; "
+             "exec sleep 60"));
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_THAT(r.err, ::testing::EndsWith(
+                         "exited with code 4; the last 2 lines of its stderr:\n  [1] first\n"
+                         "  [1] why it failed\n"));
+  EXPECT_THAT(r.err, ::testing::HasSubstr("hooprun: job failed: rank 1 on host localhost (pid "));
+  const RunResult silent = run_hooprun(sh_job(1, "exit 5"));
+  EXPECT_THAT(silent.err, ::testing::EndsWith("exited with code 5; it wrote nothing to stderr\n"));
 }
 
 }  // namespace

@@ -5,8 +5,12 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 
 #include "core/socket.h"
+#include "launch/output.h"
+#include "launch/remote.h"
+#include "tests/launch/temp_file.h"
 
 namespace hoop::launch {
 namespace {
@@ -103,6 +107,100 @@ TEST(ChooseRendezvousAddrTest, AnExternalAddressWhenAHostIsElsewhere) {
   ASSERT_TRUE(chosen.ok()) << chosen.status().to_string();
   EXPECT_EQ(*chosen, **external);
   EXPECT_NE(*chosen, "127.0.0.1");
+}
+
+TEST(ParseHostfileTest, ReadsSlotsColonsBareHostsCommentsAndBlankLines) {
+  Result<std::vector<HostSlots>> hosts = parse_hostfile(
+      "# the cluster\n"
+      "node-a slots=4\n"
+      "\n"
+      "  node-b:2   # two GPUs\n"
+      "node-c\r\n"
+      "\t10.0.0.7\tslots=8\n",
+      "hosts.txt");
+  ASSERT_TRUE(hosts.ok()) << hosts.status().to_string();
+  EXPECT_THAT(*hosts, ElementsAre(HostSlots{"node-a", 4}, HostSlots{"node-b", 2},
+                                  HostSlots{"node-c", 1}, HostSlots{"10.0.0.7", 8}));
+}
+
+TEST(ParseHostfileTest, NamesTheFileAndLineOfAMalformedLine) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"a slots=0", "hosts.txt:2: bad line 'a slots=0': slots must be a positive integer"},
+      {"a slots=x", "hosts.txt:2: bad line 'a slots=x': slots must be a positive integer"},
+      {"a:0", "hosts.txt:2: bad line 'a:0': slots must be a positive integer"},
+      {"a:", "hosts.txt:2: bad line 'a:': slots must be a positive integer"},
+      {":4", "hosts.txt:2: bad line ':4': empty host name"},
+      {"a b", "hosts.txt:2: bad line 'a b': expected 'host slots=N', 'host:N' or 'host'"},
+      {"a slots=2 x", "hosts.txt:2: bad line 'a slots=2 x': expected"},
+      {"a max_slots=2", "hosts.txt:2: bad line 'a max_slots=2': expected"},
+      {"first", "hosts.txt:2: host 'first' is listed twice (first on line 1)"},
+  };
+  for (const auto& [line, message] : cases) {
+    Result<std::vector<HostSlots>> hosts = parse_hostfile("first\n" + line + "\n", "hosts.txt");
+    ASSERT_FALSE(hosts.ok()) << line;
+    EXPECT_EQ(hosts.status().code(), StatusCode::kInvalidArgument) << line;
+    EXPECT_THAT(hosts.status().message(), HasSubstr(message)) << line;
+  }
+  EXPECT_THAT(parse_hostfile("# nothing\n\n", "empty.txt").status().message(),
+              HasSubstr("empty.txt: the hostfile lists no host"));
+}
+
+TEST(ReadHostfileTest, ReadsAFileAndNamesOneItCannotRead) {
+  const testing::TempFile file("h1 slots=2\nh2\n");
+  Result<std::vector<HostSlots>> hosts = read_hostfile(file.path());
+  ASSERT_TRUE(hosts.ok()) << hosts.status().to_string();
+  EXPECT_THAT(*hosts, ElementsAre(HostSlots{"h1", 2}, HostSlots{"h2", 1}));
+  file.remove();
+  Result<std::vector<HostSlots>> missing = read_hostfile(file.path());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("cannot read the hostfile '" + file.path() +
+                                                    "': No such file or directory"));
+}
+
+TEST(HostAccessTest, SpawnerFirstThenThisMachineThenSsh) {
+  const SshOptions ssh{2222, "/k/id"};
+  EXPECT_EQ(host_access("localhost", std::nullopt, ssh).kind, HostAccess::Kind::kLocal);
+  EXPECT_EQ(host_access("127.0.0.2", std::nullopt, ssh).kind, HostAccess::Kind::kSsh);
+  const HostAccess spawned = host_access("n1", std::string("ip netns exec {host}"), ssh);
+  EXPECT_EQ(spawned.kind, HostAccess::Kind::kSpawner);
+  EXPECT_THAT(command_on_host(spawned, {}, std::vector<std::string>{"prog", "a b"}, "/w"),
+              ElementsAre("ip", "netns", "exec", "n1", "prog", "a b"));
+  const std::vector<std::string> env{"HOOP_RANK=1"};
+  EXPECT_THAT(command_on_host(host_access("n2", std::nullopt, ssh), env,
+                              std::vector<std::string>{"prog"}, "/w"),
+              ElementsAre("ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
+                          "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-p", "2222",
+                          "-i", "/k/id", "--", "n2", "cd /w && exec env HOOP_RANK=1 prog"));
+  const SshOptions bounded{std::nullopt, std::nullopt, 30};
+  EXPECT_THAT(command_on_host(host_access("n2", std::nullopt, bounded), {},
+                              std::vector<std::string>{"prog"}, "/w"),
+              ::testing::Contains("ConnectTimeout=30"));
+  EXPECT_EQ(describe_access(host_access("n2", std::nullopt, ssh)), "over ssh (port 2222)");
+}
+
+// The remote command line goes through a real shell: every word must come out as it went in.
+TEST(RemoteShellCommandTest, EveryWordSurvivesTheShell) {
+  const std::vector<std::string> argv{
+      "/bin/sh", "-c", "printf '<%s>' \"$X\" \"$0\" \"$@\"; pwd", "it's", "a \"b\" $c `d` \\e", ""};
+  const std::vector<std::string> env{"X=one two 'three'"};
+  const std::string line = remote_shell_command("/tmp", env, argv);
+  FILE* shell = ::popen(("/bin/sh -c " + format_command({line})).c_str(), "r");
+  ASSERT_NE(shell, nullptr);
+  std::string out;
+  char buffer[256];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, shell)) > 0;) out.append(buffer, n);
+  ASSERT_EQ(::pclose(shell), 0) << line;
+  EXPECT_EQ(out, "<one two 'three'><it's><a \"b\" $c `d` \\e><>/tmp\n") << line;
+}
+
+TEST(SshEnvironmentTest, PassesHoopHorovodPathsAndExtrasButNeverTheSecret) {
+  const std::vector<std::string> env{"HOOP_RANK=0", "HOOP_SECRET=s3cret", "HOROVOD_FUSION=1",
+                                     "PATH=/bin",   "LD_LIBRARY_PATH=/l", "PYTHONPATH=/p",
+                                     "HOME=/root",  "MY_VAR=1",           "OTHER=2"};
+  const std::vector<std::string> extra{"MY_VAR"};
+  EXPECT_THAT(ssh_environment(env, extra),
+              ElementsAre("HOOP_RANK=0", "HOROVOD_FUSION=1", "PATH=/bin", "LD_LIBRARY_PATH=/l",
+                          "PYTHONPATH=/p", "MY_VAR=1"));
 }
 
 }  // namespace

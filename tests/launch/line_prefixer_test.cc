@@ -50,5 +50,25 @@ TEST(FormatCommandTest, QuotesWhatTheShellWouldSplit) {
   EXPECT_EQ(format_command({"a", ""}), "a ''");
 }
 
+TEST(TailLinesTest, KeepsTheLastLinesAcrossReadsWithTheUnfinishedOne) {
+  TailLines tail(3);
+  EXPECT_TRUE(tail.lines().empty());
+  tail.feed("a\nb");
+  tail.feed("c\n\nd\ne");
+  EXPECT_EQ(tail.lines(), (std::vector<std::string>{"", "d", "e"}));
+  tail.feed("\n");
+  EXPECT_EQ(tail.lines(), (std::vector<std::string>{"", "d", "e"}));
+  tail.feed("f\n");
+  EXPECT_EQ(tail.lines(), (std::vector<std::string>{"d", "e", "f"}));
+}
+
+TEST(TailLinesTest, CutsAVeryLongLine) {
+  TailLines tail(2);
+  tail.feed(std::string(TailLines::kMaxLineBytes + 10, 'x'));
+  tail.feed("yyy\nz\n");
+  EXPECT_EQ(tail.lines(),
+            (std::vector<std::string>{std::string(TailLines::kMaxLineBytes, 'x'), "z"}));
+}
+
 }  // namespace
 }  // namespace hoop::launch

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "launch/exit_codes.h"
+#include "tests/launch/temp_file.h"
+#include "launch/mpi_launch.h"
 
 namespace hoop::launch {
 namespace {
@@ -28,6 +30,31 @@ TEST(ParseCommandLineTest, EnvTablePrintsTheRegistryWithoutNeedingNp) {
   EXPECT_FALSE(p.options);
   EXPECT_EQ(p.exit_code, kExitSuccess);
   EXPECT_THAT(p.message, HasSubstr("| `HOOP_RANK` | `HOROVOD_RANK` |"));
+}
+
+TEST(ParseCommandLineTest, CheckBuildNeedsNothingElse) {
+  const ParsedCommandLine p = parse({"--check-build"});
+  ASSERT_TRUE(p.options) << p.message;
+  EXPECT_TRUE(p.options->check_build);
+  EXPECT_EQ(p.exit_code, kExitSuccess);
+}
+
+TEST(ParseCommandLineTest, MpiBuildsHorovodrunsMpirunLine) {
+  const ParsedCommandLine p = parse({"--mpi", "-np", "3", "-H", "a:2,b:2", "./prog", "-x"});
+  ASSERT_TRUE(p.options) << p.message;
+  EXPECT_TRUE(p.options->mpi);
+  EXPECT_THAT(mpirun_command(*p.options, {"HOOP_SECRET", "PATH"}),
+              ElementsAre("mpirun", "--allow-run-as-root", "--tag-output", "-np", "3", "-H",
+                          "a:2,b:2", "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1",
+                          "-mca", "btl", "^openib", "-x", "HOOP_SECRET", "-x", "PATH", "./prog",
+                          "-x"));
+  for (auto args : {std::vector<std::string>{"--mpi", "-np", "2", "--spawner", "x {host}", "p"},
+                    std::vector<std::string>{"--mpi", "-np", "2", "--topology"}}) {
+    const ParsedCommandLine bad = parse(args);
+    EXPECT_FALSE(bad.options);
+    EXPECT_EQ(bad.exit_code, kExitUsage);
+    EXPECT_THAT(bad.message, HasSubstr("--mpi starts the ranks with mpirun"));
+  }
 }
 
 TEST(ParseCommandLineTest, StartTimeoutIsUnsetUnlessGiven) {
@@ -137,6 +164,89 @@ TEST(ParseCommandLineTest, ErrorsAreUsageErrors) {
     EXPECT_EQ(p.exit_code, kExitUsage);
     EXPECT_THAT(p.message, HasSubstr("hooprun: "));
   }
+}
+
+TEST(ParseCommandLineTest, ReadsTheClusterOptions) {
+  const ParsedCommandLine p = parse({"-H",
+                                     "a:2,b:2",
+                                     "-p",
+                                     "2222",
+                                     "-i",
+                                     "/keys/id",
+                                     "--network-interface",
+                                     "eth1",
+                                     "--output-filename",
+                                     "logs",
+                                     "--no-preflight",
+                                     "-x",
+                                     "FOO",
+                                     "--env",
+                                     "BAR=1 2",
+                                     "prog",
+                                     "-p",
+                                     "1",
+                                     "-i",
+                                     "x"});
+  ASSERT_TRUE(p.options) << p.message;
+  EXPECT_EQ(p.options->ssh_port, 2222);
+  EXPECT_EQ(p.options->ssh_identity_file, "/keys/id");
+  EXPECT_EQ(p.options->network_interface, "eth1");
+  EXPECT_EQ(p.options->output_dir, "logs");
+  EXPECT_FALSE(p.options->preflight);
+  EXPECT_THAT(p.options->env_vars, ElementsAre("FOO", "BAR=1 2"));
+  EXPECT_THAT(p.options->command, ElementsAre("prog", "-p", "1", "-i", "x"));
+  const ParsedCommandLine defaults = parse({"-np", "1", "prog"});
+  ASSERT_TRUE(defaults.options) << defaults.message;
+  EXPECT_FALSE(defaults.options->ssh_port || defaults.options->ssh_identity_file ||
+               defaults.options->network_interface || defaults.options->output_dir);
+  EXPECT_TRUE(defaults.options->preflight);
+  EXPECT_TRUE(parse({"-np", "1", "--disable-preflight", "prog"}).options.value().preflight ==
+              false);
+}
+
+TEST(ParseCommandLineTest, ReadsTheHostfile) {
+  const testing::TempFile file("# two hosts\nnode-a slots=2\nnode-b:3\n");
+  const std::string& path = file.path();
+  const ParsedCommandLine p = parse({"--hostfile", path, "prog"});
+  ASSERT_TRUE(p.options) << p.message;
+  EXPECT_EQ(p.options->num_ranks, 5);
+  EXPECT_THAT(p.options->hosts, ElementsAre(HostSlots{"node-a", 2}, HostSlots{"node-b", 3}));
+  const ParsedCommandLine too_many = parse({"-np", "6", "--hostfile", path, "prog"});
+  EXPECT_THAT(too_many.message, HasSubstr("-np 6 exceeds the 5 slots of the host list (" + path));
+  const ParsedCommandLine both = parse({"-H", "a", "--hostfile", path, "prog"});
+  EXPECT_FALSE(both.options);
+  EXPECT_EQ(both.exit_code, kExitUsage);
+  EXPECT_THAT(both.message, HasSubstr("--hosts excludes --hostfile"));
+  file.remove();
+  const ParsedCommandLine missing = parse({"--hostfile", path, "prog"});
+  EXPECT_EQ(missing.exit_code, kExitUsage);
+  EXPECT_THAT(missing.message, HasSubstr("cannot read the hostfile '" + path));
+}
+
+TEST(ParseCommandLineTest, ClusterOptionErrorsAreUsageErrors) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"-np", "1", "-p", "0", "prog"}, "--ssh-port"},
+      {{"-np", "1", "-p", "x", "prog"}, "--ssh-port"},
+      {{"-np", "1", "--network-interface", "", "prog"}, "--network-interface is empty"},
+      {{"-np", "1", "--output-filename", "", "prog"}, "--output-filename is empty"},
+      {{"-np", "1", "-x", "=1", "prog"}, "-x '=1': expected NAME or NAME=VALUE"},
+  };
+  for (const auto& [args, message] : cases) {
+    const ParsedCommandLine p = parse(args);
+    EXPECT_FALSE(p.options) << args[3];
+    EXPECT_EQ(p.exit_code, kExitUsage) << args[3];
+    EXPECT_THAT(p.message, HasSubstr(message)) << args[3];
+  }
+}
+
+TEST(ParseCommandLineTest, HelpDescribesTheClusterOptions) {
+  const ParsedCommandLine p = parse({"--help"});
+  for (const char* option :
+       {"--hostfile", "--ssh-port", "--ssh-identity-file", "--network-interface",
+        "--output-filename", "--disable-preflight", "over ssh", "preflight"}) {
+    EXPECT_THAT(p.message, HasSubstr(option));
+  }
+  EXPECT_THAT(p.message, ::testing::Not(HasSubstr("not supported")));
 }
 
 }  // namespace

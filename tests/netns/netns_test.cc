@@ -3,6 +3,7 @@
 // hooprun places two ranks on each of two namespaces. The cases assume no transport: ranks on
 // one host may talk over TCP or shared memory, ranks on different hosts over the veth links.
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -177,6 +178,27 @@ TEST_F(Netns, TopologyRunsAcrossHosts) {
   ASSERT_FALSE(r.timed_out) << r.out << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("[0] "), std::string::npos) << r.out << r.err;
+}
+
+// Every namespace has a loopback interface, but a probe listening on one host's lo cannot be
+// reached from another: the preflight must name both hosts and the interface, and no rank may
+// start. The default interface (eth0 on the bridge) passes, as every other case here shows.
+TEST_F(Netns, PreflightNamesTheHostsAndTheInterfaceThatCannotConnect) {
+  launch::testing::TempDir dir;
+  const RunResult r = run_hooprun(
+      job({"--network-interface", "lo", "/bin/sh", "-c", "touch '" + dir.path() + "/started'"}), {},
+      kDeadline);
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::string& a = bed_.hosts[0];
+  const std::string& b = bed_.hosts[1];
+  EXPECT_THAT(r.err, ::testing::HasSubstr("hooprun: preflight: host '" + a +
+                                          "' cannot connect to host '" + b + "' at 127.0.0.1:"))
+      << r.err;
+  EXPECT_THAT(r.err, ::testing::HasSubstr("over interface 'lo': ")) << r.err;
+  EXPECT_EQ(count_lines_with(r.err, "host '" + b + "' cannot connect to host '" + a + "'"), 1)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("started")));
 }
 
 }  // namespace

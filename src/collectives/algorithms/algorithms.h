@@ -61,6 +61,15 @@ Status allreduce_flat(Context& ctx, Algorithm algorithm, const std::byte* input,
 struct Hierarchy {
   std::vector<int> local;
   std::vector<int> cross;
+  /// The transports serving the local and the cross peers when they are two different ones
+  /// (shared memory inside the host, tcp across): the phases of successive segments then run
+  /// on two threads at once. Null otherwise (one transport for both: the phases run in turn).
+  Transport* local_part = nullptr;
+  Transport* cross_part = nullptr;
+  /// The cross-host thread's scratch (the calling thread keeps the Context's).
+  Scratch* cross_scratch = nullptr;
+  /// HOOP_HIERARCHICAL_SEGMENT_BYTES (0: no overlap).
+  std::size_t segment_bytes = 0;
 };
 /// Hierarchical allreduce of `input` (null or `work`: in place) into `work` (see
 /// allreduce_hierarchical.cc): reduce-scatter in the host, allreduce across hosts with the

@@ -31,6 +31,7 @@ class CommImpl final : public Communicator {
   /// Makes the hierarchical allreduce available over `h` (CostParams::hierarchical).
   void set_hierarchy(Hierarchy h) {
     hierarchy_ = std::move(h);
+    hierarchy_->cross_scratch = &cross_scratch_;
     cost_.hierarchical = true;
   }
   /// The groups of the hierarchical allreduce, or null when the job has no such shape.
@@ -44,6 +45,7 @@ class CommImpl final : public Communicator {
   std::chrono::milliseconds timeout_;
   CostParams cost_;
   Scratch scratch_;
+  Scratch cross_scratch_;  // the hierarchical allreduce's cross-host thread
   std::optional<Hierarchy> hierarchy_;
 };
 

@@ -154,6 +154,36 @@ Result<bool> ucx_across_hosts(const BootstrapInfo& info, Store& store,
   return std::all_of(flags.begin(), flags.end(), [](const std::string& f) { return f == "1"; });
 }
 
+/// The one part of `routed` serving every peer of `group` but `rank`, or null when they are
+/// served by different parts.
+Transport* part_serving(const topology::RoutedTransport& routed, const std::vector<int>& group,
+                        int rank) {
+  Transport* part = nullptr;
+  for (int r : group) {
+    if (r == rank) continue;
+    Transport* p = routed.part_for(r);
+    if (part != nullptr && p != part) return nullptr;
+    part = p;
+  }
+  return part;
+}
+
+/// Lets the hierarchical allreduce drive its two groups from two threads when each group has a
+/// transport of its own (shm inside the host, tcp across); see allreduce_hierarchical.cc.
+Status give_parts(collectives::Hierarchy& h, Transport& t, int rank) {
+  HOOP_ASSIGN_OR_RETURN(std::int64_t segment, config::get_int("HOOP_HIERARCHICAL_SEGMENT_BYTES"));
+  h.segment_bytes = static_cast<std::size_t>(segment);
+  const auto* routed = dynamic_cast<const topology::RoutedTransport*>(&t);
+  if (routed == nullptr) return Status::success();
+  Transport* local = part_serving(*routed, h.local, rank);
+  Transport* cross = part_serving(*routed, h.cross, rank);
+  if (local != nullptr && cross != nullptr && local != cross) {
+    h.local_part = local;
+    h.cross_part = cross;
+  }
+  return Status::success();
+}
+
 /// Connects this rank to every other over the transport `choice` gives each pair (shared memory
 /// within a host, UCX or TCP across hosts for "auto"); several transports are routed per peer.
 Result<std::unique_ptr<Transport>> connect_transports(const BootstrapInfo& info, Store& store,
@@ -308,6 +338,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
           t, connect_transports(info, *store, layout, transport, options.key_prefix));
     }
     hierarchy = hierarchy_of(layout, info.rank);
+    if (hierarchy) HOOP_RETURN_IF_ERROR(give_parts(*hierarchy, *t, info.rank));
   }
   auto comm = std::make_unique<collectives::CommImpl>(std::move(t), algorithm, timeout, cost);
   if (hierarchy) comm->set_hierarchy(std::move(*hierarchy));

@@ -4,7 +4,7 @@
 //
 //   build/bin/hooprun -np 2 build/bin/hoop-bench -b 8 -e 64M -f 2 --collective allreduce
 //       [--algo auto|ring|recursive_doubling|rabenseifner|tree|hierarchical]
-//       [--transport auto|tcp|shm] [--json FILE]
+//       [--transport auto|tcp|shm|ucx|mpi] [--json FILE]
 //
 // Exit status: 0 all checks passed, 2 bad arguments, 3 wrong results, 1 anything else.
 #include <fmt/format.h>
@@ -71,9 +71,10 @@ std::optional<int> parse_flags(int argc, char** argv, Flags& flags) {
       })
       ->capture_default_str();
   app.add_option("--transport", flags.transport,
-                 "Transport between ranks: auto (shared memory within a host, tcp across "
-                 "hosts), tcp or shm; default: HOOP_TRANSPORT, else auto")
-      ->check(CLI::IsMember({"auto", "tcp", "shm"}));
+                 "Transport between ranks: auto (shared memory within a host, ucx or tcp "
+                 "across hosts), tcp, shm, ucx (UCX_TLS picks UCX's fabric) or mpi (under "
+                 "mpirun); default: HOOP_TRANSPORT, else auto")
+      ->check(CLI::IsMember({"auto", "tcp", "shm", "ucx", "mpi"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -118,8 +118,12 @@ constexpr Var kVars[] = {
      1000000},
     {"HOOP_TRANSPORT", "", kEnum, "auto",
      "Transport between each pair of ranks: auto takes shared memory between ranks of one host "
-     "and TCP between hosts; tcp or shm forces one for every pair (shm needs a one-host job).",
-     "auto,tcp,shm"},
+     "and, between hosts, UCX when every host has an RDMA device and UCX is built, else TCP; "
+     "tcp, shm or ucx forces one for every pair (shm needs a one-host job, ucx a build with "
+     "UCX, whose UCX_TLS and UCX_NET_DEVICES then apply); mpi sends every pair's messages "
+     "through MPI (a job launched by mpirun, in hoop's build with MPI; the rendezvous store is "
+     "then optional).",
+     "auto,tcp,shm,ucx,mpi"},
     {"HOOP_SHM_RING_BYTES", "", kBytes, "4M",
      "Shared-memory transport: bytes of each ring from one rank to another on the same host "
      "(at least 64K)."},

@@ -13,6 +13,12 @@
 #include <span>
 
 #include "launch/process.h"
+#if HOOP_BUILT_MPI
+#include "transports/mpi/mpi_transport.h"
+#endif
+#ifdef HOOP_HAVE_UCX
+#include "transports/ucx/ucx_transport.h"
+#endif
 
 namespace hoop::launch {
 namespace {
@@ -48,6 +54,34 @@ Probe shm_usable() {
   ::close(fd);
   ::unlink(probe.c_str());
   return {true, "compiled in, /dev/shm is writable"};
+}
+
+// UCX is usable where a UCP worker opens under this environment's UCX_* variables.
+Probe ucx_probe() {
+#ifdef HOOP_HAVE_UCX
+  const char* tls = std::getenv("UCX_TLS");
+  const std::string built =
+      fmt::format("compiled in, UCX {}, UCX_TLS={}", ucx::ucx_version(), tls ? tls : "(all)");
+  std::string why;
+  if (ucx::ucx_usable(&why)) return {true, built};
+  return {false, fmt::format("{}, but {}", built, why)};
+#else
+  return {false, "not compiled in: libucx-dev was not found at configure time"};
+#endif
+}
+
+// MPI carries a job that mpirun launched: usable when this process is one, or mpirun is there.
+Probe mpi_probe() {
+#if HOOP_BUILT_MPI
+  const std::string built = fmt::format("compiled in, {}", mpi::mpi_library_version());
+  std::string why;
+  if (mpi::mpi_usable(&why)) return {true, built};
+  const Probe mpirun = on_path("mpirun");
+  if (!mpirun.ok) return {false, fmt::format("{}, but {}", built, mpirun.detail)};
+  return {true, fmt::format("{}; for jobs mpirun launches with HOOP_TRANSPORT=mpi", built)};
+#else
+  return {false, "not compiled in: Open MPI (libopenmpi-dev) was not found at configure time"};
+#endif
 }
 
 fs::path build_dir() {
@@ -103,6 +137,8 @@ Probe nccl_adapter() {
 const Entry kTransports[] = {
     {"tcp", compiled_in},
     {"shm", shm_usable},
+    {"ucx", ucx_probe},
+    {"mpi", mpi_probe},
 };
 const Entry kAdapters[] = {
     {"train", compiled_in},

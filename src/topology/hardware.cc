@@ -122,6 +122,7 @@ Result<HostHardware> discover_hardware() {
     }
     hw.devices.push_back(std::move(dev));
   }
+  hw.rdma = rdma_device_present();
   return hw;
 }
 

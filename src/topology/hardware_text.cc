@@ -9,6 +9,7 @@
 //   pus 128
 //   usable_pus 16
 //   device nic 0000:3b:00.0 0 ens1f0/mlx5_0      (kind, bus id or "-", NUMA node, name)
+//   rdma 1                                       (only where an RDMA device is present)
 //   end
 //
 // The text comes from other ranks, so decode checks everything and never trusts a count.
@@ -118,6 +119,7 @@ std::string encode_hardware(const HostHardware& hw) {
     out += fmt::format("device {} {} {} {}\n", d.kind, bus, d.numa_node,
                        d.name.empty() ? "?" : one_line(d.name));
   }
+  if (hw.rdma) out += "rdma 1\n";
   out += "end\n";
   return out;
 }
@@ -140,7 +142,11 @@ Result<HostHardware> decode_hardware(std::string_view text) {
   for (;;) {
     HOOP_ASSIGN_OR_RETURN(std::string_view l, in.line());
     if (l == "end") break;
-    if (!l.starts_with("device ")) return in.error("expected 'device ...' or 'end'");
+    if (l == "rdma 1") {
+      hw.rdma = true;
+      continue;
+    }
+    if (!l.starts_with("device ")) return in.error("expected 'device ...', 'rdma 1' or 'end'");
     if (hw.devices.size() == kMaxDevices)
       return in.error(fmt::format("more than {} devices", kMaxDevices));
     HOOP_ASSIGN_OR_RETURN(PciDevice dev, in.device(l.substr(7)));

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -82,20 +83,37 @@ std::vector<int> ring_order(const Layout& layout) {
   return order;
 }
 
-Result<std::string> pair_transport(const Layout& layout, int a, int b, const std::string& choice) {
+Result<std::string> pair_transport(const Layout& layout, int a, int b, const std::string& choice,
+                                   bool ucx_across_hosts) {
   if (choice == "tcp") return std::string("tcp");
+  if (choice == "ucx") {
+    if (!kHaveUcx)
+      return invalid_argument(
+          "HOOP_TRANSPORT=ucx: this hoop was built without UCX (libucx-dev was not found when it "
+          "was configured; use auto or tcp)");
+    return std::string("ucx");
+  }
   if (choice == "shm") {
     if (layout.hosts() > 1)
       return invalid_argument(
           fmt::format("HOOP_TRANSPORT=shm: the job spans {} hosts; shared memory reaches only the "
-                      "ranks of one host (use auto or tcp)",
+                      "ranks of one host (use auto, tcp or ucx)",
                       layout.hosts()));
     return std::string("shm");
   }
+  if (choice == "mpi") return std::string("mpi");
   if (choice != "auto")
     return invalid_argument(
-        fmt::format("HOOP_TRANSPORT: unknown transport '{}' (have: auto, tcp, shm)", choice));
-  return std::string(layout.same_host(a, b) ? "shm" : "tcp");
+        fmt::format("HOOP_TRANSPORT: unknown transport '{}' (have: auto, tcp, shm, ucx, mpi)",
+                    choice));
+  if (layout.same_host(a, b)) return std::string("shm");
+  return std::string(ucx_across_hosts && kHaveUcx ? "ucx" : "tcp");
+}
+
+bool rdma_device_present() {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/sys/class/infiniband", ec);
+  return !ec && it != std::filesystem::directory_iterator();
 }
 
 }  // namespace hoop::topology

@@ -80,8 +80,13 @@ void append_host(std::string& out, const Layout& layout, int h, const HostHardwa
 }
 
 // The transport of the first pair within a host and of the first pair across hosts, which
-// pair_transport makes the same for every such pair.
-std::string transport_line(const Layout& layout, const std::string& choice) {
+// pair_transport makes the same for every such pair. Across hosts "auto" takes ucx when every
+// host's hardware is known and has an RDMA device, as connect_transports decides.
+std::string transport_line(const Layout& layout, const std::vector<HostHardware>& hardware,
+                           const std::string& choice) {
+  const bool ucx_across =
+      static_cast<int>(hardware.size()) >= layout.hosts() &&
+      std::all_of(hardware.begin(), hardware.end(), [](const HostHardware& h) { return h.rdma; });
   int within_a = -1, within_b = -1, across_b = -1;
   for (const std::vector<int>& ranks : layout.host_ranks) {
     if (ranks.size() < 2) continue;
@@ -100,7 +105,7 @@ std::string transport_line(const Layout& layout, const std::string& choice) {
     within = *t;
   }
   if (across_b >= 0) {
-    auto t = pair_transport(layout, 0, across_b, choice);
+    auto t = pair_transport(layout, 0, across_b, choice, ucx_across);
     if (!t.ok()) return fmt::format("transport: error: {}", t.status().message());
     across = *t;
   }
@@ -140,7 +145,7 @@ std::string summary(const Layout& layout, const std::vector<HostHardware>& hardw
     const HostHardware* hw = h < static_cast<int>(hardware.size()) ? &hardware[h] : nullptr;
     append_host(out, layout, h, hw);
   }
-  out += transport_line(layout, transport_choice) + '\n';
+  out += transport_line(layout, hardware, transport_choice) + '\n';
   out += ring_line(layout) + '\n';
   return out;
 }

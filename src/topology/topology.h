@@ -39,6 +39,7 @@ struct HostHardware {
   int pus = 0;         // hardware threads
   int usable_pus = 0;  // hardware threads this process may run on (its affinity)
   std::vector<PciDevice> devices;
+  bool rdma = false;  // an RDMA device is present (rdma_device_present), so "auto" may take ucx
 };
 
 /// Reads this host's hardware with hwloc (PCI devices included); internal_error naming hwloc's
@@ -85,10 +86,22 @@ Result<std::vector<std::string>> exchange(Store& store, int rank, int size,
 /// so it crosses between hosts exactly hosts() times (0 for one host).
 std::vector<int> ring_order(const Layout& layout);
 
-/// The transport of each pair: "shm" within a host and "tcp" across hosts under "auto"; a
-/// forced "tcp" or "shm" for every pair ("shm" over several hosts is invalid_argument naming
-/// HOOP_TRANSPORT and the hosts).
-Result<std::string> pair_transport(const Layout& layout, int a, int b, const std::string& choice);
+/// Whether this build has the UCX transport (transports/ucx).
+#ifdef HOOP_HAVE_UCX
+inline constexpr bool kHaveUcx = true;
+#else
+inline constexpr bool kHaveUcx = false;
+#endif
+
+/// The transport of each pair: under "auto", "shm" within a host and across hosts "ucx" when
+/// `ucx_across_hosts` (every host of the job has an RDMA device and UCX is built), else "tcp";
+/// a forced "tcp", "shm", "ucx" or "mpi" for every pair ("shm" over several hosts, or "ucx" in a
+/// build without UCX, is invalid_argument naming HOOP_TRANSPORT).
+Result<std::string> pair_transport(const Layout& layout, int a, int b, const std::string& choice,
+                                   bool ucx_across_hosts = false);
+
+/// Whether this host has an RDMA device (an entry in /sys/class/infiniband).
+bool rdma_device_present();
 
 /// A printable summary (what `hooprun --topology` shows): each host with its ranks and
 /// hardware, the transport between ranks of one host and across hosts, and the ring order.

@@ -1,6 +1,7 @@
 // A rank for the collective tests, launched by `hooprun -np N comm_check MODE ...`. Modes:
-//   check [--algos a,b] [--counts c,d] [--big]: every collective x dtype x op x algorithm x
-//       count x in-place/out-of-place on seeded random data, each result compared with a
+//   check [--algos a,b] [--counts c,d] [--dtypes e,f] [--ops g,h] [--big]: every collective x
+//       dtype x op x algorithm x count x in-place/out-of-place (--dtypes and --ops narrow the
+//       reductions' dtypes and ops) on seeded random data, each result compared with a
 //       reference computed locally from every rank's regenerated input; prints one line per
 //       failed case and "checked K cases" at the end; exit 1 on any failure.
 //   kill VICTIM AFTER: large ring allreduces in a loop; rank VICTIM SIGKILLs itself before
@@ -149,10 +150,6 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-struct Inputs {
-  std::vector<std::vector<std::byte>> of_rank;
-};
-
 /// Every rank's input of `count` elements for case `id`.
 std::vector<std::vector<std::byte>> all_inputs(std::uint64_t id, int n, DataType dt,
                                                std::size_t count) {
@@ -165,7 +162,8 @@ std::vector<std::vector<std::byte>> all_inputs(std::uint64_t id, int n, DataType
 }
 
 int run_check(Communicator& comm, const std::vector<Algorithm>& algos,
-              const std::vector<std::size_t>& counts, bool big) {
+              const std::vector<std::size_t>& counts, const std::vector<DataType>& dtypes,
+              const std::vector<ReduceOp>& ops, bool big) {
   Checker ck(comm);
   const int n = comm.size();
   const int me = comm.rank();
@@ -198,8 +196,8 @@ int run_check(Communicator& comm, const std::vector<Algorithm>& algos,
   };
 
   for (Algorithm algo : algos) {
-    for (DataType dt : hoop::kAllDataTypes)
-      for (ReduceOp op : hoop::kAllReduceOps)
+    for (DataType dt : dtypes)
+      for (ReduceOp op : ops)
         for (std::size_t count : counts)
           for (bool in_place : {false, true}) allreduce_case(algo, dt, op, count, in_place);
     if (big) {
@@ -215,8 +213,8 @@ int run_check(Communicator& comm, const std::vector<Algorithm>& algos,
   if (big) all_counts.push_back(kBig);
 
   // reduce_scatter: every dtype and op.
-  for (DataType dt : hoop::kAllDataTypes) {
-    for (ReduceOp op : hoop::kAllReduceOps) {
+  for (DataType dt : dtypes) {
+    for (ReduceOp op : ops) {
       for (std::size_t count : counts) {
         for (bool in_place : {false, true}) {
           ++id;
@@ -564,6 +562,8 @@ int main(int argc, char** argv) {
     const int n = c.size();
     if (hosts > 1 && n % hosts == 0 && n / hosts >= 2) algos.push_back(Algorithm::kHierarchical);
     std::vector<std::size_t> counts = {0, 1, 7, 1023};
+    std::vector<DataType> dtypes(std::begin(hoop::kAllDataTypes), std::end(hoop::kAllDataTypes));
+    std::vector<ReduceOp> ops(std::begin(hoop::kAllReduceOps), std::end(hoop::kAllReduceOps));
     bool big = false;
     for (int i = 2; i < argc; ++i) {
       const std::string a = argv[i];
@@ -575,9 +575,21 @@ int main(int argc, char** argv) {
       } else if (a == "--counts" && i + 1 < argc) {
         counts.clear();
         for (const std::string& s : split(argv[++i])) counts.push_back(std::stoull(s));
+      } else if ((a == "--dtypes" || a == "--ops") && i + 1 < argc) {
+        const bool is_op = a == "--ops";
+        is_op ? ops.clear() : dtypes.clear();
+        for (const std::string& s : split(argv[++i])) {
+          const auto dt = hoop::parse_dtype(s);
+          const auto op = hoop::parse_op(s);
+          if (is_op ? !op : !dt) {
+            fmt::print("comm_check: unknown name '{}' after {}\n", s, a);
+            return 64;
+          }
+          is_op ? ops.push_back(*op) : dtypes.push_back(*dt);
+        }
       }
     }
-    rc = run_check(c, algos, counts, big);
+    rc = run_check(c, algos, counts, dtypes, ops, big);
   } else if (mode == "kill" && argc > 3) {
     rc = run_kill(c, std::atoi(argv[2]), std::atoi(argv[3]));
   } else if (mode == "loop" && argc > 2) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tests/launch/hooprun_harness.h"
+#include "tests/transports/mpirun_harness.h"
 
 namespace hoop {
 namespace {
@@ -57,6 +58,66 @@ TEST_P(CommCheckTcp, EveryCollectiveMatchesTheReference) {
   EXPECT_EQ(count_lines_with(r.out, "checked", "cases"), n) << r.out << r.err;
 }
 INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckTcp, ::testing::Values(2, 4, 8));
+
+// The matrix for a transport other than the default ones: every collective and algorithm on
+// counts 0, 1, 7, 1023 and 16411 (a prime; 64 KiB of f32, past UCX's rendezvous threshold),
+// with two dtypes and two ops, since the reductions themselves are the algorithms' code that
+// CommCheck and CommCheckTcp already cover for every dtype and op. Larger messages (1 MiB + 3,
+// 64 MiB) are the transports' conformance tests' part.
+const std::vector<std::string> kTransportMatrix = {
+    "check", "--counts", "0,1,7,1023,16411", "--dtypes", "f32,i8", "--ops", "sum,max"};
+
+void expect_every_rank_checked(int n, bool timed_out, int exit_code, const std::string& out) {
+  ASSERT_FALSE(timed_out) << out;
+  EXPECT_EQ(exit_code, 0) << out;
+  EXPECT_EQ(count_lines_with(out, "checked", "cases"), n) << out;
+}
+
+#ifdef HOOP_HAVE_UCX
+// Every pair over UCX: (ranks, UCX_TLS); the 4-rank job runs in the normal build only.
+struct UcxJob {
+  int ranks;
+  const char* tls;
+};
+class CommCheckUcx : public ::testing::TestWithParam<UcxJob> {};
+TEST_P(CommCheckUcx, EveryCollectiveMatchesTheReference) {
+  const UcxJob job = GetParam();
+  const RunResult r = launch::testing::run_ranks(
+      HOOP_COMM_CHECK_BIN, job.ranks, kTransportMatrix,
+      {"HOOP_TRANSPORT=ucx", std::string("UCX_TLS=") + job.tls}, kDeadline);
+  expect_every_rank_checked(job.ranks, r.timed_out, r.exit_code, r.out + r.err);
+}
+INSTANTIATE_TEST_SUITE_P(RanksAndTls, CommCheckUcx,
+                         ::testing::Values(UcxJob{2, "tcp"}, UcxJob{4, "tcp"},
+                                           UcxJob{3, "posix"}),
+                         [](const auto& p) {
+                           return std::to_string(p.param.ranks) + "Ranks_" + p.param.tls;
+                         });
+#endif
+
+#ifdef HOOP_HAVE_MPI
+// Every pair over MPI: mpirun launches the ranks with HOOP_TRANSPORT=mpi and no rendezvous
+// store (the layout then comes from MPI itself); the 4-rank job runs in the normal build only.
+class CommCheckMpi : public ::testing::TestWithParam<int> {};
+TEST_P(CommCheckMpi, EveryCollectiveMatchesTheReference) {
+  if (testing::mpirun_path().empty()) GTEST_SKIP() << "mpirun is not installed";
+  const int n = GetParam();
+  const testing::MpirunResult r = testing::run_mpirun(n, HOOP_COMM_CHECK_BIN, kTransportMatrix,
+                                                      {"HOOP_TRANSPORT=mpi"}, kDeadline);
+  expect_every_rank_checked(n, r.timed_out, r.exit_code, r.out);
+}
+INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckMpi, ::testing::Values(2, 4),
+                         [](const auto& p) { return std::to_string(p.param) + "Ranks"; });
+
+TEST(CommMpi, OutsideMpirunIsAClearError) {
+  const RunResult r = launch::testing::run_ranks(HOOP_COMM_CHECK_BIN, 2, {"check"},
+                                                 {"HOOP_TRANSPORT=mpi"}, std::chrono::seconds(60));
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  // hooprun ends the job when the first rank exits, which may be before the other one prints.
+  EXPECT_GE(count_lines_with(r.out, "FAIL create", "launched by mpirun"), 1) << r.out << r.err;
+}
+#endif
 
 // Simulated hosts (HOOP_HOST_ID per block of ranks): shared memory inside a host, TCP across,
 // and the hierarchical allreduce; (ranks, hosts).

@@ -139,8 +139,8 @@ TEST(ClusterLaunchTest, CheckBuildListsWhatThisBuildCanUse) {
     EXPECT_TRUE(line.ends_with(")")) << line;
     names.insert(line.substr(8, gap - 8));
   }
-  EXPECT_EQ(names, (std::set<std::string>{"tcp", "shm", "train", "torch", "nccl", "hooprun",
-                                          "ssh", "mpirun", "srun"}));
+  EXPECT_EQ(names, (std::set<std::string>{"tcp", "shm", "ucx", "mpi", "train", "torch", "nccl",
+                                          "hooprun", "ssh", "mpirun", "srun"}));
   const bool have_mpirun = ::access("/usr/bin/mpirun", X_OK) == 0;
   EXPECT_EQ(r.out.find("[X] mpirun  (") != std::string::npos, have_mpirun) << r.out;
 }

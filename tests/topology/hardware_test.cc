@@ -24,6 +24,7 @@ HostHardware sample() {
   hw.devices = {{"nic", "ens1f0/mlx5_0", "0000:3b:00.0", 0},
                 {"gpu", "cuda0/nvml0", "0000:5e:00.0", 1},
                 {"nic", "eth9 with spaces", "", -1}};
+  hw.rdma = true;
   return hw;
 }
 
@@ -34,6 +35,7 @@ void expect_equal(const HostHardware& a, const HostHardware& b) {
   EXPECT_EQ(a.cores, b.cores);
   EXPECT_EQ(a.pus, b.pus);
   EXPECT_EQ(a.usable_pus, b.usable_pus);
+  EXPECT_EQ(a.rdma, b.rdma);
   ASSERT_EQ(a.devices.size(), b.devices.size());
   for (std::size_t i = 0; i < a.devices.size(); ++i) {
     EXPECT_EQ(a.devices[i].kind, b.devices[i].kind) << i;
@@ -92,6 +94,9 @@ TEST(HardwareText, MalformedTextNamesTheLine) {
       {"hoop-hardware 1\nhostname a\npackages 1\nnuma_nodes 1\ncores 1\npus 1\nusable_pus 1\n"
        "device nic - 0 \nend\n",
        "empty name"},
+      {"hoop-hardware 1\nhostname a\npackages 1\nnuma_nodes 1\ncores 1\npus 1\nusable_pus 1\n"
+       "rdma 2\nend\n",
+       "'rdma 1'"},
   };
   for (const Case& c : cases) {
     auto r = decode_hardware(c.text);

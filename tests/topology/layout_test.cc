@@ -95,6 +95,20 @@ TEST(PairTransport, ShmOverSeveralHostsIsRefused) {
   EXPECT_THAT(r.status().message(), HasSubstr("2 hosts"));
 }
 
+TEST(PairTransport, UcxIsForcedOrTakenAcrossHostsWithRdma) {
+  const Layout l = group_by_host({"a", "a", "b"});
+  auto forced = pair_transport(l, 0, 1, "ucx");
+  if (kHaveUcx) {
+    EXPECT_EQ(*forced, "ucx");
+    EXPECT_EQ(*pair_transport(l, 1, 2, "auto", true), "ucx");
+  } else {
+    ASSERT_FALSE(forced.ok());
+    EXPECT_THAT(forced.status().message(), HasSubstr("built without UCX"));
+  }
+  EXPECT_EQ(*pair_transport(l, 0, 1, "auto", true), "shm");
+  EXPECT_EQ(*pair_transport(l, 1, 2, "auto", false), "tcp");
+}
+
 TEST(PairTransport, UnknownChoiceIsRefused) {
   auto r = pair_transport(group_by_host({"a", "a"}), 0, 1, "carrier-pigeon");
   ASSERT_FALSE(r.ok());

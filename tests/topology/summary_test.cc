@@ -56,6 +56,21 @@ TEST(Summary, TwoHostsTwoRanksEach) {
             "ring: 0-1 | 2-3 (crosses between hosts 2 times)\n");
 }
 
+// Across hosts "auto" takes UCX only where every host has an RDMA device (and UCX is built).
+TEST(Summary, UcxAcrossHostsOnlyWhenEveryHostHasRdma) {
+  const Layout layout = group_by_host({"a", "a", "b", "b"});
+  HostHardware with = host("ib1", 2, 2), without = host("eth", 2, 2);
+  with.rdma = true;
+  const std::string across = kHaveUcx ? "ucx" : "tcp";
+  EXPECT_THAT(summary(layout, {with, with}, "auto"),
+              HasSubstr("transport: shm within a host, " + across + " across hosts"));
+  EXPECT_THAT(summary(layout, {with, without}, "auto"),
+              HasSubstr("transport: shm within a host, tcp across hosts"));
+  EXPECT_THAT(summary(layout, {with}, "auto"),
+              HasSubstr("transport: shm within a host, tcp across hosts"));
+  EXPECT_THAT(summary(layout, {with, with}, "tcp"), HasSubstr("transport: tcp between every pair"));
+}
+
 TEST(Summary, InterleavedUnevenHostsAndOversubscription) {
   const Layout layout = group_by_host({"a", "b", "a", "a"});
   const std::string text = summary(layout, {host("one", 1, 2), host("two", 1, 1)}, "tcp");

@@ -23,11 +23,12 @@ inline const std::vector<std::size_t>& conformance_sizes() {
   return sizes;
 }
 
-/// Ranks 0 and 1 ping-pong one message of every conformance size and check every byte.
-inline void ping_pong_every_size(int rank, Transport& t) {
+/// Ranks 0 and 1 ping-pong one message of every conformance size up to `max_bytes` and check
+/// every byte.
+inline void ping_pong_sizes_up_to(int rank, Transport& t, std::size_t max_bytes) {
   const int peer = 1 - rank;
   const auto& sizes = conformance_sizes();
-  for (std::size_t m = 0; m < sizes.size(); ++m) {
+  for (std::size_t m = 0; m < sizes.size() && sizes[m] <= max_bytes; ++m) {
     std::vector<std::uint8_t> out(sizes[m]), in(sizes[m]);
     for (int turn = 0; turn < 2; ++turn) {
       if ((turn == 0) == (rank == 0)) {
@@ -45,6 +46,11 @@ inline void ping_pong_every_size(int rank, Transport& t) {
       }
     }
   }
+}
+
+/// ping_pong_sizes_up_to with every conformance size.
+inline void ping_pong_every_size(int rank, Transport& t) {
+  ping_pong_sizes_up_to(rank, t, conformance_sizes().back());
 }
 
 /// Every rank of `size` sends `messages` messages of mixed sizes (empty ones too) to every

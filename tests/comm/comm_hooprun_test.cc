@@ -61,11 +61,13 @@ INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckTcp, ::testing::Values(2, 4, 8));
 
 // The matrix for a transport other than the default ones: every collective and algorithm on
 // counts 0, 1, 7, 1023 and 16411 (a prime; 64 KiB of f32, past UCX's rendezvous threshold),
-// with two dtypes and two ops, since the reductions themselves are the algorithms' code that
-// CommCheck and CommCheckTcp already cover for every dtype and op. Larger messages (1 MiB + 3,
+// with two dtypes and two ops in every build, and with every dtype and op in the normal build
+// (EveryDtypeAndOp, up to 3 ranks: 3-5 s a job, 3x that under the sanitizers, where the
+// transport's code paths are the same as with two dtypes). Larger messages (1 MiB + 3,
 // 64 MiB) are the transports' conformance tests' part.
 const std::vector<std::string> kTransportMatrix = {
     "check", "--counts", "0,1,7,1023,16411", "--dtypes", "f32,i8", "--ops", "sum,max"};
+const std::vector<std::string> kTransportFullMatrix = {"check", "--counts", "0,1,7,1023,16411"};
 
 void expect_every_rank_checked(int n, bool timed_out, int exit_code, const std::string& out) {
   ASSERT_FALSE(timed_out) << out;
@@ -87,6 +89,14 @@ TEST_P(CommCheckUcx, EveryCollectiveMatchesTheReference) {
       {"HOOP_TRANSPORT=ucx", std::string("UCX_TLS=") + job.tls}, kDeadline);
   expect_every_rank_checked(job.ranks, r.timed_out, r.exit_code, r.out + r.err);
 }
+TEST_P(CommCheckUcx, EveryDtypeAndOpMatchesTheReference) {
+  const UcxJob job = GetParam();
+  if (job.ranks > 3) GTEST_SKIP() << "4 ranks run the two-dtype matrix";
+  const RunResult r = launch::testing::run_ranks(
+      HOOP_COMM_CHECK_BIN, job.ranks, kTransportFullMatrix,
+      {"HOOP_TRANSPORT=ucx", std::string("UCX_TLS=") + job.tls}, kDeadline);
+  expect_every_rank_checked(job.ranks, r.timed_out, r.exit_code, r.out + r.err);
+}
 INSTANTIATE_TEST_SUITE_P(RanksAndTls, CommCheckUcx,
                          ::testing::Values(UcxJob{2, "tcp"}, UcxJob{4, "tcp"},
                                            UcxJob{3, "posix"}),
@@ -103,6 +113,14 @@ TEST_P(CommCheckMpi, EveryCollectiveMatchesTheReference) {
   if (testing::mpirun_path().empty()) GTEST_SKIP() << "mpirun is not installed";
   const int n = GetParam();
   const testing::MpirunResult r = testing::run_mpirun(n, HOOP_COMM_CHECK_BIN, kTransportMatrix,
+                                                      {"HOOP_TRANSPORT=mpi"}, kDeadline);
+  expect_every_rank_checked(n, r.timed_out, r.exit_code, r.out);
+}
+TEST_P(CommCheckMpi, EveryDtypeAndOpMatchesTheReference) {
+  if (testing::mpirun_path().empty()) GTEST_SKIP() << "mpirun is not installed";
+  const int n = GetParam();
+  if (n > 3) GTEST_SKIP() << "4 ranks run the two-dtype matrix";
+  const testing::MpirunResult r = testing::run_mpirun(n, HOOP_COMM_CHECK_BIN, kTransportFullMatrix,
                                                       {"HOOP_TRANSPORT=mpi"}, kDeadline);
   expect_every_rank_checked(n, r.timed_out, r.exit_code, r.out);
 }

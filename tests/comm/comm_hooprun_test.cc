@@ -81,6 +81,10 @@ struct UcxJob {
   int ranks;
   const char* tls;
 };
+// How ctest lists the job (instead of its bytes).
+void PrintTo(const UcxJob& job, std::ostream* os) {
+  *os << job.ranks << " ranks, UCX_TLS=" << job.tls;
+}
 class CommCheckUcx : public ::testing::TestWithParam<UcxJob> {};
 TEST_P(CommCheckUcx, EveryCollectiveMatchesTheReference) {
   const UcxJob job = GetParam();

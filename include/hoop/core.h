@@ -29,6 +29,9 @@ inline constexpr DataType kAllDataTypes[] = {DataType::kU8,  DataType::kI8,  Dat
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin,
                                              ReduceOp::kMax, ReduceOp::kProd};
 
+/// Where memory lives: kCpuDevice (host memory), or a CUDA device ordinal.
+inline constexpr int kCpuDevice = -1;
+
 /// Size in bytes of one element of `dtype`.
 std::size_t dtype_size(DataType dtype);
 /// Short name of `dtype` as used on the command line and in tables ("f32", "bf16", ...).

@@ -29,9 +29,6 @@
 
 namespace hoop {
 
-/// The device of a tensor's memory: kCpuDevice, or a CUDA device ordinal.
-inline constexpr int kCpuDevice = -1;
-
 /// A caller's tensor: dense row-major elements of `dtype` at `data`.
 struct Tensor {
   void* data = nullptr;

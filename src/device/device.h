@@ -1,0 +1,132 @@
+// hoop::device: CUDA device memory, streams, events and the reduction kernels, for the parts of
+// hoop that take GPU buffers (the Communicator's device path, the runtime's device fusion
+// buffer, transports/cuda, adapters/nccl).
+//
+// The header compiles without CUDA: streams and events are opaque handles (cudaStream_t and
+// cudaEvent_t cast to void*). A build without CUDA links device_none.cc, where cuda_built() is
+// false, device_count() is 0, every pointer is host memory and everything else fails with
+// invalid_argument saying that hoop was built without CUDA; callers therefore need no #ifdef.
+//
+// Kernels compute exactly what src/core/reduce.h computes on the CPU (same NaN rule for
+// min/max, integer wrap-around, f16/bf16 accumulated in f32 and rounded to nearest even), so a
+// device allreduce and a host allreduce of the same inputs agree bit for bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "hoop/core.h"
+#include "hoop/transport.h"
+
+namespace hoop::device {
+
+/// Whether this build was compiled with CUDA.
+bool cuda_built();
+/// The number of CUDA devices this process can use; 0 without a CUDA build, driver or device.
+/// Never fails.
+int device_count();
+/// Why device_count() is 0 ("hoop was built without CUDA", or the CUDA runtime's error);
+/// empty when a device is usable. GPU tests print it when they skip.
+std::string unavailable_reason();
+
+/// The CUDA device whose memory `p` points to, or kCpuDevice for host memory (pageable,
+/// pinned or unknown to CUDA). Managed memory counts as device memory. Never fails.
+int pointer_device(const void* p);
+
+/// Makes `device` the calling thread's current CUDA device.
+Status set_device(int device);
+
+/// An owned CUDA stream on one device (non-blocking with respect to the legacy stream).
+class Stream {
+ public:
+  /// Creates a stream on `device`.
+  static Result<Stream> create(int device);
+  Stream() = default;
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+
+  /// The cudaStream_t, or null (the per-thread default stream) for a default-constructed one.
+  void* handle() const { return handle_; }
+  int device() const { return device_; }
+
+ private:
+  void* handle_ = nullptr;
+  int device_ = kCpuDevice;
+};
+
+/// An owned CUDA event (timing disabled; interprocess when asked, for transports/cuda).
+class Event {
+ public:
+  /// Creates an event on `device`; `interprocess` makes it shareable with ipc_handle().
+  static Result<Event> create(int device, bool interprocess = false);
+  Event() = default;
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+
+  /// Records the event on `stream` (a cudaStream_t, null: the per-thread default stream).
+  Status record(void* stream);
+  /// Whether all work before the last record() has finished; the CUDA error if it failed.
+  Result<bool> query() const;
+  /// Makes `stream` wait for the last record() without blocking the host.
+  Status make_wait(void* stream) const;
+  void* handle() const { return handle_; }
+
+ private:
+  void* handle_ = nullptr;
+  int device_ = kCpuDevice;
+};
+
+/// An owned device allocation (cudaMalloc), grow-only when used through reserve().
+class Buffer {
+ public:
+  /// Allocates `bytes` bytes on `device` (0 bytes: an empty buffer with a null pointer).
+  static Result<Buffer> allocate(int device, std::size_t bytes);
+  Buffer() = default;
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  /// Makes the buffer at least `bytes` long on `device` (reallocating, contents lost, when it
+  /// is smaller or on another device).
+  Status reserve(int device, std::size_t bytes);
+  std::byte* data() const { return static_cast<std::byte*>(data_); }
+  std::size_t size() const { return size_; }
+  int device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+  int device_ = kCpuDevice;
+};
+
+/// Copies `bytes` bytes between any two of host and device memory (cudaMemcpyDefault),
+/// asynchronously on `stream`; with a null stream the copy has finished when this returns.
+Status copy(void* dst, const void* src, std::size_t bytes, void* stream = nullptr);
+
+/// Waits until every operation queued on `stream` has finished, polling so that the wait ends
+/// at `deadline` with timeout_error instead of blocking forever on a hung kernel or peer.
+Status synchronize(void* stream, Deadline deadline);
+
+/// Device counterparts of src/core/reduce.h, queued on `stream` (null: the per-thread default
+/// stream); the arguments are checked as there. dst, src, a and b are device pointers of the
+/// current device. Loads are 16-byte vectors where the pointers allow.
+Status reduce_into(void* dst, const void* src, std::size_t count, DataType dtype, ReduceOp op,
+                   void* stream = nullptr);
+Status reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dtype,
+              ReduceOp op, void* stream = nullptr);
+Status divide(void* buf, std::size_t count, DataType dtype, std::int64_t divisor,
+              void* stream = nullptr);
+/// buf[i] *= factor for a float dtype (f16/bf16 through f32, f32 in f32, f64 in f64), as the
+/// runtime's prescale/postscale do on the host; invalid_argument for an integer dtype.
+Status scale(void* buf, std::size_t count, DataType dtype, double factor, void* stream = nullptr);
+
+}  // namespace hoop::device

@@ -137,6 +137,11 @@ constexpr Var kVars[] = {
      "Hierarchical allreduce: a larger buffer is cut into segments of this size, and one "
      "segment's transfer across hosts overlaps the next one's reduction inside the host and the "
      "previous one's gather (0: no overlap, the three phases one after the other)."},
+    {"HOOP_GPU_BACKEND", "", kEnum, "auto",
+     "Collectives on CUDA device buffers: nccl hands them to NCCL (a build with NCCL, every "
+     "rank on a device of its own); hoop runs hoop's algorithms over CUDA IPC in a one-host job, "
+     "else through host memory; auto takes nccl where it can, else hoop.",
+     "auto,nccl,hoop"},
     {"HOOP_ALPHA_US", "", kNumber, "10",
      "Cost model: latency of one message, in microseconds (a non-negative decimal)."},
     {"HOOP_BETA_NS_PER_BYTE", "", kNumber, "1.0",

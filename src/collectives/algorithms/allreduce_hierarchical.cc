@@ -26,7 +26,6 @@
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/group.h"
 #include "collectives/patterns/partition.h"
-#include "core/reduce.h"
 
 namespace hoop::collectives {
 namespace {
@@ -104,7 +103,7 @@ Status reduce_across_hosts(Context& cctx, int local_rank, int local_size, int jo
   const Algorithm across = choose_allreduce(cctx.size, mine.length * es, flat);
   const ReduceOp sum_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   HOOP_RETURN_IF_ERROR(allreduce_flat(cctx, across, nullptr, chunk, mine.length, dtype, sum_op));
-  if (op == ReduceOp::kAvg) return divide(chunk, mine.length, dtype, job_size);
+  if (op == ReduceOp::kAvg) return cctx.divide(chunk, mine.length, dtype, job_size);
   return Status::success();
 }
 
@@ -209,7 +208,7 @@ Status allreduce_flat(Context& ctx, Algorithm algorithm, const std::byte* input,
   // The ring reads an out-of-place input where it first needs it; the others start from a copy.
   if (algorithm == Algorithm::kRing || algorithm == Algorithm::kAuto)
     return ring_reduce_scatter_allgather(ctx, work, count, dtype, op, /*allgather=*/true, input);
-  if (input != nullptr && count > 0) std::memmove(work, input, count * dtype_size(dtype));
+  if (input != nullptr) HOOP_RETURN_IF_ERROR(ctx.copy(work, input, count * dtype_size(dtype)));
   switch (algorithm) {
     case Algorithm::kRecursiveDoubling:
       return allreduce_recursive_doubling(ctx, work, count, dtype, op);

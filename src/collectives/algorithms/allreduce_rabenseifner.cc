@@ -6,7 +6,6 @@
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/fold.h"
 #include "collectives/patterns/rabenseifner.h"
-#include "core/reduce.h"
 
 namespace hoop::collectives {
 
@@ -17,7 +16,7 @@ Status allreduce_rabenseifner(Context& ctx, std::byte* work, std::size_t count, 
   const std::size_t bytes = count * es;
   const patterns::Rabenseifner sched(ctx.size, count);
   const patterns::Fold& fold = sched.fold();
-  std::byte* tmp = ctx.scratch.get(0, bytes);
+  HOOP_ASSIGN_OR_RETURN(std::byte* tmp, ctx.scratch_buffer(0, bytes));
   HOOP_ASSIGN_OR_RETURN(bool sat_out, fold_in(ctx, fold, work, tmp, count, dtype, op));
   if (sat_out) return Status::success();
   for (int step = 0; step < sched.steps(); ++step) {
@@ -28,7 +27,7 @@ Status allreduce_rabenseifner(Context& ctx, std::byte* work, std::size_t count, 
   }
   if (op == ReduceOp::kAvg) {
     const patterns::Range own = sched.owned(me);
-    HOOP_RETURN_IF_ERROR(divide(work + own.offset * es, own.length, dtype, ctx.size));
+    HOOP_RETURN_IF_ERROR(ctx.divide(work + own.offset * es, own.length, dtype, ctx.size));
   }
   for (int step = 0; step < sched.steps(); ++step) {
     const patterns::HalvingStep hs = sched.allgather_step(me, step);

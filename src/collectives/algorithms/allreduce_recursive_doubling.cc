@@ -6,7 +6,6 @@
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/fold.h"
 #include "collectives/patterns/recursive_doubling.h"
-#include "core/reduce.h"
 
 namespace hoop::collectives {
 
@@ -16,14 +15,14 @@ Status allreduce_recursive_doubling(Context& ctx, std::byte* work, std::size_t c
   const std::size_t bytes = count * dtype_size(dtype);
   const patterns::RecursiveDoubling rd(ctx.size);
   const patterns::Fold& fold = rd.fold();
-  std::byte* tmp = ctx.scratch.get(0, bytes);
+  HOOP_ASSIGN_OR_RETURN(std::byte* tmp, ctx.scratch_buffer(0, bytes));
   HOOP_ASSIGN_OR_RETURN(bool sat_out, fold_in(ctx, fold, work, tmp, count, dtype, op));
   if (sat_out) return Status::success();
   for (int step = 0; step < rd.steps(); ++step) {
     const int partner = rd.partner(me, step);
     HOOP_RETURN_IF_ERROR(ctx.exchange_reduce(partner, work, count, work, tmp, count, dtype, op));
   }
-  if (op == ReduceOp::kAvg) HOOP_RETURN_IF_ERROR(divide(work, count, dtype, ctx.size));
+  if (op == ReduceOp::kAvg) HOOP_RETURN_IF_ERROR(ctx.divide(work, count, dtype, ctx.size));
   return fold_out(ctx, fold, work, bytes);
 }
 

@@ -17,7 +17,6 @@
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/patterns/partition.h"
 #include "collectives/patterns/ring.h"
-#include "core/reduce.h"
 
 namespace hoop::collectives {
 namespace {
@@ -35,8 +34,7 @@ Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t 
   const int me = ctx.rank;
   const std::size_t es = dtype_size(dtype);
   if (n == 1) {  // kAvg divides by 1: nothing to do but the copy
-    if (input != nullptr && count > 0) std::memmove(work, input, count * es);
-    return Status::success();
+    return input != nullptr ? ctx.copy(work, input, count * es) : Status::success();
   }
   const patterns::Ring ring(n);
   const patterns::Partition part(count, n);
@@ -61,7 +59,7 @@ Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t 
   const std::size_t slots = std::min<std::size_t>(
       kStageSlices, std::max<std::size_t>(1, patterns::slice_count(part.chunk(0), max_slice)));
   const std::size_t stage_bytes = slots * max_slice * es;
-  std::byte* staging = ctx.scratch.get(0, 2 * stage_bytes);
+  HOOP_ASSIGN_OR_RETURN(std::byte* staging, ctx.scratch_buffer(0, 2 * stage_bytes));
   std::byte* stage[2] = {staging, staging + stage_bytes};
   auto stage_slot = [&](int t, std::size_t j) { return stage[t % 2] + (j % slots) * max_slice * es; };
 
@@ -137,12 +135,12 @@ Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t 
         // Every chunk is reduced once per rank in the reduce-scatter, so an out-of-place input
         // is read there and never copied (same operand order, same bits).
         HOOP_RETURN_IF_ERROR(input != nullptr
-                                 ? reduce(dst, input + s.offset * es, got, s.length, dtype, op)
-                                 : reduce_into(dst, got, s.length, dtype, op));
+                                 ? ctx.reduce(dst, input + s.offset * es, got, s.length, dtype, op)
+                                 : ctx.reduce_into(dst, got, s.length, dtype, op));
         // The last reduce-scatter step completes this rank's own chunk: the owner divides,
         // once, before anyone copies it.
         if (t == rs_steps - 1 && op == ReduceOp::kAvg)
-          HOOP_RETURN_IF_ERROR(divide(dst, s.length, dtype, n));
+          HOOP_RETURN_IF_ERROR(ctx.divide(dst, s.length, dtype, n));
       }
       cur_done = j + 1;
       if (t + 1 < total) HOOP_RETURN_IF_ERROR(post_send(t + 1, j));

@@ -27,7 +27,6 @@
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/patterns/partition.h"
 #include "collectives/patterns/tree.h"
-#include "core/reduce.h"
 
 namespace hoop::collectives {
 namespace {
@@ -91,7 +90,8 @@ Status allreduce_tree(Context& ctx, std::byte* work, std::size_t count, DataType
   // Staging for the children's slices: [tree][child][parity], each one slice long. Half 0 is
   // the longer one, so its first slice is the longest of all.
   const std::size_t slot_bytes = std::min(max_slice, tree[0].half.length) * es;
-  std::byte* staging = ctx.scratch.get(0, std::size_t{kTrees} * 2 * 2 * slot_bytes);
+  HOOP_ASSIGN_OR_RETURN(std::byte* staging,
+                        ctx.scratch_buffer(0, std::size_t{kTrees} * 2 * 2 * slot_bytes));
   auto slot = [&](int t, int child, long step) {
     return staging + ((static_cast<std::size_t>(t) * 2 + child) * 2 + step % 2) * slot_bytes;
   };
@@ -134,14 +134,14 @@ Status allreduce_tree(Context& ctx, std::byte* work, std::size_t count, DataType
         std::byte* dst = work + s.offset * es;
         for (int c = 0; c < ts.links.num_children(); ++c) {
           HOOP_RETURN_IF_ERROR(wait_one(ctx.transport, ts.child_recv[c][step % 2], ctx.deadline));
-          HOOP_RETURN_IF_ERROR(reduce_into(dst, slot(t, c, step), s.length, dtype, op));
+          HOOP_RETURN_IF_ERROR(ctx.reduce_into(dst, slot(t, c, step), s.length, dtype, op));
         }
         if (ts.links.parent >= 0) {
           HOOP_ASSIGN_OR_RETURN(ts.up_send[j], ctx.send(ts.links.parent, dst, s.length * es));
           ts.up_pending[j] = true;
         } else if (op == ReduceOp::kAvg) {
           // The root holds the complete sum of this slice: divide once, before it goes down.
-          HOOP_RETURN_IF_ERROR(divide(dst, s.length, dtype, n));
+          HOOP_RETURN_IF_ERROR(ctx.divide(dst, s.length, dtype, n));
         }
       }
       if (long j = ts.bcast_slice(step); j >= 0) {

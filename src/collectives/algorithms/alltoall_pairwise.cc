@@ -1,7 +1,5 @@
 // Pairwise-exchange alltoall(v): n - 1 steps in which every rank sends one block and receives
 // one, so no rank is ever the target of two senders at once (patterns/pairwise.h).
-#include <cstring>
-
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/patterns/pairwise.h"
 
@@ -13,8 +11,7 @@ Status pairwise_alltoallv(Context& ctx, const std::byte* in,
                           std::span<const std::size_t> recv_offsets,
                           std::span<const std::size_t> recv_lengths) {
   const int me = ctx.rank;
-  if (recv_lengths[me] > 0)
-    std::memcpy(out + recv_offsets[me], in + send_offsets[me], recv_lengths[me]);
+  HOOP_RETURN_IF_ERROR(ctx.copy(out + recv_offsets[me], in + send_offsets[me], recv_lengths[me]));
   const patterns::PairwiseSchedule schedule = patterns::default_pairwise_schedule(ctx.size);
   for (int step = 1; step < ctx.size; ++step) {
     const patterns::PairwiseStep ps = patterns::pairwise_step(me, ctx.size, step, schedule);

@@ -3,8 +3,8 @@
 // transport, so every other rank fails with the same cause, and add context to the error.
 #include <fmt/format.h>
 
-#include <cstring>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "collectives/algorithms/algorithms.h"
@@ -16,26 +16,73 @@ namespace {
 
 using collectives::Context;
 
-/// Runs `body` with a context for `comm`; aborts the transport and names `what` on failure.
+/// Runs `body` with a context for `comm` (over transports/cuda, on `part`'s device, when
+/// given); aborts the transport and names `what` on failure.
 Status run(Communicator& comm, const std::function<std::string()>& what,
-           const std::function<Status(Context&)>& body) {
+           const std::function<Status(Context&)>& body, collectives::DevicePart* part = nullptr) {
   auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
   // A Communicator implemented outside hoop gets per-call scratch.
   collectives::Scratch local;
-  Context ctx{comm.transport(), comm.rank(), comm.size(), Clock::now() + comm.timeout(),
+  Transport& transport = part != nullptr ? *part->transport : comm.transport();
+  Context ctx{transport, comm.rank(), comm.size(), Clock::now() + comm.timeout(),
               impl != nullptr ? impl->scratch() : local};
+  if (part != nullptr) {
+    ctx.device = part->device;
+    ctx.stream = part->stream.handle();
+  }
   Status status = body(ctx);
   if (status.ok()) return status;
-  comm.transport().abort(status);
+  transport.abort(status);
   return status.with_context(what());
+}
+
+/// How a collective on device buffers runs when hoop's algorithm does not run on the device
+/// itself: the backend's call (empty when the backend lacks the collective), and the buffers to
+/// stage through host memory with the host call to run on the copies.
+struct DeviceCall {
+  std::function<Status(collectives::DeviceBackend&, void* stream, Deadline)> backend;
+  const void* in = nullptr;
+  std::size_t in_bytes = 0;
+  void* out = nullptr;
+  std::size_t out_bytes = 0;
+  std::function<Status(const void* in, void* out)> host;
+};
+
+/// For a call whose buffers are on `device`: runs it on the device backend, or staged, and
+/// returns its status; or returns nullopt with `part` set when the algorithm runs on the device
+/// over transports/cuda (part stays null for host buffers).
+std::optional<Status> run_on_device(Communicator& comm, int device,
+                                    const std::function<std::string()>& what,
+                                    const DeviceCall& call, collectives::DevicePart*& part) {
+  part = nullptr;
+  if (device == kCpuDevice) return std::nullopt;
+  auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
+  if (impl == nullptr)
+    return invalid_argument(fmt::format("{}: device buffers need a communicator built by "
+                                        "Communicator::create",
+                                        what()));
+  Result<collectives::DevicePart*> got = impl->device(device);
+  if (!got.ok()) return got.status().with_context(what());
+  part = *got;
+  const Deadline deadline = Clock::now() + comm.timeout();
+  if (part->route == collectives::DeviceRoute::kTransport) return std::nullopt;
+  if (part->route == collectives::DeviceRoute::kBackend && call.backend) {
+    Status status = call.backend(*part->backend, part->stream.handle(), deadline);
+    if (status.ok()) return status;
+    part->backend->abort(status);
+    comm.transport().abort(status);
+    return status.with_context(what());
+  }
+  return collectives::run_staged(*part, call.in, call.in_bytes, call.out, call.out_bytes,
+                                 deadline, call.host);
 }
 
 std::byte* bytes_of(void* p) { return static_cast<std::byte*>(p); }
 const std::byte* bytes_of(const void* p) { return static_cast<const std::byte*>(p); }
 
 /// Copies `bytes` from `src` to `dst` unless they are the same buffer (in-place call).
-void copy_in(void* dst, const void* src, std::size_t bytes) {
-  if (src != nullptr && src != dst && bytes > 0) std::memmove(dst, src, bytes);
+Status copy_in(Context& ctx, void* dst, const void* src, std::size_t bytes) {
+  return src != nullptr ? ctx.copy(dst, src, bytes) : Status::success();
 }
 
 /// Byte offsets of consecutive blocks of `counts` elements of `esize` bytes.
@@ -78,6 +125,24 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
     return fmt::format("allreduce of {} {} ({}, {})", o.count, dtype_name(o.dtype), op_name(o.op),
                        algorithm_name(algo));
   };
+  HOOP_ASSIGN_OR_RETURN(int device,
+                        collectives::buffers_device({{o.input, "input"}, {o.output, "output"}}));
+  collectives::DevicePart* part = nullptr;
+  DeviceCall call;
+  call.backend = [&](collectives::DeviceBackend& b, void* stream, Deadline d) {
+    return b.allreduce(o, stream, d);
+  };
+  call.in = o.input;
+  call.in_bytes = bytes;
+  call.out = o.output;
+  call.out_bytes = bytes;
+  call.host = [&](const void* in, void* out) {
+    AllreduceOptions h = o;
+    h.input = in;
+    h.output = out;
+    return allreduce(comm, h);
+  };
+  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
   return run(comm, what, [&](Context& ctx) -> Status {
     std::byte* work = bytes_of(o.output);
     if (algo != Algorithm::kHierarchical)
@@ -85,7 +150,7 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
                                          o.op);
     return collectives::allreduce_hierarchical(ctx, *impl->hierarchy(), impl->cost(),
                                                bytes_of(o.input), work, o.count, o.dtype, o.op);
-  });
+  }, part);
 }
 
 Status broadcast(Communicator& comm, const BroadcastOptions& o) {
@@ -97,9 +162,24 @@ Status broadcast(Communicator& comm, const BroadcastOptions& o) {
   auto what = [&] {
     return fmt::format("broadcast of {} {} from rank {}", o.count, dtype_name(o.dtype), o.root);
   };
+  HOOP_ASSIGN_OR_RETURN(int device, collectives::buffers_device({{o.buffer, "buffer"}}));
+  collectives::DevicePart* part = nullptr;
+  DeviceCall call;
+  call.backend = [&](collectives::DeviceBackend& b, void* stream, Deadline d) {
+    return b.broadcast(o, stream, d);
+  };
+  call.in = o.buffer;
+  call.out = o.buffer;
+  call.out_bytes = bytes;
+  call.host = [&](const void*, void* out) {
+    BroadcastOptions h = o;
+    h.buffer = out;
+    return broadcast(comm, h);
+  };
+  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
   return run(comm, what, [&](Context& ctx) {
     return collectives::broadcast_bytes(ctx, bytes_of(o.buffer), bytes, o.root);
-  });
+  }, part);
 }
 
 Status allgather(Communicator& comm, const AllgatherOptions& o) {
@@ -108,14 +188,32 @@ Status allgather(Communicator& comm, const AllgatherOptions& o) {
                         collectives::checked_bytes(o.count, 1, o.dtype, "count"));
   HOOP_RETURN_IF_ERROR(collectives::checked_bytes(o.count, comm.size(), o.dtype, "count").status());
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));
-  copy_in(bytes_of(o.output) + block * comm.rank(), o.input, block);
   const std::vector<std::size_t> counts(comm.size(), o.count);
   std::vector<std::size_t> offsets, lengths;
   block_layout(counts, dtype_size(o.dtype), offsets, lengths);
   auto what = [&] { return fmt::format("allgather of {} {}", o.count, dtype_name(o.dtype)); };
-  return run(comm, what, [&](Context& ctx) {
+  HOOP_ASSIGN_OR_RETURN(int device,
+                        collectives::buffers_device({{o.input, "input"}, {o.output, "output"}}));
+  collectives::DevicePart* part = nullptr;
+  DeviceCall call;
+  call.backend = [&](collectives::DeviceBackend& b, void* stream, Deadline d) {
+    return b.allgather(o, stream, d);
+  };
+  call.in = o.input;
+  call.in_bytes = block;
+  call.out = o.output;
+  call.out_bytes = block * comm.size();
+  call.host = [&](const void* in, void* out) {
+    AllgatherOptions h = o;
+    h.input = in;
+    h.output = out;
+    return allgather(comm, h);
+  };
+  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
+  return run(comm, what, [&](Context& ctx) -> Status {
+    HOOP_RETURN_IF_ERROR(copy_in(ctx, bytes_of(o.output) + block * comm.rank(), o.input, block));
     return collectives::ring_allgatherv(ctx, bytes_of(o.output), offsets, lengths);
-  });
+  }, part);
 }
 
 Status allgatherv(Communicator& comm, const AllgathervOptions& o) {
@@ -125,11 +223,27 @@ Status allgatherv(Communicator& comm, const AllgathervOptions& o) {
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, total, "output"));
   std::vector<std::size_t> offsets, lengths;
   block_layout(o.counts, dtype_size(o.dtype), offsets, lengths);
-  copy_in(bytes_of(o.output) + offsets[comm.rank()], o.input, lengths[comm.rank()]);
   auto what = [&] { return fmt::format("allgatherv of {} {}", total, dtype_name(o.dtype)); };
-  return run(comm, what, [&](Context& ctx) {
+  HOOP_ASSIGN_OR_RETURN(int device,
+                        collectives::buffers_device({{o.input, "input"}, {o.output, "output"}}));
+  collectives::DevicePart* part = nullptr;
+  DeviceCall call;  // no backend call: NCCL has no allgatherv, so it is staged
+  call.in = o.input;
+  call.in_bytes = lengths[comm.rank()];
+  call.out = o.output;
+  call.out_bytes = total * dtype_size(o.dtype);
+  call.host = [&](const void* in, void* out) {
+    AllgathervOptions h = o;
+    h.input = in;
+    h.output = out;
+    return allgatherv(comm, h);
+  };
+  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
+  return run(comm, what, [&](Context& ctx) -> Status {
+    HOOP_RETURN_IF_ERROR(copy_in(ctx, bytes_of(o.output) + offsets[comm.rank()], o.input,
+                                 lengths[comm.rank()]));
     return collectives::ring_allgatherv(ctx, bytes_of(o.output), offsets, lengths);
-  });
+  }, part);
 }
 
 Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& o) {
@@ -146,15 +260,33 @@ Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& o) {
     return fmt::format("reduce_scatter of {} x {} {} ({})", comm.size(), o.count,
                        dtype_name(o.dtype), op_name(o.op));
   };
+  HOOP_ASSIGN_OR_RETURN(int device,
+                        collectives::buffers_device({{o.input, "input"}, {o.output, "output"}}));
+  collectives::DevicePart* part = nullptr;
+  DeviceCall call;
+  call.backend = [&](collectives::DeviceBackend& b, void* stream, Deadline d) {
+    return b.reduce_scatter(o, stream, d);
+  };
+  // In place, the output holds all the inputs: stage all of it.
+  call.in = o.input;
+  call.in_bytes = total;
+  call.out = o.output;
+  call.out_bytes = o.input == nullptr || o.input == o.output ? total : block;
+  call.host = [&](const void* in, void* out) {
+    ReduceScatterOptions h = o;
+    h.input = in;
+    h.output = out;
+    return reduce_scatter(comm, h);
+  };
+  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
   return run(comm, what, [&](Context& ctx) -> Status {
     // The ring reduces in a working copy: the input is const and the output holds one block.
-    std::byte* work = ctx.scratch.get(1, total);
-    if (total > 0) std::memcpy(work, input, total);
+    HOOP_ASSIGN_OR_RETURN(std::byte* work, ctx.scratch_buffer(1, total));
+    HOOP_RETURN_IF_ERROR(ctx.copy(work, input, total));
     HOOP_RETURN_IF_ERROR(collectives::ring_reduce_scatter_allgather(
         ctx, work, o.count * comm.size(), o.dtype, o.op, /*allgather=*/false));
-    if (block > 0) std::memcpy(o.output, work + block * comm.rank(), block);
-    return Status::success();
-  });
+    return ctx.copy(o.output, work + block * comm.rank(), block);
+  }, part);
 }
 
 Status alltoall(Communicator& comm, const AlltoallOptions& o) {
@@ -166,17 +298,35 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
   std::vector<std::size_t> offsets, lengths;
   block_layout(counts, dtype_size(o.dtype), offsets, lengths);
   auto what = [&] { return fmt::format("alltoall of {} {}", o.count, dtype_name(o.dtype)); };
-  return run(comm, what, [&](Context& ctx) {
+  HOOP_ASSIGN_OR_RETURN(int device,
+                        collectives::buffers_device({{o.input, "input"}, {o.output, "output"}}));
+  collectives::DevicePart* part = nullptr;
+  DeviceCall call;
+  call.backend = [&](collectives::DeviceBackend& b, void* stream, Deadline d) {
+    return b.alltoall(o, stream, d);
+  };
+  call.in = o.input;
+  call.in_bytes = total;
+  call.out = o.output;
+  call.out_bytes = total;
+  call.host = [&](const void* in, void* out) {
+    AlltoallOptions h = o;
+    h.input = in;
+    h.output = out;
+    return alltoall(comm, h);
+  };
+  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
+  return run(comm, what, [&](Context& ctx) -> Status {
     const std::byte* in = bytes_of(o.input);
     if (o.input == nullptr || o.input == o.output) {
       // In place: blocks still to be sent would be overwritten by arriving ones.
-      std::byte* copy = ctx.scratch.get(1, total);
-      if (total > 0) std::memcpy(copy, o.output, total);
+      HOOP_ASSIGN_OR_RETURN(std::byte* copy, ctx.scratch_buffer(1, total));
+      HOOP_RETURN_IF_ERROR(ctx.copy(copy, o.output, total));
       in = copy;
     }
     return collectives::pairwise_alltoallv(ctx, in, offsets, lengths, bytes_of(o.output), offsets,
                                            lengths);
-  });
+  }, part);
 }
 
 Status alltoallv(Communicator& comm, const AlltoallvOptions& o) {
@@ -204,15 +354,30 @@ Status alltoallv(Communicator& comm, const AlltoallvOptions& o) {
   auto what = [&] {
     return fmt::format("alltoallv of {} -> {} {}", send_total, recv_total, dtype_name(o.dtype));
   };
-  return run(comm, what, [&](Context& ctx) {
+  HOOP_ASSIGN_OR_RETURN(int device,
+                        collectives::buffers_device({{o.input, "input"}, {o.output, "output"}}));
+  collectives::DevicePart* part = nullptr;
+  DeviceCall call;  // no backend call: staged
+  call.in = o.input;
+  call.in_bytes = send_total * es;
+  call.out = o.output;
+  call.out_bytes = recv_total * es;
+  call.host = [&](const void* in, void* out) {
+    AlltoallvOptions h = o;
+    h.input = in;
+    h.output = out;
+    return alltoallv(comm, h);
+  };
+  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
+  return run(comm, what, [&](Context& ctx) -> Status {
     const std::byte* in = bytes_of(o.input);
     if (in_place) {
-      std::byte* copy = ctx.scratch.get(1, send_total * es);
-      if (send_total > 0) std::memcpy(copy, o.output, send_total * es);
+      HOOP_ASSIGN_OR_RETURN(std::byte* copy, ctx.scratch_buffer(1, send_total * es));
+      HOOP_RETURN_IF_ERROR(ctx.copy(copy, o.output, send_total * es));
       in = copy;
     }
     return collectives::pairwise_alltoallv(ctx, in, soff, slen, bytes_of(o.output), roff, rlen);
-  });
+  }, part);
 }
 
 Status barrier(Communicator& comm) {

@@ -7,6 +7,7 @@
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/context.h"
 #include "collectives/algorithms/cost_model.h"
+#include "collectives/algorithms/device_path.h"
 #include "hoop/communicator.h"
 
 namespace hoop::collectives {
@@ -38,6 +39,14 @@ class CommImpl final : public Communicator {
   const Hierarchy* hierarchy() const { return hierarchy_ ? &*hierarchy_ : nullptr; }
   /// The scratch buffers reused across collectives.
   Scratch& scratch() { return scratch_; }
+  /// Keeps what the first device collective needs to set up the device side.
+  void set_device_setup(DeviceSetup setup) { device_setup_ = std::move(setup); }
+  /// Keeps the store connection Communicator::create made, for the device side's set-up.
+  void adopt_store(std::unique_ptr<Store> store) { device_setup_.owned_store = std::move(store); }
+  /// The device side for buffers on `device`, set up at the first call (collectively).
+  Result<DevicePart*> device(int device) {
+    return device_part(device_part_, device_setup_, device, timeout_);
+  }
 
  private:
   std::unique_ptr<Transport> transport_;
@@ -47,6 +56,8 @@ class CommImpl final : public Communicator {
   Scratch scratch_;
   Scratch cross_scratch_;  // the hierarchical allreduce's cross-host thread
   std::optional<Hierarchy> hierarchy_;
+  DeviceSetup device_setup_;
+  std::unique_ptr<DevicePart> device_part_;
 };
 
 }  // namespace hoop::collectives

@@ -269,8 +269,11 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOpt
   // An mpirun job over MPI alone needs no store: its layout comes from MPI.
   if (info.store_host.empty() && info.launcher == "mpirun") return create(info, nullptr, options);
   HOOP_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, connect_store(info));
-  // The store is only needed to set up the mesh; the transport keeps no reference to it.
-  return create(info, store.get(), options);
+  HOOP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, create(info, store.get(), options));
+  // The transports need the store only to connect; a first device collective needs it again
+  // (NCCL's id, CUDA IPC), so the communicator keeps the connection.
+  static_cast<collectives::CommImpl&>(*comm).adopt_store(std::move(store));
+  return comm;
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& info, Store* store,
@@ -342,6 +345,12 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
   }
   auto comm = std::make_unique<collectives::CommImpl>(std::move(t), algorithm, timeout, cost);
   if (hierarchy) comm->set_hierarchy(std::move(*hierarchy));
+  collectives::DeviceSetup device_setup;
+  device_setup.info = info;
+  device_setup.store = store;
+  device_setup.key_prefix = options.key_prefix;
+  device_setup.one_host = local_size == info.size;
+  comm->set_device_setup(std::move(device_setup));
   HOOP_ASSIGN_OR_RETURN(bool crowded, job_is_crowded(*comm, local_size));
   comm->set_crowded(crowded);
   return std::unique_ptr<Communicator>(std::move(comm));

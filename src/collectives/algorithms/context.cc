@@ -1,6 +1,7 @@
 #include "collectives/algorithms/context.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "collectives/patterns/partition.h"
@@ -17,6 +18,42 @@ std::byte* Scratch::get(int slot, std::size_t bytes) {
     sizes_[slot] = bytes;
   }
   return buffers_[slot].get();
+}
+
+Result<std::byte*> Scratch::get_on(int device, int slot, std::size_t bytes) {
+  if (device == kCpuDevice) return get(slot, bytes);
+  HOOP_RETURN_IF_ERROR(device_buffers_[slot].reserve(device, bytes == 0 ? 1 : bytes));
+  return device_buffers_[slot].data();
+}
+
+Status Context::reduce_into(void* dst, const void* src, std::size_t count, DataType dtype,
+                            ReduceOp op) {
+  if (device == kCpuDevice) return hoop::reduce_into(dst, src, count, dtype, op);
+  HOOP_RETURN_IF_ERROR(device::reduce_into(dst, src, count, dtype, op, stream));
+  return device::synchronize(stream, deadline);
+}
+
+Status Context::reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dtype,
+                       ReduceOp op) {
+  if (device == kCpuDevice) return hoop::reduce(dst, a, b, count, dtype, op);
+  HOOP_RETURN_IF_ERROR(device::reduce(dst, a, b, count, dtype, op, stream));
+  return device::synchronize(stream, deadline);
+}
+
+Status Context::divide(void* buf, std::size_t count, DataType dtype, std::int64_t divisor) {
+  if (device == kCpuDevice) return hoop::divide(buf, count, dtype, divisor);
+  HOOP_RETURN_IF_ERROR(device::divide(buf, count, dtype, divisor, stream));
+  return device::synchronize(stream, deadline);
+}
+
+Status Context::copy(void* dst, const void* src, std::size_t bytes) {
+  if (dst == src || bytes == 0) return Status::success();
+  if (device == kCpuDevice) {
+    std::memmove(dst, src, bytes);
+    return Status::success();
+  }
+  HOOP_RETURN_IF_ERROR(device::copy(dst, src, bytes, stream));
+  return device::synchronize(stream, deadline);
 }
 
 Status Context::exchange(int to, const void* send_data, std::size_t send_bytes, int from,
@@ -77,7 +114,7 @@ Status Context::exchange_reduce(int partner, const std::byte* send, std::size_t 
     for (; aliased && sends_done <= j && sends_done < sends.size(); ++sends_done)
       HOOP_RETURN_IF_ERROR(wait_one(transport, sends[sends_done], deadline));
     HOOP_RETURN_IF_ERROR(
-        reduce_into(dst + s.offset * es, tmp + s.offset * es, s.length, dtype, op));
+        this->reduce_into(dst + s.offset * es, tmp + s.offset * es, s.length, dtype, op));
   }
   return wait(std::span<const RequestId>(sends).subspan(sends_done));
 }

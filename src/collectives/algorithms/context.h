@@ -7,21 +7,26 @@
 #include <memory>
 #include <span>
 
+#include "device/device.h"
 #include "hoop/communicator.h"
 #include "hoop/transport.h"
 
 namespace hoop::collectives {
 
-/// Grow-only scratch buffers, one per slot, reused by every collective of one communicator.
+/// Grow-only scratch buffers, one per slot, reused by every collective of one communicator:
+/// host memory, and device memory for the collectives that run on a device's buffers.
 class Scratch {
  public:
   static constexpr int kSlots = 2;
-  /// At least `bytes` bytes of slot `slot` (contents undefined); never null.
+  /// At least `bytes` bytes of host memory in slot `slot` (contents undefined); never null.
   std::byte* get(int slot, std::size_t bytes);
+  /// The same in the memory of `device` (kCpuDevice: get()); fails when cudaMalloc does.
+  Result<std::byte*> get_on(int device, int slot, std::size_t bytes);
 
  private:
   std::unique_ptr<std::byte[]> buffers_[kSlots];
   std::size_t sizes_[kSlots] = {0, 0};
+  device::Buffer device_buffers_[kSlots];
 };
 
 /// One collective call's environment.
@@ -31,6 +36,24 @@ struct Context {
   int size;
   Deadline deadline;
   Scratch& scratch;
+  /// Where the collective's buffers (and so its scratch) live: kCpuDevice, or a CUDA device
+  /// whose memory the transport reads and writes directly (transports/cuda).
+  int device = kCpuDevice;
+  /// The device's work queue for reductions and copies (a cudaStream_t).
+  void* stream = nullptr;
+
+  /// At least `bytes` bytes of scratch slot `slot` where the buffers live.
+  Result<std::byte*> scratch_buffer(int slot, std::size_t bytes) {
+    return scratch.get_on(device, slot, bytes);
+  }
+  /// The reductions of core/reduce.h, on the host or (finished before returning, so that the
+  /// result can be sent) on the device.
+  Status reduce_into(void* dst, const void* src, std::size_t count, DataType dtype, ReduceOp op);
+  Status reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dtype,
+                ReduceOp op);
+  Status divide(void* buf, std::size_t count, DataType dtype, std::int64_t divisor);
+  /// memmove on the host, a finished device copy on the device; a no-op when dst == src.
+  Status copy(void* dst, const void* src, std::size_t bytes);
 
   /// Posts a send to `peer` (byte count).
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) {

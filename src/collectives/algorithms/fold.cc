@@ -1,6 +1,5 @@
 #include "collectives/algorithms/fold.h"
 
-#include "core/reduce.h"
 
 namespace hoop::collectives {
 
@@ -21,7 +20,7 @@ Result<bool> fold_in(Context& ctx, const patterns::Fold& fold, std::byte* work, 
   if (role == patterns::FoldRole::kFoldReceiver) {
     HOOP_ASSIGN_OR_RETURN(RequestId r, ctx.recv(partner, tmp, bytes));
     HOOP_RETURN_IF_ERROR(wait_one(ctx.transport, r, ctx.deadline));
-    HOOP_RETURN_IF_ERROR(reduce_into(work, tmp, count, dtype, op));
+    HOOP_RETURN_IF_ERROR(ctx.reduce_into(work, tmp, count, dtype, op));
   }
   return false;
 }

@@ -1,0 +1,164 @@
+#include "collectives/algorithms/device_path.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "core/config.h"
+#include "topology/topology.h"
+#ifdef HOOP_HAVE_CUDA_TRANSPORT
+#include "transports/cuda/cuda_transport.h"
+#endif
+
+namespace hoop::collectives {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, DeviceBackendFactory, std::less<>> factories;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed: registrations run at load time
+  return *r;
+}
+
+DeviceBackendFactory find_backend(std::string_view name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.factories.find(name);
+  return it == r.factories.end() ? nullptr : it->second;
+}
+
+std::string where(int device) {
+  return device == kCpuDevice ? std::string("host memory") : fmt::format("cuda:{}", device);
+}
+
+/// Whether two ranks of the job use the same device of the same host, which NCCL refuses.
+Result<bool> device_shared(const DeviceSetup& setup, const std::string& prefix, int device,
+                           std::chrono::milliseconds timeout) {
+  HOOP_ASSIGN_OR_RETURN(std::string host, topology::local_host_id());
+  HOOP_ASSIGN_OR_RETURN(
+      std::vector<std::string> all,
+      topology::exchange(*setup.store, setup.info.rank, setup.info.size, prefix + "/devices",
+                         fmt::format("{}#{}", host, device), timeout));
+  return std::set<std::string>(all.begin(), all.end()).size() != all.size();
+}
+
+/// The route of HOOP_GPU_BACKEND for this job; every rank comes to the same answer.
+Result<DeviceRoute> choose_route(const DeviceSetup& setup, const std::string& prefix, int device,
+                                 std::chrono::milliseconds timeout) {
+  HOOP_ASSIGN_OR_RETURN(std::string choice, config::get_string("HOOP_GPU_BACKEND"));
+  const bool have_nccl = find_backend("nccl") != nullptr;
+  if (choice == "nccl") {
+    if (!have_nccl)
+      return invalid_argument(
+          "HOOP_GPU_BACKEND=nccl: this hoop was built without NCCL (use auto or hoop)");
+    if (setup.store == nullptr && setup.info.size > 1)
+      return invalid_argument(
+          "HOOP_GPU_BACKEND=nccl: NCCL meets through the rendezvous store, and this job has none "
+          "(set HOOP_RENDEZVOUS_ADDR/PORT, or use hoop)");
+    return DeviceRoute::kBackend;
+  }
+  if (setup.store == nullptr || setup.info.size == 1)
+    return have_nccl && choice == "auto" ? DeviceRoute::kBackend : DeviceRoute::kStaged;
+  // Both remaining choices depend on the whole job, so every rank takes part in the exchange.
+  HOOP_ASSIGN_OR_RETURN(bool shared, device_shared(setup, prefix, device, timeout));
+  if (choice == "auto" && have_nccl && !shared) return DeviceRoute::kBackend;
+#ifdef HOOP_HAVE_CUDA_TRANSPORT
+  if (setup.one_host) return DeviceRoute::kTransport;
+#endif
+  return DeviceRoute::kStaged;
+}
+
+}  // namespace
+
+void register_device_backend(std::string_view name, DeviceBackendFactory factory) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.factories[std::string(name)] = factory;
+}
+
+bool device_backend_registered(std::string_view name) { return find_backend(name) != nullptr; }
+
+Result<int> buffers_device(std::initializer_list<NamedBuffer> buffers) {
+  if (device::device_count() == 0) return kCpuDevice;
+  int found = kCpuDevice;
+  std::string_view found_name;
+  bool first = true;
+  for (const NamedBuffer& b : buffers) {
+    if (b.first == nullptr) continue;
+    const int d = device::pointer_device(b.first);
+    if (!first && d != found)
+      return invalid_argument(fmt::format("{} is in {} but {} is in {}; one call's buffers must "
+                                          "all be in the same memory",
+                                          found_name, where(found), b.second, where(d)));
+    found = d;
+    found_name = b.second;
+    first = false;
+  }
+  return found;
+}
+
+Result<DevicePart*> device_part(std::unique_ptr<DevicePart>& part, const DeviceSetup& setup,
+                                int device, std::chrono::milliseconds timeout) {
+  if (part != nullptr) {
+    if (part->device != device)
+      return invalid_argument(fmt::format(
+          "buffers on cuda:{}: this communicator runs its device collectives on cuda:{} (one "
+          "device per communicator, as with NCCL)",
+          device, part->device));
+    return part.get();
+  }
+  auto p = std::make_unique<DevicePart>();
+  p->device = device;
+  HOOP_RETURN_IF_ERROR(device::set_device(device));
+  HOOP_ASSIGN_OR_RETURN(p->stream, device::Stream::create(device));
+  const std::string prefix =
+      (setup.key_prefix.empty() ? std::string("hoop") : setup.key_prefix) + "/gpu";
+  HOOP_ASSIGN_OR_RETURN(p->route, choose_route(setup, prefix, device, timeout));
+  if (p->route == DeviceRoute::kBackend) {
+    DeviceBackendSetup s;
+    s.rank = setup.info.rank;
+    s.size = setup.info.size;
+    s.store = setup.store;
+    s.key_prefix = prefix + "/nccl";
+    s.device = device;
+    s.timeout = timeout;
+    HOOP_ASSIGN_OR_RETURN(p->backend, find_backend("nccl")(s));
+  }
+#ifdef HOOP_HAVE_CUDA_TRANSPORT
+  if (p->route == DeviceRoute::kTransport) {
+    HOOP_ASSIGN_OR_RETURN(p->transport, cuda::connect_for_communicator(setup.info, *setup.store,
+                                                                        prefix + "/ipc", device));
+  }
+#endif
+  part = std::move(p);
+  return part.get();
+}
+
+Status run_staged(DevicePart& part, const void* in, std::size_t in_bytes, void* out,
+                  std::size_t out_bytes, Deadline deadline,
+                  const std::function<Status(const void* in, void* out)>& host_call) {
+  const auto* out_begin = static_cast<const std::byte*>(out);
+  const auto* in_at = static_cast<const std::byte*>(in);
+  const bool inside = in == nullptr || (in_at >= out_begin && in_at < out_begin + out_bytes);
+  std::byte* host_out = part.staging.get(0, out_bytes);
+  const void* host_in = nullptr;
+  // The output's old contents matter only when the input lives in it.
+  if (inside && out_bytes > 0) HOOP_RETURN_IF_ERROR(device::copy(host_out, out, out_bytes));
+  if (in != nullptr && inside) {
+    host_in = host_out + (in_at - out_begin);
+  } else if (in != nullptr) {
+    std::byte* staged_in = part.staging.get(1, in_bytes);
+    HOOP_RETURN_IF_ERROR(device::copy(staged_in, in, in_bytes));
+    host_in = staged_in;
+  }
+  HOOP_RETURN_IF_ERROR(host_call(host_in, host_out));
+  if (out_bytes > 0) HOOP_RETURN_IF_ERROR(device::copy(out, host_out, out_bytes, part.stream.handle()));
+  return device::synchronize(part.stream.handle(), deadline);
+}
+
+}  // namespace hoop::collectives

@@ -1,0 +1,80 @@
+// Collectives on CUDA device buffers over real processes: hooprun launches comm_device_check
+// ranks (see comm_device_check.cc) with each HOOP_GPU_BACKEND. The GPU cases skip, naming the
+// reason, where no CUDA device is usable; the last case runs exactly there.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "collectives/algorithms/device_path.h"
+#include "device/device.h"
+#include "tests/launch/hooprun_harness.h"
+
+namespace hoop {
+namespace {
+
+using launch::testing::count_lines_with;
+using launch::testing::RunResult;
+
+/// Bounds a broken run; never a speed check.
+constexpr std::chrono::seconds kDeadline{300};
+
+RunResult run_device_ranks(int n, const std::string& backend) {
+  return launch::testing::run_ranks(HOOP_COMM_DEVICE_CHECK_BIN, n, {},
+                                    {"HOOP_GPU_BACKEND=" + backend}, kDeadline);
+}
+
+struct DeviceJob {
+  int ranks;
+  const char* backend;
+};
+void PrintTo(const DeviceJob& j, std::ostream* os) {
+  *os << j.ranks << " ranks, HOOP_GPU_BACKEND=" << j.backend;
+}
+
+class CommDevice : public ::testing::TestWithParam<DeviceJob> {};
+
+// 2-4 ranks share one GPU through CUDA IPC and hoop's algorithms (HOOP_GPU_BACKEND=hoop), or
+// each use NCCL (a 1-rank job: NCCL refuses two ranks on one GPU); auto picks for itself.
+TEST_P(CommDevice, EveryCollectiveMatchesTheHostResult) {
+  if (device::device_count() == 0) GTEST_SKIP() << device::unavailable_reason();
+  const DeviceJob job = GetParam();
+  if (std::string(job.backend) == "nccl" && !collectives::device_backend_registered("nccl"))
+    GTEST_SKIP() << "this build has no NCCL";
+  const RunResult r = run_device_ranks(job.ranks, job.backend);
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "device checked", "cases"), job.ranks) << r.out << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Jobs, CommDevice,
+                         ::testing::Values(DeviceJob{1, "hoop"}, DeviceJob{2, "hoop"},
+                                           DeviceJob{3, "hoop"}, DeviceJob{4, "hoop"},
+                                           DeviceJob{1, "nccl"}, DeviceJob{2, "auto"}),
+                         [](const auto& p) {
+                           return std::to_string(p.param.ranks) + "Ranks_" +
+                                  p.param.backend;
+                         });
+
+// Host buffers stay on the host path: no device, whatever the build.
+TEST(CommDeviceBuffers, HostMemoryIsNoDevice) {
+  int on_stack = 0;
+  std::vector<int> on_heap(4);
+  Result<int> where =
+      collectives::buffers_device({{&on_stack, "input"}, {on_heap.data(), "output"}, {nullptr, "x"}});
+  ASSERT_TRUE(where.ok()) << where.status().to_string();
+  EXPECT_EQ(*where, kCpuDevice);
+}
+
+// Without a device the check program says why and passes, rather than failing or hanging.
+TEST(CommDeviceBuffers, CheckProgramNamesTheReasonWithoutADevice) {
+  if (device::device_count() > 0) GTEST_SKIP() << "this machine has a CUDA device";
+  const RunResult r = run_device_ranks(1, "auto");
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("device skipped: " + device::unavailable_reason()), std::string::npos)
+      << r.out;
+}
+
+}  // namespace
+}  // namespace hoop

@@ -6,6 +6,13 @@
 // pointer may then also be null). Counts are element counts. Nothing is written outside the
 // output buffer the caller passed. Every call returns within the communicator's timeout, with
 // an error naming the cause (a lost rank, a timeout, a bad argument) rather than hanging.
+//
+// Device buffers: in a build with CUDA, every collective also takes CUDA device pointers, all of
+// one call's buffers on one device, the same device for every call of one communicator. The
+// call runs on hoop's own stream and returns when the result is in place, so the caller
+// synchronizes the stream that produced the inputs first. HOOP_GPU_BACKEND picks NCCL, hoop's
+// algorithms over CUDA IPC (one host), or staging through host memory; the first device call
+// sets that up and is collective like every call.
 #pragma once
 
 #include <chrono>

@@ -99,6 +99,8 @@ class MpiTransport final : public Transport {
   Status check_args(int peer, const void* data, std::size_t bytes, const char* what) const;
   bool progress();
   bool progress_control();
+  /// Whether every peer has said goodbye (so sends no more control messages).
+  bool goodbyes_in() const;
   bool progress_sends();
   bool progress_recvs(int peer);
   void finish(Request& r, Status status);
@@ -145,15 +147,37 @@ MpiTransport::~MpiTransport() {
                                  peers_[static_cast<std::size_t>(p)].chunks_sent);
   drain(control_sends_, kDrain);
   drain(draining_, kDrain);
+  // A communicator is freed only once nothing more can arrive on it. Open MPI gives a freed
+  // communicator's context id to the next one created, and a late message (a goodbye or chunk
+  // sent before the peer shut down) then lands in the new communicator with the old one's
+  // sequence number, after which that peer's later messages on it are never matched (seen as a
+  // goodbye that never came). A peer's goodbye is its last control message and counts its data
+  // chunks, so both communicators are quiet once every peer's goodbye is in and every chunk it
+  // counted was received; otherwise they are kept, at the cost of one context id each.
+  const Deadline until = Clock::now() + kDrain;
+  while (!goodbyes_in() && Clock::now() < until) {
+    progress_control();
+    std::this_thread::yield();
+  }
+  const bool quiet = goodbyes_in();
   if (control_recv_ != MPI_REQUEST_NULL) {
     MPI_Cancel(&control_recv_);
     std::vector<MPI_Request> last{control_recv_};
     drain(last, kDrain);
   }
-  MPI_Comm_free(&control_);
-  // After a failure, unmatched chunks may remain: a communicator freed now could hand them to a
-  // later one that reuses its context id, so it is kept.
-  if (aborted_.ok() && draining_.empty()) MPI_Comm_free(&data_);
+  if (quiet) MPI_Comm_free(&control_);
+  bool chunks_in = true;
+  for (int p = 0; p < size_; ++p) {
+    const Peer& peer = peers_[static_cast<std::size_t>(p)];
+    if (p != rank_ && peer.chunks_received != peer.goodbye_chunks) chunks_in = false;
+  }
+  if (quiet && chunks_in && aborted_.ok() && draining_.empty()) MPI_Comm_free(&data_);
+}
+
+bool MpiTransport::goodbyes_in() const {
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_ && !peers_[static_cast<std::size_t>(p)].said_goodbye) return false;
+  return true;
 }
 
 void MpiTransport::drain(std::vector<MPI_Request>& requests, std::chrono::milliseconds bound) {

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "collectives/algorithms/algorithms.h"
@@ -36,45 +37,65 @@ Status run(Communicator& comm, const std::function<std::string()>& what,
   return status.with_context(what());
 }
 
-/// How a collective on device buffers runs when hoop's algorithm does not run on the device
-/// itself: the backend's call (empty when the backend lacks the collective), and the buffers to
-/// stage through host memory with the host call to run on the copies.
-struct DeviceCall {
-  std::function<Status(collectives::DeviceBackend&, void* stream, Deadline)> backend;
+/// The buffers of a device call to stage through host memory: `in_bytes` at `in`, `out_bytes`
+/// at `out` (run_staged keeps an input inside the output there).
+struct Staged {
   const void* in = nullptr;
   std::size_t in_bytes = 0;
   void* out = nullptr;
   std::size_t out_bytes = 0;
-  std::function<Status(const void* in, void* out)> host;
 };
 
-/// For a call whose buffers are on `device`: runs it on the device backend, or staged, and
-/// returns its status; or returns nullopt with `part` set when the algorithm runs on the device
-/// over transports/cuda (part stays null for host buffers).
-std::optional<Status> run_on_device(Communicator& comm, int device,
+/// The backend's member function for a collective's options (null: the backend lacks it).
+template <typename Options>
+using BackendCall = Status (collectives::DeviceBackend::*)(const Options&, void*, Deadline);
+
+template <typename Options>
+void set_buffers(Options& o, const void* in, void* out) {
+  o.input = in;
+  o.output = out;
+}
+void set_buffers(BroadcastOptions& o, const void*, void* out) { o.buffer = out; }
+
+/// For a call on device buffers: runs it on the device backend, or on host copies of the
+/// buffers (through `self`, the public collective), and returns its status; or returns nullopt
+/// when the algorithm itself is to run, with `part` set when it runs on the device over
+/// transports/cuda and null for host buffers.
+template <typename Options>
+std::optional<Status> run_on_device(Communicator& comm, const Options& o,
                                     const std::function<std::string()>& what,
-                                    const DeviceCall& call, collectives::DevicePart*& part) {
+                                    Status (*self)(Communicator&, const Options&),
+                                    std::type_identity_t<BackendCall<Options>> backend,
+                                    const Staged& staged,
+                                    collectives::DevicePart*& part) {
   part = nullptr;
-  if (device == kCpuDevice) return std::nullopt;
+  Result<int> device =
+      collectives::buffers_device({{staged.in, "input"}, {staged.out, "output"}});
+  if (!device.ok()) return device.status();
+  if (*device == kCpuDevice) return std::nullopt;
   auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
   if (impl == nullptr)
-    return invalid_argument(fmt::format("{}: device buffers need a communicator built by "
-                                        "Communicator::create",
-                                        what()));
-  Result<collectives::DevicePart*> got = impl->device(device);
+    return invalid_argument(fmt::format(
+        "{}: device buffers need a communicator built by Communicator::create", what()));
+  Result<collectives::DevicePart*> got = impl->device(*device);
   if (!got.ok()) return got.status().with_context(what());
   part = *got;
   const Deadline deadline = Clock::now() + comm.timeout();
   if (part->route == collectives::DeviceRoute::kTransport) return std::nullopt;
-  if (part->route == collectives::DeviceRoute::kBackend && call.backend) {
-    Status status = call.backend(*part->backend, part->stream.handle(), deadline);
+  if (part->route == collectives::DeviceRoute::kBackend && backend != nullptr) {
+    Status status = ((*part->backend).*backend)(o, part->stream.handle(), deadline);
     if (status.ok()) return status;
     part->backend->abort(status);
     comm.transport().abort(status);
     return status.with_context(what());
   }
-  return collectives::run_staged(*part, call.in, call.in_bytes, call.out, call.out_bytes,
-                                 deadline, call.host);
+  return collectives::run_staged(*part, staged.in, staged.in_bytes, staged.out,
+                                 staged.out_bytes, deadline,
+                                 [&](const void* in, void* out) {
+                                   Options h = o;
+                                   set_buffers(h, in, out);
+                                   return self(comm, h);
+                                 });
 }
 
 std::byte* bytes_of(void* p) { return static_cast<std::byte*>(p); }
@@ -125,24 +146,10 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
     return fmt::format("allreduce of {} {} ({}, {})", o.count, dtype_name(o.dtype), op_name(o.op),
                        algorithm_name(algo));
   };
-  HOOP_ASSIGN_OR_RETURN(int device,
-                        collectives::buffers_device({{o.input, "input"}, {o.output, "output"}}));
   collectives::DevicePart* part = nullptr;
-  DeviceCall call;
-  call.backend = [&](collectives::DeviceBackend& b, void* stream, Deadline d) {
-    return b.allreduce(o, stream, d);
-  };
-  call.in = o.input;
-  call.in_bytes = bytes;
-  call.out = o.output;
-  call.out_bytes = bytes;
-  call.host = [&](const void* in, void* out) {
-    AllreduceOptions h = o;
-    h.input = in;
-    h.output = out;
-    return allreduce(comm, h);
-  };
-  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
+  if (auto done = run_on_device(comm, o, what, &allreduce, &collectives::DeviceBackend::allreduce,
+                                Staged{o.input, bytes, o.output, bytes}, part))
+    return *done;
   return run(comm, what, [&](Context& ctx) -> Status {
     std::byte* work = bytes_of(o.output);
     if (algo != Algorithm::kHierarchical)
@@ -162,21 +169,10 @@ Status broadcast(Communicator& comm, const BroadcastOptions& o) {
   auto what = [&] {
     return fmt::format("broadcast of {} {} from rank {}", o.count, dtype_name(o.dtype), o.root);
   };
-  HOOP_ASSIGN_OR_RETURN(int device, collectives::buffers_device({{o.buffer, "buffer"}}));
   collectives::DevicePart* part = nullptr;
-  DeviceCall call;
-  call.backend = [&](collectives::DeviceBackend& b, void* stream, Deadline d) {
-    return b.broadcast(o, stream, d);
-  };
-  call.in = o.buffer;
-  call.out = o.buffer;
-  call.out_bytes = bytes;
-  call.host = [&](const void*, void* out) {
-    BroadcastOptions h = o;
-    h.buffer = out;
-    return broadcast(comm, h);
-  };
-  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
+  if (auto done = run_on_device(comm, o, what, &broadcast, &collectives::DeviceBackend::broadcast,
+                                Staged{o.buffer, 0, o.buffer, bytes}, part))
+    return *done;
   return run(comm, what, [&](Context& ctx) {
     return collectives::broadcast_bytes(ctx, bytes_of(o.buffer), bytes, o.root);
   }, part);
@@ -192,24 +188,10 @@ Status allgather(Communicator& comm, const AllgatherOptions& o) {
   std::vector<std::size_t> offsets, lengths;
   block_layout(counts, dtype_size(o.dtype), offsets, lengths);
   auto what = [&] { return fmt::format("allgather of {} {}", o.count, dtype_name(o.dtype)); };
-  HOOP_ASSIGN_OR_RETURN(int device,
-                        collectives::buffers_device({{o.input, "input"}, {o.output, "output"}}));
   collectives::DevicePart* part = nullptr;
-  DeviceCall call;
-  call.backend = [&](collectives::DeviceBackend& b, void* stream, Deadline d) {
-    return b.allgather(o, stream, d);
-  };
-  call.in = o.input;
-  call.in_bytes = block;
-  call.out = o.output;
-  call.out_bytes = block * comm.size();
-  call.host = [&](const void* in, void* out) {
-    AllgatherOptions h = o;
-    h.input = in;
-    h.output = out;
-    return allgather(comm, h);
-  };
-  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
+  if (auto done = run_on_device(comm, o, what, &allgather, &collectives::DeviceBackend::allgather,
+                                Staged{o.input, block, o.output, block * comm.size()}, part))
+    return *done;
   return run(comm, what, [&](Context& ctx) -> Status {
     HOOP_RETURN_IF_ERROR(copy_in(ctx, bytes_of(o.output) + block * comm.rank(), o.input, block));
     return collectives::ring_allgatherv(ctx, bytes_of(o.output), offsets, lengths);
@@ -224,21 +206,10 @@ Status allgatherv(Communicator& comm, const AllgathervOptions& o) {
   std::vector<std::size_t> offsets, lengths;
   block_layout(o.counts, dtype_size(o.dtype), offsets, lengths);
   auto what = [&] { return fmt::format("allgatherv of {} {}", total, dtype_name(o.dtype)); };
-  HOOP_ASSIGN_OR_RETURN(int device,
-                        collectives::buffers_device({{o.input, "input"}, {o.output, "output"}}));
-  collectives::DevicePart* part = nullptr;
-  DeviceCall call;  // no backend call: NCCL has no allgatherv, so it is staged
-  call.in = o.input;
-  call.in_bytes = lengths[comm.rank()];
-  call.out = o.output;
-  call.out_bytes = total * dtype_size(o.dtype);
-  call.host = [&](const void* in, void* out) {
-    AllgathervOptions h = o;
-    h.input = in;
-    h.output = out;
-    return allgatherv(comm, h);
-  };
-  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
+  collectives::DevicePart* part = nullptr;  // NCCL has no v-variant: staged
+  const Staged staged{o.input, lengths[comm.rank()], o.output, total * dtype_size(o.dtype)};
+  if (auto done = run_on_device(comm, o, what, &allgatherv, nullptr, staged, part))
+    return *done;
   return run(comm, what, [&](Context& ctx) -> Status {
     HOOP_RETURN_IF_ERROR(copy_in(ctx, bytes_of(o.output) + offsets[comm.rank()], o.input,
                                  lengths[comm.rank()]));
@@ -260,25 +231,13 @@ Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& o) {
     return fmt::format("reduce_scatter of {} x {} {} ({})", comm.size(), o.count,
                        dtype_name(o.dtype), op_name(o.op));
   };
-  HOOP_ASSIGN_OR_RETURN(int device,
-                        collectives::buffers_device({{o.input, "input"}, {o.output, "output"}}));
-  collectives::DevicePart* part = nullptr;
-  DeviceCall call;
-  call.backend = [&](collectives::DeviceBackend& b, void* stream, Deadline d) {
-    return b.reduce_scatter(o, stream, d);
-  };
   // In place, the output holds all the inputs: stage all of it.
-  call.in = o.input;
-  call.in_bytes = total;
-  call.out = o.output;
-  call.out_bytes = o.input == nullptr || o.input == o.output ? total : block;
-  call.host = [&](const void* in, void* out) {
-    ReduceScatterOptions h = o;
-    h.input = in;
-    h.output = out;
-    return reduce_scatter(comm, h);
-  };
-  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
+  collectives::DevicePart* part = nullptr;
+  const bool in_place = o.input == nullptr || o.input == o.output;
+  if (auto done = run_on_device(comm, o, what, &reduce_scatter,
+                                &collectives::DeviceBackend::reduce_scatter,
+                                Staged{o.input, total, o.output, in_place ? total : block}, part))
+    return *done;
   return run(comm, what, [&](Context& ctx) -> Status {
     // The ring reduces in a working copy: the input is const and the output holds one block.
     HOOP_ASSIGN_OR_RETURN(std::byte* work, ctx.scratch_buffer(1, total));
@@ -298,24 +257,10 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
   std::vector<std::size_t> offsets, lengths;
   block_layout(counts, dtype_size(o.dtype), offsets, lengths);
   auto what = [&] { return fmt::format("alltoall of {} {}", o.count, dtype_name(o.dtype)); };
-  HOOP_ASSIGN_OR_RETURN(int device,
-                        collectives::buffers_device({{o.input, "input"}, {o.output, "output"}}));
   collectives::DevicePart* part = nullptr;
-  DeviceCall call;
-  call.backend = [&](collectives::DeviceBackend& b, void* stream, Deadline d) {
-    return b.alltoall(o, stream, d);
-  };
-  call.in = o.input;
-  call.in_bytes = total;
-  call.out = o.output;
-  call.out_bytes = total;
-  call.host = [&](const void* in, void* out) {
-    AlltoallOptions h = o;
-    h.input = in;
-    h.output = out;
-    return alltoall(comm, h);
-  };
-  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
+  if (auto done = run_on_device(comm, o, what, &alltoall, &collectives::DeviceBackend::alltoall,
+                                Staged{o.input, total, o.output, total}, part))
+    return *done;
   return run(comm, what, [&](Context& ctx) -> Status {
     const std::byte* in = bytes_of(o.input);
     if (o.input == nullptr || o.input == o.output) {
@@ -354,21 +299,10 @@ Status alltoallv(Communicator& comm, const AlltoallvOptions& o) {
   auto what = [&] {
     return fmt::format("alltoallv of {} -> {} {}", send_total, recv_total, dtype_name(o.dtype));
   };
-  HOOP_ASSIGN_OR_RETURN(int device,
-                        collectives::buffers_device({{o.input, "input"}, {o.output, "output"}}));
-  collectives::DevicePart* part = nullptr;
-  DeviceCall call;  // no backend call: staged
-  call.in = o.input;
-  call.in_bytes = send_total * es;
-  call.out = o.output;
-  call.out_bytes = recv_total * es;
-  call.host = [&](const void* in, void* out) {
-    AlltoallvOptions h = o;
-    h.input = in;
-    h.output = out;
-    return alltoallv(comm, h);
-  };
-  if (auto done = run_on_device(comm, device, what, call, part)) return *done;
+  collectives::DevicePart* part = nullptr;  // NCCL has no v-variant: staged
+  const Staged staged{o.input, send_total * es, o.output, recv_total * es};
+  if (auto done = run_on_device(comm, o, what, &alltoallv, nullptr, staged, part))
+    return *done;
   return run(comm, what, [&](Context& ctx) -> Status {
     const std::byte* in = bytes_of(o.input);
     if (in_place) {

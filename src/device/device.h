@@ -29,6 +29,9 @@ int device_count();
 /// Why device_count() is 0 ("hoop was built without CUDA", or the CUDA runtime's error);
 /// empty when a device is usable. GPU tests print it when they skip.
 std::string unavailable_reason();
+/// The CUDA runtime's version and the usable devices' names, for `hooprun --check-build`
+/// ("CUDA 13.0, 1 device: NVIDIA H100 80GB HBM3"); empty when device_count() is 0.
+std::string describe();
 
 /// The CUDA device whose memory `p` points to, or kCpuDevice for host memory (pageable,
 /// pinned or unknown to CUDA). Managed memory counts as device memory. Never fails.

@@ -77,16 +77,20 @@ Status run_kernel(std::string_view fn, std::initializer_list<Operand> operands, 
                                           fn, operand.name, memory_name(owner), device));
     }
   }
-  return cuda_status(launch(), fmt::format("{} (kernel launch)", fn), device);
+  const cudaError_t error = launch();
+  if (error == cudaSuccess) return Status::success();
+  return cuda_status(error, fmt::format("{} (kernel launch)", fn), device);
 }
 
+// The device `stream` belongs to, for error messages; the current one for the per-thread
+// default stream.
 int stream_device(cudaStream_t stream) {
   int device = kCpuDevice;
-  if (cudaStreamGetDevice(stream, &device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return kCpuDevice;
-  }
-  return device;
+  if (cudaStreamGetDevice(stream, &device) == cudaSuccess) return device;
+  (void)cudaGetLastError();
+  if (cudaGetDevice(&device) == cudaSuccess) return device;
+  (void)cudaGetLastError();
+  return kCpuDevice;
 }
 
 }  // namespace
@@ -176,10 +180,10 @@ Status copy(void* dst, const void* src, std::size_t bytes, void* stream) {
   }
   HOOP_RETURN_IF_ERROR(detail::check_device("device::copy", 0));
   const cudaStream_t s = as_stream(stream);
-  HOOP_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s),
-                                   "cudaMemcpyAsync", stream_device(s)));
-  if (stream != nullptr) return Status::success();
-  return cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize", stream_device(s));
+  cudaError_t error = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+  if (error == cudaSuccess && stream == nullptr) error = cudaStreamSynchronize(s);
+  if (error == cudaSuccess) return Status::success();
+  return cuda_status(error, fmt::format("device::copy of {} bytes", bytes), stream_device(s));
 }
 
 Status synchronize(void* stream, Deadline deadline) {

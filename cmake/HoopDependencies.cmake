@@ -67,8 +67,10 @@ if(HOOP_CUDA)
       set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
     endif()
     # 90: H100 and H200, the GPUs hoop targets; pass another list for other GPUs.
+    set(_cuda_arch_note "-DCMAKE_CUDA_ARCHITECTURES")
     if(NOT CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 90)
+      set(_cuda_arch_note "the default, for H100/H200: -DCMAKE_CUDA_ARCHITECTURES=... for other GPUs")
     endif()
     enable_language(CUDA)
     # CMake 3.25 predates nvcc 13 and knows no C++20 flag for it.
@@ -82,8 +84,9 @@ if(HOOP_CUDA)
     # must its .cu files.
     set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     set(_cuda_found TRUE)
+    list(JOIN CMAKE_CUDA_ARCHITECTURES "," _cuda_archs)  # a ';' would split the summary line
     set(_cuda_detail
-        "${CUDAToolkit_VERSION}, ${CMAKE_CUDA_COMPILER}, CMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES}")
+        "${CUDAToolkit_VERSION}, ${CMAKE_CUDA_COMPILER}, architectures ${_cuda_archs} (${_cuda_arch_note})")
   endif()
 endif()
 if(_cuda_found)
@@ -97,14 +100,18 @@ else()
        "  CUDA: not found (no nvcc under /usr/local/cuda or CUDAToolkit_ROOT), switched off")
 endif()
 
-set(_nccl_found FALSE)
+# NCCL (with the toolkit under /usr/local/cuda) is only of use to a CUDA build.
 if(HOOP_HAVE_CUDA)
   find_library(HOOP_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  set(_nccl_found FALSE)
   if(HOOP_NCCL_LIBRARY)
     set(_nccl_found TRUE)
   endif()
+  hoop_optional(NCCL _nccl_found "${HOOP_NCCL_LIBRARY}")
+else()
+  set(HOOP_HAVE_NCCL OFF)
+  list(APPEND HOOP_SUMMARY_LINES "  NCCL: switched off (needs CUDA)")
 endif()
-hoop_optional(NCCL _nccl_found "${HOOP_NCCL_LIBRARY}")
 
 find_package(ucx QUIET)
 hoop_optional(UCX ucx_FOUND "${ucx_VERSION}")

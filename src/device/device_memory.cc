@@ -20,15 +20,22 @@ void log_release(cudaError_t error, std::string_view call, int device) {
   HOOP_LOG(kWarn, "{}", cuda_status(error, call, device).to_string());
 }
 
+// Runs `create` (a CUDA call that makes a stream or event) with `device` current.
+template <class Create>
+Status create_on(std::string_view fn, int device, std::string_view call, Create create) {
+  HOOP_RETURN_IF_ERROR(detail::check_device(fn, device));
+  detail::DeviceScope scope;
+  HOOP_RETURN_IF_ERROR(scope.enter(device));
+  return cuda_status(create(), call, device);
+}
+
 }  // namespace
 
 Result<Stream> Stream::create(int device) {
-  HOOP_RETURN_IF_ERROR(detail::check_device("Stream::create", device));
-  detail::DeviceScope scope;
-  HOOP_RETURN_IF_ERROR(scope.enter(device));
   cudaStream_t handle = nullptr;
-  HOOP_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking),
-                                   "cudaStreamCreateWithFlags", device));
+  HOOP_RETURN_IF_ERROR(create_on("Stream::create", device, "cudaStreamCreateWithFlags", [&] {
+    return cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking);
+  }));
   Stream stream;
   stream.handle_ = handle;
   stream.device_ = device;
@@ -54,14 +61,11 @@ Stream::~Stream() {
 }
 
 Result<Event> Event::create(int device, bool interprocess) {
-  HOOP_RETURN_IF_ERROR(detail::check_device("Event::create", device));
-  detail::DeviceScope scope;
-  HOOP_RETURN_IF_ERROR(scope.enter(device));
   // Interprocess events must not time (CUDA's rule); no caller times through this class.
   const unsigned flags = cudaEventDisableTiming | (interprocess ? cudaEventInterprocess : 0u);
   cudaEvent_t handle = nullptr;
-  HOOP_RETURN_IF_ERROR(
-      cuda_status(cudaEventCreateWithFlags(&handle, flags), "cudaEventCreateWithFlags", device));
+  HOOP_RETURN_IF_ERROR(create_on("Event::create", device, "cudaEventCreateWithFlags",
+                                 [&] { return cudaEventCreateWithFlags(&handle, flags); }));
   Event event;
   event.handle_ = handle;
   event.device_ = device;

@@ -247,26 +247,43 @@ TEST_F(DeviceGpuTest, ReduceMatchesTheCpuBitForBit) {
   }
 }
 
+// Runs an in-place device operation on `input` at every count and offset and compares it with
+// host(want, input, count), the host's answer for the same input.
+template <class Host, class Device>
+void expect_in_place_matches(DeviceBuffers& d, DataType dtype, const std::vector<std::byte>& input,
+                             Host host, Device on_device) {
+  const std::size_t size = dtype_size(dtype);
+  for (const std::size_t count : kCounts) {
+    for (const std::size_t offset : offsets_for(dtype)) {
+      SCOPED_TRACE(::testing::Message() << "count " << count << " offset " << offset);
+      std::vector<std::byte> want(count * size);
+      ASSERT_TRUE(host(want.data(), input.data(), count).ok());
+      std::byte* buf = d.a.data() + offset;
+      ASSERT_TRUE(copy(buf, input.data(), count * size).ok());
+      const Status s = on_device(buf, count);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      const std::vector<std::byte> got = to_host(buf, count * size);
+      ASSERT_EQ(first_difference(dtype, got.data(), want.data(), count), count);
+    }
+  }
+}
+
 TEST_F(DeviceGpuTest, DivideMatchesTheCpuBitForBit) {
   DeviceBuffers d(kLargestCount * 8);
   for (const DataType dtype : kAllDataTypes) {
     const std::size_t size = dtype_size(dtype);
     const std::vector<std::byte> input = random_bytes(kLargestCount * size, 3 + size);
     for (const std::int64_t divisor : {1, 3, 8}) {
-      for (const std::size_t count : kCounts) {
-        for (const std::size_t offset : offsets_for(dtype)) {
-          SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " / " << divisor << " count "
-                                            << count << " offset " << offset);
-          std::vector<std::byte> want(input.begin(), input.begin() + count * size);
-          ASSERT_TRUE(hoop::divide(want.data(), count, dtype, divisor).ok());
-          std::byte* buf = d.a.data() + offset;
-          ASSERT_TRUE(copy(buf, input.data(), count * size).ok());
-          const Status s = device::divide(buf, count, dtype, divisor);
-          ASSERT_TRUE(s.ok()) << s.to_string();
-          const std::vector<std::byte> got = to_host(buf, count * size);
-          ASSERT_EQ(first_difference(dtype, got.data(), want.data(), count), count);
-        }
-      }
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " / " << divisor);
+      expect_in_place_matches(
+          d, dtype, input,
+          [&](std::byte* want, const std::byte* in, std::size_t count) {
+            std::memcpy(want, in, count * size);
+            return hoop::divide(want, count, dtype, divisor);
+          },
+          [&](std::byte* buf, std::size_t count) {
+            return device::divide(buf, count, dtype, divisor);
+          });
     }
   }
 }
@@ -277,20 +294,15 @@ TEST_F(DeviceGpuTest, ScaleMatchesTheHostPrescale) {
     const std::size_t size = dtype_size(dtype);
     const std::vector<std::byte> input = random_bytes(kLargestCount * size, 4 + size);
     for (const double factor : {0.125, 1.0 / 3.0, 1.0, 3.0e5}) {
-      for (const std::size_t count : kCounts) {
-        for (const std::size_t offset : offsets_for(dtype)) {
-          SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " * " << factor << " count "
-                                            << count << " offset " << offset);
-          std::vector<std::byte> want(count * size);
-          ASSERT_TRUE(runtime::scale_copy(want.data(), input.data(), count, dtype, factor).ok());
-          std::byte* buf = d.a.data() + offset;
-          ASSERT_TRUE(copy(buf, input.data(), count * size).ok());
-          const Status s = device::scale(buf, count, dtype, factor);
-          ASSERT_TRUE(s.ok()) << s.to_string();
-          const std::vector<std::byte> got = to_host(buf, count * size);
-          ASSERT_EQ(first_difference(dtype, got.data(), want.data(), count), count);
-        }
-      }
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " * " << factor);
+      expect_in_place_matches(
+          d, dtype, input,
+          [&](std::byte* want, const std::byte* in, std::size_t count) {
+            return runtime::scale_copy(want, in, count, dtype, factor);
+          },
+          [&](std::byte* buf, std::size_t count) {
+            return device::scale(buf, count, dtype, factor);
+          });
     }
   }
 }

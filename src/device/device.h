@@ -9,7 +9,8 @@
 //
 // Kernels compute exactly what src/core/reduce.h computes on the CPU (same NaN rule for
 // min/max, integer wrap-around, f16/bf16 accumulated in f32 and rounded to nearest even), so a
-// device allreduce and a host allreduce of the same inputs agree bit for bit.
+// device allreduce and a host allreduce of the same inputs agree bit for bit. (A NaN result is a
+// NaN on both, but its payload may differ: GPU arithmetic returns the canonical NaN.)
 #pragma once
 
 #include <cstddef>

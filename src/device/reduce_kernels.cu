@@ -2,12 +2,14 @@
 // for element, so that host and device reductions of the same inputs agree bit for bit.
 //
 // - f16/bf16 convert through core/half.h itself (its constexpr functions run on the device under
-//   --expt-relaxed-constexpr), so rounding and NaN handling cannot drift from the CPU's.
+//   --expt-relaxed-constexpr), so rounding and NaN handling cannot drift from the CPU's; f16
+//   numbers other than NaN take the equivalent hardware conversions (see Half).
 // - Integer sum and prod run on the unsigned type of the same width (wrap-around is defined
 //   there); i8 and u8 sums therefore share one kernel, as do i32/u32 and i64/u64.
 // - One kernel per (dtype, op) serves reduce_into and reduce (reduce_into is reduce with
 //   dst == a); the access width is a launch argument rather than a template parameter, which
 //   keeps nvcc's work to 30 reduction kernels + 8 divide + 4 scale.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -41,11 +43,22 @@ struct Native {
   __device__ static T narrow(T x) { return x; }
 };
 
+// The hardware conversions (cvt.f32.f16, cvt.rn.f16.f32) are exact, respectively round to
+// nearest even, like half.h for every number, subnormals and overflow included, at a fraction
+// of its integer instructions, which would otherwise bound the f16 kernels. NaNs take half.h's
+// path so that their payloads follow the CPU's rule (hardware may return the canonical NaN).
+// Both hold without --use_fast_math / -ftz=true, which hoop never sets.
 struct Half {
   using Stored = std::uint16_t;
   using Compute = float;
-  __device__ static float widen(std::uint16_t x) { return half_to_float(x); }
-  __device__ static std::uint16_t narrow(float x) { return float_to_half(x); }
+  __device__ static float widen(std::uint16_t x) {
+    if ((x & 0x7fffu) > 0x7c00u) return half_to_float(x);
+    return __half2float(__ushort_as_half(x));
+  }
+  __device__ static std::uint16_t narrow(float x) {
+    if (x != x) return float_to_half(x);
+    return __half_as_ushort(__float2half_rn(x));
+  }
 };
 
 struct BFloat16 {

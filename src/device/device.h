@@ -122,7 +122,9 @@ Status synchronize(void* stream, Deadline deadline);
 
 /// Device counterparts of src/core/reduce.h, queued on `stream` (null: the per-thread default
 /// stream); the arguments are checked as there. dst, src, a and b are device pointers of the
-/// current device. Loads are 16-byte vectors where the pointers allow.
+/// current device (or other memory its kernels reach: a peer device's with peer access enabled,
+/// managed or pinned host memory); pageable host memory is invalid_argument. Loads are 16-byte
+/// vectors where the pointers allow.
 Status reduce_into(void* dst, const void* src, std::size_t count, DataType dtype, ReduceOp op,
                    void* stream = nullptr);
 Status reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dtype,

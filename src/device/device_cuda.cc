@@ -54,27 +54,35 @@ Status current_device(std::string_view fn, int* device) {
   return cuda_status(cudaGetDevice(device), "cudaGetDevice");
 }
 
-std::string memory_name(int device) {
-  return device == kCpuDevice ? std::string("host memory")
-                              : fmt::format("memory of CUDA device {}", device);
-}
-
 struct Operand {
   std::string_view name;
   const void* pointer;
 };
 
-// Queues `launch` once every operand is memory of the current device: a kernel handed a host
-// pointer would fault and take the whole CUDA context down with it.
+// Whether a kernel may touch `p`: device memory (the current device's, or a peer's where peer
+// access is on, as for CUDA IPC buffers), managed memory and pinned host memory can be reached;
+// pageable host memory cannot.
+bool kernel_reachable(const void* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attributes.type != cudaMemoryTypeUnregistered;
+}
+
+// Queues `launch` once every operand is reachable: a kernel handed a pageable host pointer
+// would fault and take the whole CUDA context down with it.
 template <class Launch>
 Status run_kernel(std::string_view fn, std::initializer_list<Operand> operands, Launch launch) {
   int device = kCpuDevice;
   HOOP_RETURN_IF_ERROR(current_device(fn, &device));
   for (const Operand& operand : operands) {
-    const int owner = pointer_device(operand.pointer);
-    if (owner != device) {
-      return invalid_argument(fmt::format("{}: {} is {}, not memory of the current CUDA device {}",
-                                          fn, operand.name, memory_name(owner), device));
+    if (!kernel_reachable(operand.pointer)) {
+      return invalid_argument(
+          fmt::format("{}: {} is pageable host memory, which a kernel on CUDA device {} cannot "
+                      "reach (copy it to the device, or pin it with cudaHostRegister)",
+                      fn, operand.name, device));
     }
   }
   const cudaError_t error = launch();

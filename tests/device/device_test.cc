@@ -354,9 +354,9 @@ TEST_F(DeviceGpuTest, WrongMemoryAndDevicesAreRejected) {
   const Status s = device::reduce_into(buf->data(), host, 16, DataType::kF32, ReduceOp::kSum);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(),
-              HasSubstr("src is host memory, not memory of the current CUDA device 0"));
+              HasSubstr("src is pageable host memory, which a kernel on CUDA device 0 cannot"));
   EXPECT_THAT(device::divide(host, 16, DataType::kF32, 2).message(),
-              HasSubstr("buf is host memory"));
+              HasSubstr("device::divide: buf is pageable host memory"));
   EXPECT_THAT(set_device(device_count()).message(), HasSubstr("does not exist"));
   EXPECT_THAT(Stream::create(-1).status().message(), HasSubstr("CUDA device -1 does not exist"));
   EXPECT_THAT(Buffer::allocate(device_count(), 8).status().message(), HasSubstr("does not exist"));

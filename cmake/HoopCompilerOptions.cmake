@@ -3,17 +3,22 @@
 
 if(HOOP_SANITIZE)
   # Applied globally so that every object (tests included) shares one runtime.
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
-                      -fno-sanitize-recover=undefined)
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
   add_link_options(-fsanitize=address,undefined)
 endif()
 
 # hoop_target_defaults(<target>): warnings (as errors with HOOP_WERROR) and include paths.
 function(hoop_target_defaults target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wshadow -Wnon-virtual-dtor
-                                           -Wimplicit-fallthrough)
+  # nvcc takes its own flags: the host compiler's warnings reach the .cu files through -Xcompiler.
+  set(warnings -Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wimplicit-fallthrough)
   if(HOOP_WERROR)
-    target_compile_options(${target} PRIVATE -Werror)
+    list(APPEND warnings -Werror)
+  endif()
+  list(JOIN warnings "," host_warnings)
+  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${warnings}>"
+                                           "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${host_warnings}>")
+  if(HOOP_WERROR)
+    target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>")
   endif()
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR})
 endfunction()

@@ -9,12 +9,14 @@
 #include <limits>
 #include <string>
 
+#include "core/reduce_checks.h"
 #include "core/reduce_kernels.h"
 
 namespace hoop {
 namespace {
 
 using reduce_detail::KernelTable;
+using reduce_detail::op_kind;
 using reduce_detail::OpKind;
 
 bool cpu_has_avx2() {
@@ -48,14 +50,22 @@ std::atomic<const KernelTable*>& active_table() {
   return table;
 }
 
-bool valid_dtype(DataType dtype) {
-  return static_cast<std::size_t>(dtype) < reduce_detail::kDataTypeCount;
+void run(void* dst, const void* a, const void* b, std::size_t count, DataType dtype, ReduceOp op) {
+  const KernelTable* table = active_table().load(std::memory_order_relaxed);
+  table->dtype[static_cast<std::size_t>(dtype)].reduce[static_cast<std::size_t>(op_kind(op))](
+      static_cast<std::byte*>(dst), static_cast<const std::byte*>(a),
+      static_cast<const std::byte*>(b), count);
 }
 
+}  // namespace
+
+namespace reduce_detail {
+namespace {
+
+bool valid_dtype(DataType dtype) { return static_cast<std::size_t>(dtype) < kDataTypeCount; }
+
 Status check_enums(std::string_view fn, DataType dtype, ReduceOp op) {
-  if (!valid_dtype(dtype)) {
-    return invalid_argument(fmt::format("{}: unknown dtype value {}", fn, static_cast<int>(dtype)));
-  }
+  HOOP_RETURN_IF_ERROR(check_dtype(fn, dtype));
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
@@ -65,21 +75,6 @@ Status check_enums(std::string_view fn, DataType dtype, ReduceOp op) {
       return Status::success();
   }
   return invalid_argument(fmt::format("{}: unknown op value {}", fn, static_cast<int>(op)));
-}
-
-OpKind op_kind(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kMin:
-      return OpKind::kMin;
-    case ReduceOp::kMax:
-      return OpKind::kMax;
-    case ReduceOp::kProd:
-      return OpKind::kProd;
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      break;
-  }
-  return OpKind::kSum;
 }
 
 Status check_pointer(std::string_view fn, std::string_view name, const void* p, std::size_t count) {
@@ -110,57 +105,87 @@ Status check_overlap(std::string_view fn, std::string_view name, const void* dst
   return Status::success();
 }
 
-void run(void* dst, const void* a, const void* b, std::size_t count, DataType dtype, ReduceOp op) {
-  const KernelTable* table = active_table().load(std::memory_order_relaxed);
-  table->dtype[static_cast<std::size_t>(dtype)].reduce[static_cast<std::size_t>(op_kind(op))](
-      static_cast<std::byte*>(dst), static_cast<const std::byte*>(a),
-      static_cast<const std::byte*>(b), count);
-}
-
 }  // namespace
 
-Status reduce_into(void* dst, const void* src, std::size_t count, DataType dtype, ReduceOp op) {
-  constexpr std::string_view kFn = "reduce_into";
-  HOOP_RETURN_IF_ERROR(check_enums(kFn, dtype, op));
+OpKind op_kind(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMin:
+      return OpKind::kMin;
+    case ReduceOp::kMax:
+      return OpKind::kMax;
+    case ReduceOp::kProd:
+      return OpKind::kProd;
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      break;
+  }
+  return OpKind::kSum;
+}
+
+Status check_dtype(std::string_view fn, DataType dtype) {
+  if (valid_dtype(dtype)) return Status::success();
+  return invalid_argument(fmt::format("{}: unknown dtype value {}", fn, static_cast<int>(dtype)));
+}
+
+Status check_buffer(std::string_view fn, std::string_view name, const void* buf, std::size_t count,
+                    DataType dtype) {
   if (count == 0) return Status::success();
-  HOOP_RETURN_IF_ERROR(check_pointer(kFn, "dst", dst, count));
-  HOOP_RETURN_IF_ERROR(check_pointer(kFn, "src", src, count));
+  HOOP_RETURN_IF_ERROR(check_pointer(fn, name, buf, count));
   std::size_t bytes = 0;
-  HOOP_RETURN_IF_ERROR(byte_size(kFn, count, dtype, &bytes));
-  HOOP_RETURN_IF_ERROR(check_overlap(kFn, "src", dst, src, bytes));
-  run(dst, dst, src, count, dtype, op);
+  return byte_size(fn, count, dtype, &bytes);
+}
+
+Status check_reduce_into(std::string_view fn, const void* dst, const void* src, std::size_t count,
+                         DataType dtype, ReduceOp op) {
+  HOOP_RETURN_IF_ERROR(check_enums(fn, dtype, op));
+  if (count == 0) return Status::success();
+  HOOP_RETURN_IF_ERROR(check_pointer(fn, "dst", dst, count));
+  HOOP_RETURN_IF_ERROR(check_pointer(fn, "src", src, count));
+  std::size_t bytes = 0;
+  HOOP_RETURN_IF_ERROR(byte_size(fn, count, dtype, &bytes));
+  return check_overlap(fn, "src", dst, src, bytes);
+}
+
+Status check_reduce(std::string_view fn, const void* dst, const void* a, const void* b,
+                    std::size_t count, DataType dtype, ReduceOp op) {
+  HOOP_RETURN_IF_ERROR(check_enums(fn, dtype, op));
+  if (count == 0) return Status::success();
+  HOOP_RETURN_IF_ERROR(check_pointer(fn, "dst", dst, count));
+  HOOP_RETURN_IF_ERROR(check_pointer(fn, "a", a, count));
+  HOOP_RETURN_IF_ERROR(check_pointer(fn, "b", b, count));
+  std::size_t bytes = 0;
+  HOOP_RETURN_IF_ERROR(byte_size(fn, count, dtype, &bytes));
+  HOOP_RETURN_IF_ERROR(check_overlap(fn, "a", dst, a, bytes));
+  return check_overlap(fn, "b", dst, b, bytes);
+}
+
+Status check_divide(std::string_view fn, const void* buf, std::size_t count, DataType dtype,
+                    std::int64_t divisor) {
+  HOOP_RETURN_IF_ERROR(check_dtype(fn, dtype));
+  if (divisor < 1) {
+    return invalid_argument(fmt::format("{}: divisor must be >= 1, got {}", fn, divisor));
+  }
+  return check_buffer(fn, "buf", buf, count, dtype);
+}
+
+}  // namespace reduce_detail
+
+Status reduce_into(void* dst, const void* src, std::size_t count, DataType dtype, ReduceOp op) {
+  HOOP_RETURN_IF_ERROR(reduce_detail::check_reduce_into("reduce_into", dst, src, count, dtype, op));
+  if (count > 0) run(dst, dst, src, count, dtype, op);
   return Status::success();
 }
 
 Status reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dtype,
               ReduceOp op) {
-  constexpr std::string_view kFn = "reduce";
-  HOOP_RETURN_IF_ERROR(check_enums(kFn, dtype, op));
-  if (count == 0) return Status::success();
-  HOOP_RETURN_IF_ERROR(check_pointer(kFn, "dst", dst, count));
-  HOOP_RETURN_IF_ERROR(check_pointer(kFn, "a", a, count));
-  HOOP_RETURN_IF_ERROR(check_pointer(kFn, "b", b, count));
-  std::size_t bytes = 0;
-  HOOP_RETURN_IF_ERROR(byte_size(kFn, count, dtype, &bytes));
-  HOOP_RETURN_IF_ERROR(check_overlap(kFn, "a", dst, a, bytes));
-  HOOP_RETURN_IF_ERROR(check_overlap(kFn, "b", dst, b, bytes));
-  run(dst, a, b, count, dtype, op);
+  HOOP_RETURN_IF_ERROR(reduce_detail::check_reduce("reduce", dst, a, b, count, dtype, op));
+  if (count > 0) run(dst, a, b, count, dtype, op);
   return Status::success();
 }
 
 Status divide(void* buf, std::size_t count, DataType dtype, std::int64_t divisor) {
-  constexpr std::string_view kFn = "divide";
-  if (!valid_dtype(dtype)) {
-    return invalid_argument(
-        fmt::format("{}: unknown dtype value {}", kFn, static_cast<int>(dtype)));
-  }
-  if (divisor < 1) {
-    return invalid_argument(fmt::format("{}: divisor must be >= 1, got {}", kFn, divisor));
-  }
+  HOOP_RETURN_IF_ERROR(reduce_detail::check_divide("divide", buf, count, dtype, divisor));
   if (count == 0) return Status::success();
-  HOOP_RETURN_IF_ERROR(check_pointer(kFn, "buf", buf, count));
-  std::size_t bytes = 0;
-  HOOP_RETURN_IF_ERROR(byte_size(kFn, count, dtype, &bytes));
   const KernelTable* table = active_table().load(std::memory_order_relaxed);
   table->dtype[static_cast<std::size_t>(dtype)].divide(static_cast<std::byte*>(buf), count,
                                                        divisor);

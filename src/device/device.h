@@ -9,7 +9,8 @@
 //
 // Kernels compute exactly what src/core/reduce.h computes on the CPU (same NaN rule for
 // min/max, integer wrap-around, f16/bf16 accumulated in f32 and rounded to nearest even), so a
-// device allreduce and a host allreduce of the same inputs agree bit for bit.
+// device allreduce and a host allreduce of the same inputs agree bit for bit. (A NaN result is a
+// NaN on both, but its payload may differ: GPU arithmetic returns the canonical NaN.)
 #pragma once
 
 #include <cstddef>
@@ -29,6 +30,9 @@ int device_count();
 /// Why device_count() is 0 ("hoop was built without CUDA", or the CUDA runtime's error);
 /// empty when a device is usable. GPU tests print it when they skip.
 std::string unavailable_reason();
+/// The CUDA runtime's version and the usable devices' names, for `hooprun --check-build`
+/// ("CUDA 13.0, 1 device: NVIDIA H100 80GB HBM3"); empty when device_count() is 0.
+std::string describe();
 
 /// The CUDA device whose memory `p` points to, or kCpuDevice for host memory (pageable,
 /// pinned or unknown to CUDA). Managed memory counts as device memory. Never fails.
@@ -118,7 +122,9 @@ Status synchronize(void* stream, Deadline deadline);
 
 /// Device counterparts of src/core/reduce.h, queued on `stream` (null: the per-thread default
 /// stream); the arguments are checked as there. dst, src, a and b are device pointers of the
-/// current device. Loads are 16-byte vectors where the pointers allow.
+/// current device (or other memory its kernels reach: a peer device's with peer access enabled,
+/// managed or pinned host memory); pageable host memory is invalid_argument. Loads are 16-byte
+/// vectors where the pointers allow.
 Status reduce_into(void* dst, const void* src, std::size_t count, DataType dtype, ReduceOp op,
                    void* stream = nullptr);
 Status reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dtype,

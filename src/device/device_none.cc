@@ -6,7 +6,8 @@ namespace hoop::device {
 namespace {
 
 Status no_cuda() {
-  return invalid_argument("hoop was built without CUDA (nvcc was not found at configure time)");
+  return invalid_argument(
+      "hoop was built without CUDA (no nvcc at configure time, or -DHOOP_CUDA=OFF)");
 }
 
 }  // namespace
@@ -14,6 +15,7 @@ Status no_cuda() {
 bool cuda_built() { return false; }
 int device_count() { return 0; }
 std::string unavailable_reason() { return "hoop was built without CUDA"; }
+std::string describe() { return ""; }
 int pointer_device(const void*) { return kCpuDevice; }
 Status set_device(int) { return no_cuda(); }
 

@@ -12,6 +12,7 @@
 #include <functional>
 #include <span>
 
+#include "device/device.h"
 #include "launch/process.h"
 #if HOOP_BUILT_MPI
 #include "transports/mpi/mpi_transport.h"
@@ -49,8 +50,9 @@ Probe shm_usable() {
   // The transport creates its segments with shm_open, i.e. files in /dev/shm.
   const std::string probe = fmt::format("/dev/shm/hoop-check-build-{}", ::getpid());
   const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) return {false, fmt::format("compiled in, but /dev/shm is not writable: {}",
-                                         std::strerror(errno))};
+  if (fd < 0)
+    return {false,
+            fmt::format("compiled in, but /dev/shm is not writable: {}", std::strerror(errno))};
   ::close(fd);
   ::unlink(probe.c_str());
   return {true, "compiled in, /dev/shm is writable"};
@@ -82,6 +84,17 @@ Probe mpi_probe() {
 #else
   return {false, "not compiled in: Open MPI (libopenmpi-dev) was not found at configure time"};
 #endif
+}
+
+// CUDA is usable where the runtime finds a device; hoop's GPU paths all go through hoop::device.
+Probe cuda_probe() {
+  if (!device::cuda_built()) {
+    return {false, "not compiled in: no CUDA toolkit (nvcc) at configure time, or -DHOOP_CUDA=OFF"};
+  }
+  if (device::device_count() == 0) {
+    return {false, fmt::format("built, but no usable device: {}", device::unavailable_reason())};
+  }
+  return {true, device::describe()};
 }
 
 fs::path build_dir() {
@@ -123,8 +136,8 @@ Probe torch_adapter() {
                  "import importlib.util,sys; sys.exit(importlib.util.find_spec('torch') is None)"}))
     return {false, fmt::format("module built in {}, but PyTorch is not importable by {}",
                                package.string(), HOOP_PYTHON_PATH)};
-  return {true, fmt::format("PYTHONPATH={}, PyTorch importable by {}", package.parent_path().string(),
-                            HOOP_PYTHON_PATH)};
+  return {true, fmt::format("PYTHONPATH={}, PyTorch importable by {}",
+                            package.parent_path().string(), HOOP_PYTHON_PATH)};
 }
 
 Probe nccl_adapter() {
@@ -135,10 +148,8 @@ Probe nccl_adapter() {
 
 // One line per entry; the lead adds a transport or an adapter with one line here.
 const Entry kTransports[] = {
-    {"tcp", compiled_in},
-    {"shm", shm_usable},
-    {"ucx", ucx_probe},
-    {"mpi", mpi_probe},
+    {"tcp", compiled_in}, {"shm", shm_usable},  {"ucx", ucx_probe},
+    {"mpi", mpi_probe},   {"cuda", cuda_probe},
 };
 const Entry kAdapters[] = {
     {"train", compiled_in},

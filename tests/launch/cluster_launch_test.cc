@@ -9,6 +9,7 @@
 #include <functional>
 #include <set>
 
+#include "device/device.h"
 #include "tests/launch/hooprun_harness.h"
 
 namespace hoop::launch::testing {
@@ -83,8 +84,8 @@ TEST(ClusterLaunchTest, HooprunMpiPassesTheSecretByNameOnly) {
 
 TEST(ClusterLaunchTest, HooprunMpiNeedsMpirunOnPath) {
   const RunResult r =
-      Hooprun::start_at("/usr/bin/env", {"PATH=/nonexistent", HOOP_TEST_BIN_DIR "/hooprun",
-                                         "--mpi", "-np", "2", "true"})
+      Hooprun::start_at("/usr/bin/env", {"PATH=/nonexistent", HOOP_TEST_BIN_DIR "/hooprun", "--mpi",
+                                         "-np", "2", "true"})
           ->wait();
   EXPECT_EQ(r.exit_code, 127);
   EXPECT_THAT(r.err, HasSubstr("--mpi: mpirun is not on PATH"));
@@ -139,8 +140,13 @@ TEST(ClusterLaunchTest, CheckBuildListsWhatThisBuildCanUse) {
     EXPECT_TRUE(line.ends_with(")")) << line;
     names.insert(line.substr(8, gap - 8));
   }
-  EXPECT_EQ(names, (std::set<std::string>{"tcp", "shm", "ucx", "mpi", "train", "torch", "nccl",
-                                          "hooprun", "ssh", "mpirun", "srun"}));
+  EXPECT_EQ(names, (std::set<std::string>{"tcp", "shm", "ucx", "mpi", "cuda", "train", "torch",
+                                          "nccl", "hooprun", "ssh", "mpirun", "srun"}));
+  // The cuda line tells a build without CUDA from one without a usable GPU, and names why.
+  const char* cuda = !device::cuda_built()         ? "[ ] cuda  (not compiled in: "
+                     : device::device_count() == 0 ? "[ ] cuda  (built, but no usable device: "
+                                                   : "[X] cuda  (CUDA ";
+  EXPECT_THAT(r.out, HasSubstr(cuda));
   const bool have_mpirun = ::access("/usr/bin/mpirun", X_OK) == 0;
   EXPECT_EQ(r.out.find("[X] mpirun  (") != std::string::npos, have_mpirun) << r.out;
 }

@@ -258,7 +258,9 @@ bool Controller::collect(RequestList& out) {
       timeline_->end(e.request.name);
       timeline_->begin(e.request.name, "NEGOTIATE");
     }
-    if (auto slot = cache_.find(e.request); slot && coordinator_ == nullptr) {
+    // Rank 0 names cached tensors by slot too: its coordinator then counts them on the fast
+    // path without copying their descriptions.
+    if (auto slot = cache_.find(e.request)) {
       out.cached.push_back(*slot);
     } else {
       out.requests.push_back(e.request);

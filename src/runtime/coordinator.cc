@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <functional>
-#include <tuple>
+#include <optional>
 
 namespace hoop::runtime {
 namespace {
@@ -63,12 +63,27 @@ Status Coordinator::add(int rank, const RequestList& list, Clock::time_point now
     if (r == nullptr)
       return protocol_error(
           fmt::format("runtime: rank {} named response-cache slot {}, which is empty", rank, slot));
-    if (pending_.contains(r->name) && pending_[r->name].by_rank[rank])
+    if (fast_path_open(*r)) {
+      HOOP_RETURN_IF_ERROR(add_slot(rank, slot, now));
+      continue;
+    }
+    if (auto it = pending_.find(r->name); it != pending_.end() && it->second.by_rank[rank])
       return protocol_error(fmt::format(
           "runtime: rank {} submitted tensor '{}' while it was still pending", rank, r->name));
     add_request(rank, *r, now);
   }
   for (const Request& r : list.requests) {
+    if (fast_path_open(r)) {
+      // Described in full (a rank whose cache had not caught up yet, or rank 0's own) but the
+      // same as a cached tensor: counted with the others that sent the slot.
+      if (std::optional<std::uint32_t> slot = cache_.find(r)) {
+        HOOP_RETURN_IF_ERROR(add_slot(rank, *slot, now));
+        continue;
+      }
+    }
+    // Ranks that sent the slot must meet this description in the full table, where a
+    // disagreement is found and named.
+    if (std::optional<std::uint32_t> slot = cache_.slot_of(r.name)) demote(*slot);
     if (auto it = pending_.find(r.name); it != pending_.end() && it->second.by_rank[rank])
       return protocol_error(fmt::format(
           "runtime: rank {} submitted tensor '{}' while it was still pending", rank, r.name));
@@ -83,6 +98,9 @@ Status Coordinator::add(int rank, const RequestList& list, Clock::time_point now
     shutting_down_[rank] = true;
     ++shutdown_count_;
   }
+  // A joined rank changes what "ready" means and a shutdown fails what cannot run: both are
+  // the full table's business, also for the slots counted above.
+  if (joined_count_ > 0 || list.shutdown) demote_all();
   collect_ready();
   if (joined_count_ == size_) {
     join_done_ = true;
@@ -90,6 +108,52 @@ Status Coordinator::add(int rank, const RequestList& list, Clock::time_point now
     joined_count_ = 0;
   }
   return Status::success();
+}
+
+bool Coordinator::fast_path_open(const Request& r) const {
+  return joined_count_ == 0 && r.group_size <= 1 && !pending_.contains(r.name);
+}
+
+Status Coordinator::add_slot(int rank, std::uint32_t slot, Clock::time_point now) {
+  if (slot >= slots_.size()) slots_.resize(static_cast<std::size_t>(slot) + 1);
+  SlotWait& w = slots_[slot];
+  if (w.by_rank.empty()) w.by_rank.assign(static_cast<std::size_t>(size_), false);
+  if (w.by_rank[rank])
+    return protocol_error(
+        fmt::format("runtime: rank {} submitted tensor '{}' while it was still pending", rank,
+                    cache_.at(slot)->name));
+  if (w.count == 0) {
+    w.first_seen = w.last_report = now;
+    ++waiting_slots_;
+  }
+  w.by_rank[rank] = true;
+  ++fast_path_tensors_;
+  if (++w.count < size_) return Status::success();
+  // Every rank sent the same slot, so they agree on every field: nothing to validate.
+  Response resp;
+  resp.tensors.push_back(*cache_.at(slot));
+  resp.type = resp.tensors.front().type;
+  ready_.push_back(std::move(resp));
+  w.by_rank.assign(w.by_rank.size(), false);
+  w.count = 0;
+  --waiting_slots_;
+  return Status::success();
+}
+
+void Coordinator::demote(std::uint32_t slot) {
+  if (slot >= slots_.size() || slots_[slot].count == 0) return;
+  SlotWait& w = slots_[slot];
+  for (int r = 0; r < size_; ++r) {
+    if (!w.by_rank[r]) continue;
+    add_request(r, *cache_.at(slot), w.first_seen);
+    w.by_rank[r] = false;
+  }
+  w.count = 0;
+  --waiting_slots_;
+}
+
+void Coordinator::demote_all() {
+  for (std::uint32_t s = 0; waiting_slots_ > 0 && s < slots_.size(); ++s) demote(s);
 }
 
 void Coordinator::add_request(int rank, Request r, Clock::time_point now) {
@@ -216,14 +280,19 @@ bool Coordinator::has_ready() const {
 ResponseList Coordinator::take_ready() {
   ResponseList out;
   // Ready allreduces fuse with the open response of their kind (dtype, op, device, scales,
-  // joined ranks) while it has room; responses keep the order of their first tensor.
+  // joined ranks) while it has room; responses keep the order of their first tensor. There
+  // are few kinds at once, so a linear search beats any keyed container here.
   struct Open {
     std::size_t index;
     std::size_t bytes;
   };
-  std::map<std::tuple<DataType, ReduceOp, std::int32_t, double, double, std::vector<std::int32_t>>,
-           Open>
-      open;
+  std::vector<Open> open;
+  auto same_kind = [](const Response& a, const Response& b) {
+    const Request& x = a.tensors.front();
+    const Request& y = b.tensors.front();
+    return x.dtype == y.dtype && x.op == y.op && x.device == y.device && x.prescale == y.prescale &&
+           x.postscale == y.postscale && a.joined == b.joined;
+  };
   for (Response& r : ready_) {
     const Request& t = r.tensors.front();
     const std::size_t b = t.count() * dtype_size(t.dtype);
@@ -231,14 +300,15 @@ ResponseList Coordinator::take_ready() {
       out.responses.push_back(std::move(r));
       continue;
     }
-    auto key = std::make_tuple(t.dtype, t.op, t.device, t.prescale, t.postscale, r.joined);
-    auto it = open.find(key);
-    if (it != open.end() && it->second.bytes + b <= fusion_threshold_) {
-      out.responses[it->second.index].tensors.push_back(t);
-      it->second.bytes += b;
+    auto it = std::find_if(open.begin(), open.end(),
+                           [&](const Open& o) { return same_kind(out.responses[o.index], r); });
+    if (it != open.end() && it->bytes + b <= fusion_threshold_) {
+      out.responses[it->index].tensors.push_back(std::move(r.tensors.front()));
+      it->bytes += b;
       continue;
     }
-    open[key] = Open{out.responses.size(), b};
+    if (it != open.end()) open.erase(it);
+    open.push_back(Open{out.responses.size(), b});
     out.responses.push_back(std::move(r));
   }
   ready_.clear();
@@ -250,6 +320,23 @@ ResponseList Coordinator::take_ready() {
   return out;
 }
 
+std::string Coordinator::stall_line(const std::string& name, OpType type,
+                                    const std::vector<bool>& have, Clock::time_point first_seen,
+                                    Clock::time_point now) const {
+  std::vector<int> submitted;
+  std::vector<int> missing;
+  for (int r = 0; r < size_; ++r) {
+    if (have[r]) {
+      submitted.push_back(r);
+    } else if (!joined_[r]) {
+      missing.push_back(r);
+    }
+  }
+  const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - first_seen);
+  return fmt::format("tensor '{}' ({}) submitted by {} {} s ago; waiting for {}", name,
+                     op_type_name(type), rank_list(submitted), waited.count(), rank_list(missing));
+}
+
 std::vector<std::string> Coordinator::stalled(Clock::time_point now,
                                               std::chrono::milliseconds after) {
   std::vector<std::string> lines;
@@ -257,19 +344,21 @@ std::vector<std::string> Coordinator::stalled(Clock::time_point now,
     Pending& p = pending_[name];
     if (now - p.last_report < after) continue;
     p.last_report = now;
-    std::vector<int> have;
-    std::vector<int> missing;
+    std::vector<bool> have(static_cast<std::size_t>(size_));
+    OpType type = OpType::kAllreduce;
     for (int r = 0; r < size_; ++r) {
-      if (p.by_rank[r]) {
-        have.push_back(r);
-      } else if (!joined_[r]) {
-        missing.push_back(r);
-      }
+      if (!p.by_rank[r]) continue;
+      have[r] = true;
+      type = p.by_rank[r]->type;
     }
-    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - p.first_seen);
-    lines.push_back(fmt::format("tensor '{}' ({}) submitted by {} {} s ago; waiting for {}", name,
-                                op_type_name(p.by_rank[have.front()]->type), rank_list(have),
-                                waited.count(), rank_list(missing)));
+    lines.push_back(stall_line(name, type, have, p.first_seen, now));
+  }
+  for (std::uint32_t s = 0; waiting_slots_ > 0 && s < slots_.size(); ++s) {
+    SlotWait& w = slots_[s];
+    if (w.count == 0 || now - w.last_report < after) continue;
+    w.last_report = now;
+    const Request& r = *cache_.at(s);
+    lines.push_back(stall_line(r.name, r.type, w.by_rank, w.first_seen, now));
   }
   return lines;
 }
@@ -278,6 +367,8 @@ bool Coordinator::stalled_longer_than(Clock::time_point now,
                                       std::chrono::milliseconds after) const {
   for (const std::string& name : arrival_)
     if (now - pending_.at(name).first_seen >= after) return true;
+  for (const SlotWait& w : slots_)
+    if (w.count > 0 && now - w.first_seen >= after) return true;
   return false;
 }
 

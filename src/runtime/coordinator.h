@@ -2,6 +2,13 @@
 // tensor, when a tensor is ready everywhere, whether the ranks agree on it, how ready tensors
 // are fused into responses, and which tensors stall. Pure logic over messages, so it is
 // tested without processes; the Controller feeds it and sends what it returns.
+//
+// Two paths. A tensor in the response cache that no rank describes differently travels as its
+// slot, and the coordinator only counts, per slot, the ranks that have it ready (Horovod's
+// bit-vector fast path): no description is copied, compared or looked up by name, so a
+// steady-state step costs a few instructions per tensor. Everything else (new tensors,
+// disagreements, groups, joined ranks) goes through the full table by name, which validates
+// every field; a slot that meets such a case is moved there first.
 #pragma once
 
 #include <chrono>
@@ -10,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "hoop/transport.h"
@@ -39,6 +47,8 @@ class Coordinator {
   std::vector<std::string> stalled(Clock::time_point now, std::chrono::milliseconds after);
   /// Whether any tensor has been pending for at least `after`.
   bool stalled_longer_than(Clock::time_point now, std::chrono::milliseconds after) const;
+  /// How many cached tensors have been counted on the fast path (for tests).
+  std::uint64_t fast_path_tensors() const { return fast_path_tensors_; }
 
  private:
   struct Pending {
@@ -48,6 +58,26 @@ class Coordinator {
     Clock::time_point last_report;
   };
 
+  /// A cached tensor waiting on the fast path: which ranks have it ready.
+  struct SlotWait {
+    std::vector<bool> by_rank;
+    int count = 0;  // 0: not waiting
+    Clock::time_point first_seen;
+    Clock::time_point last_report;
+  };
+
+  /// Counts `rank`'s readiness of cache slot `slot` (fast path).
+  Status add_slot(int rank, std::uint32_t slot, Clock::time_point now);
+  /// Whether tensor `r` (described by a rank, or by the cache for a slot) may take the fast
+  /// path: nobody has it in the full table, it is not part of a group and no rank has joined.
+  bool fast_path_open(const Request& r) const;
+  /// Moves the waiting slot `slot` into the full table, keeping its ranks and its age.
+  void demote(std::uint32_t slot);
+  /// demote() for every waiting slot.
+  void demote_all();
+  /// The line stalled() prints for a tensor.
+  std::string stall_line(const std::string& name, OpType type, const std::vector<bool>& have,
+                         Clock::time_point first_seen, Clock::time_point now) const;
   void add_request(int rank, Request r, Clock::time_point now);
   bool is_ready(const Pending& p) const;
   /// Moves every ready pending tensor (and completed group) to ready_, in arrival order.
@@ -59,7 +89,10 @@ class Coordinator {
   int size_;
   std::size_t fusion_threshold_;
   const ResponseCache& cache_;
-  std::map<std::string, Pending> pending_;
+  std::unordered_map<std::string, Pending> pending_;
+  std::vector<SlotWait> slots_;  // by cache slot, grown on demand
+  int waiting_slots_ = 0;        // slots_ entries with count > 0
+  std::uint64_t fast_path_tensors_ = 0;
   std::vector<std::string> arrival_;                     // pending names in the order first seen
   std::map<std::string, std::vector<Response>> groups_;  // ready members of incomplete groups
   std::deque<Response> ready_;

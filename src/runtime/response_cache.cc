@@ -15,6 +15,12 @@ std::optional<std::uint32_t> ResponseCache::find(const Request& r) const {
   return it->second;
 }
 
+std::optional<std::uint32_t> ResponseCache::slot_of(const std::string& name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
 const Request* ResponseCache::at(std::uint32_t slot) const {
   return slot < slots_.size() ? &slots_[slot] : nullptr;
 }

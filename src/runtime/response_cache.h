@@ -25,6 +25,8 @@ class ResponseCache {
 
   /// The slot holding exactly this description, if any.
   std::optional<std::uint32_t> find(const Request& r) const;
+  /// The slot of `name` whatever its description, if any.
+  std::optional<std::uint32_t> slot_of(const std::string& name) const;
   /// The description in `slot`, or null for a slot never filled.
   const Request* at(std::uint32_t slot) const;
   /// Records a tensor that ran: its name's slot takes the new description, or a new slot is

@@ -109,6 +109,26 @@ Request describe(const std::string& name, OpType type, const Tensor& t) {
   return r;
 }
 
+/// A checked allreduce submission of one tensor, completing part of `state`.
+Entry allreduce_entry(const std::string& name, const Tensor& input, const Tensor& output,
+                      const ReduceOptions& options, std::shared_ptr<detail::HandleState> state) {
+  check_tensor(name, input, "input");
+  check_tensor(name, output, "output");
+  if (input.dtype != output.dtype || input.count() != output.count())
+    fail(invalid_argument(
+        fmt::format("tensor '{}': output must have the input's dtype and element count", name)));
+  check_scales(name, input.dtype, options);
+  Entry e;
+  e.request = describe(name, OpType::kAllreduce, input);
+  e.request.op = options.op;
+  e.request.prescale = options.prescale;
+  e.request.postscale = options.postscale;
+  e.input = input;
+  e.output = output;
+  e.handle = std::move(state);
+  return e;
+}
+
 Handle submit_one(ProcessSet ps, Entry e) {
   Controller& c = controller_of(ps);
   auto state = std::make_shared<detail::HandleState>();
@@ -255,7 +275,13 @@ int cross_size() { return initialized_global().info.cross_size; }
 
 Handle allreduce_async(const std::string& name, const Tensor& input, const Tensor& output,
                        const ReduceOptions& options) {
-  return grouped_allreduce_async({name}, {input}, {output}, options);
+  // The common case of a training loop (one call per gradient) builds no vectors of names and
+  // tensors, unlike a group of one.
+  auto state = std::make_shared<detail::HandleState>();
+  std::vector<Entry> entries;
+  entries.push_back(allreduce_entry(name, input, output, options, state));
+  check(controller_of(options.process_set).submit(std::move(entries)));
+  return Handle(state);
 }
 
 void allreduce(const std::string& name, const Tensor& input, const Tensor& output,
@@ -274,25 +300,11 @@ Handle grouped_allreduce_async(const std::vector<std::string>& names,
   auto state = std::make_shared<detail::HandleState>();
   state->parts_left = static_cast<int>(names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
-    check_tensor(names[i], inputs[i], "input");
-    check_tensor(names[i], outputs[i], "output");
-    if (inputs[i].dtype != outputs[i].dtype || inputs[i].count() != outputs[i].count())
-      fail(invalid_argument(fmt::format(
-          "tensor '{}': output must have the input's dtype and element count", names[i])));
-    check_scales(names[i], inputs[i].dtype, options);
-    Entry e;
-    e.request = describe(names[i], OpType::kAllreduce, inputs[i]);
-    e.request.op = options.op;
-    e.request.prescale = options.prescale;
-    e.request.postscale = options.postscale;
+    entries.push_back(allreduce_entry(names[i], inputs[i], outputs[i], options, state));
     if (names.size() > 1) {
-      e.request.group = names.front();
-      e.request.group_size = static_cast<std::uint32_t>(names.size());
+      entries.back().request.group = names.front();
+      entries.back().request.group_size = static_cast<std::uint32_t>(names.size());
     }
-    e.input = inputs[i];
-    e.output = outputs[i];
-    e.handle = state;
-    entries.push_back(std::move(e));
   }
   check(controller_of(options.process_set).submit(std::move(entries)));
   return Handle(state);

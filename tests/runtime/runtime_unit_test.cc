@@ -307,6 +307,121 @@ TEST(Coordinator, CachedSlotsStandForTheirDescription) {
   EXPECT_EQ(c.add(1, bits, kT0).code(), StatusCode::kProtocolError);
 }
 
+RequestList slots(std::vector<std::uint32_t> cached) {
+  RequestList l;
+  l.cached = std::move(cached);
+  return l;
+}
+
+TEST(CoordinatorFastPath, CachedTensorsReadyEverywhereAreCountedNotCompared) {
+  ResponseCache cache(8);
+  cache.put(allreduce("a"));
+  cache.put(allreduce("b"));
+  Coordinator c(3, 1 << 20, cache);
+  ASSERT_TRUE(c.add(0, slots({1, 0}), kT0).ok());
+  ASSERT_TRUE(c.add(2, slots({0, 1}), kT0).ok());
+  EXPECT_FALSE(c.has_ready());
+  // A rank whose cache had not caught up describes the tensor in full: counted all the same.
+  ASSERT_TRUE(c.add(1, list_of({allreduce("b"), allreduce("a")}), kT0).ok());
+  ResponseList l = c.take_ready();
+  ASSERT_EQ(l.responses.size(), 1u);
+  EXPECT_EQ(names(l.responses[0]), (std::vector<std::string>{"b", "a"}));
+  EXPECT_TRUE(l.responses[0].error.empty());
+  EXPECT_EQ(c.fast_path_tensors(), 6u);
+  // The next step takes the same path.
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(c.add(r, slots({0, 1}), kT0).ok());
+  EXPECT_EQ(c.take_ready().responses.size(), 1u);
+  EXPECT_EQ(c.fast_path_tensors(), 12u);
+}
+
+TEST(CoordinatorFastPath, ADifferentDescriptionMeetsTheSlotsInTheFullTable) {
+  ResponseCache cache(8);
+  cache.put(allreduce("a"));
+  Coordinator c(3, 1 << 20, cache);
+  ASSERT_TRUE(c.add(0, slots({0}), kT0).ok());
+  ASSERT_TRUE(c.add(2, slots({0}), kT0).ok());
+  ASSERT_TRUE(c.add(1, list_of({allreduce("a", {5})}), kT0).ok());
+  ResponseList l = c.take_ready();
+  ASSERT_EQ(l.responses.size(), 1u);
+  EXPECT_EQ(l.responses[0].error,
+            "tensor 'a': ranks disagree on the shape: [4] on ranks 0, 2; [5] on rank 1");
+}
+
+TEST(CoordinatorFastPath, ASlotSentTwiceIsAProtocolError) {
+  ResponseCache cache(8);
+  cache.put(allreduce("a"));
+  Coordinator c(2, 1 << 20, cache);
+  ASSERT_TRUE(c.add(1, slots({0}), kT0).ok());
+  Status s = c.add(1, slots({0}), kT0);
+  EXPECT_EQ(s.code(), StatusCode::kProtocolError);
+  EXPECT_NE(s.message().find("rank 1 submitted tensor 'a' while it was still pending"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(CoordinatorFastPath, WaitingSlotsAreReportedAsStalled) {
+  ResponseCache cache(8);
+  cache.put(allreduce("a"));
+  Coordinator c(3, 1 << 20, cache);
+  ASSERT_TRUE(c.add(1, slots({0}), kT0).ok());
+  const auto later = kT0 + std::chrono::seconds(61);
+  EXPECT_FALSE(c.stalled_longer_than(kT0 + std::chrono::seconds(1), std::chrono::seconds(60)));
+  EXPECT_TRUE(c.stalled_longer_than(later, std::chrono::seconds(60)));
+  auto lines = c.stalled(later, std::chrono::seconds(60));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0],
+            "tensor 'a' (allreduce) submitted by rank 1 61 s ago; waiting for ranks 0, 2");
+  EXPECT_TRUE(c.stalled(later + std::chrono::seconds(1), std::chrono::seconds(60)).empty());
+}
+
+TEST(CoordinatorFastPath, AJoinMovesWaitingSlotsToTheFullTable) {
+  ResponseCache cache(8);
+  cache.put(allreduce("a"));
+  Coordinator c(3, 1 << 20, cache);
+  ASSERT_TRUE(c.add(0, slots({0}), kT0).ok());
+  RequestList join;
+  join.join = true;
+  ASSERT_TRUE(c.add(2, join, kT0).ok());
+  EXPECT_FALSE(c.has_ready());
+  ASSERT_TRUE(c.add(1, slots({0}), kT0).ok());
+  ResponseList l = c.take_ready();
+  ASSERT_EQ(l.responses.size(), 1u);
+  EXPECT_EQ(l.responses[0].joined, std::vector<std::int32_t>{2});
+  EXPECT_TRUE(l.responses[0].error.empty());
+}
+
+TEST(CoordinatorFastPath, SlotsSentWithAJoinDoNotWaitForTheJoinedRank) {
+  ResponseCache cache(8);
+  cache.put(allreduce("a"));
+  Coordinator c(3, 1 << 20, cache);
+  RequestList both = slots({0});
+  both.join = true;
+  ASSERT_TRUE(c.add(1, both, kT0).ok());
+  ASSERT_TRUE(c.add(0, slots({0}), kT0).ok());
+  RequestList join;
+  join.join = true;
+  ASSERT_TRUE(c.add(2, join, kT0).ok());
+  ResponseList l = c.take_ready();
+  ASSERT_EQ(l.responses.size(), 1u);
+  EXPECT_EQ(names(l.responses[0]), std::vector<std::string>{"a"});
+  EXPECT_FALSE(c.stalled_longer_than(kT0 + std::chrono::hours(1), std::chrono::seconds(1)));
+}
+
+TEST(CoordinatorFastPath, ShutdownFailsWaitingSlotsNamingTheMissingRank) {
+  ResponseCache cache(8);
+  cache.put(allreduce("a"));
+  Coordinator c(2, 1 << 20, cache);
+  RequestList bye = slots({0});
+  bye.shutdown = true;
+  ASSERT_TRUE(c.add(0, bye, kT0).ok());
+  RequestList bye1;
+  bye1.shutdown = true;
+  ASSERT_TRUE(c.add(1, bye1, kT0).ok());
+  ResponseList l = c.take_ready();
+  ASSERT_EQ(l.responses.size(), 1u);
+  EXPECT_EQ(l.responses[0].error, "tensor 'a': the job shut down before rank 1 submitted it");
+}
+
 TEST(RuntimeSettings, ComeFromTheEnvironmentAndHorovodNames) {
   ::setenv("HOROVOD_FUSION_THRESHOLD", "1M", 1);
   ::setenv("HOOP_CYCLE_TIME_MS", "2.5", 1);

@@ -153,9 +153,9 @@ Probe nccl_adapter() {
             fmt::format("{}, but no usable CUDA device: {}", built, device::unavailable_reason())};
   return {true, built};
 #else
-  return {false, HOOP_BUILT_CUDA ? "not compiled in: NCCL (libnccl) was not found at configure "
-                                   "time"
-                                 : "not compiled in: no CUDA toolkit at configure time"};
+  return {false, HOOP_BUILT_CUDA
+                     ? "not compiled in: NCCL (libnccl) was not found at configure time"
+                     : "not compiled in: no CUDA toolkit at configure time, or -DHOOP_CUDA=OFF"};
 #endif
 }
 

@@ -4,7 +4,11 @@
 //
 //   build/bin/hooprun -np 2 build/bin/hoop-bench -b 8 -e 64M -f 2 --collective allreduce
 //       [--algo auto|ring|recursive_doubling|rabenseifner|tree|hierarchical]
-//       [--transport auto|tcp|shm|ucx|mpi] [--json FILE]
+//       [--transport auto|tcp|shm|ucx|mpi] [-g] [--json FILE]
+//
+// -g/--device runs the collectives on CUDA device buffers (the device of local rank % device
+// count; HOOP_GPU_BACKEND picks NCCL, CUDA IPC or staging), written and checked through host
+// copies outside the timed iterations.
 //
 // Exit status: 0 all checks passed, 2 bad arguments, 3 wrong results, 1 anything else.
 #include <fmt/format.h>
@@ -20,6 +24,7 @@
 
 #include "bench/common/allreduce_bench.h"
 #include "bench/hoop_bench_collectives.h"
+#include "bench/hoop_bench_device.h"
 #include "bench/hoop_bench_peer.h"
 #include "hoop/communicator.h"
 
@@ -36,6 +41,7 @@ struct Flags {
   std::string collective = "allreduce";
   std::string algo = "auto";
   std::string transport;  // empty: HOOP_TRANSPORT
+  bool device = false;    // -g: buffers on this rank's CUDA device
 };
 
 // With --collective all, each collective's report goes to FILE with the collective's name
@@ -75,6 +81,9 @@ std::optional<int> parse_flags(int argc, char** argv, Flags& flags) {
                  "across hosts), tcp, shm, ucx (UCX_TLS picks UCX's fabric) or mpi (under "
                  "mpirun); default: HOOP_TRANSPORT, else auto")
       ->check(CLI::IsMember({"auto", "tcp", "shm", "ucx", "mpi"}));
+  app.add_flag("-g,--device", flags.device,
+               "Run the collectives on CUDA device buffers (device: local rank % device count), "
+               "written and checked through host copies");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -104,11 +113,19 @@ int run(int argc, char** argv) {
     collectives.push_back(*parse_collective(flags.collective));
   }
 
+  int device = kCpuDevice;
+  if (flags.device) {
+    // Before the communicator: a rank without a device fails at once rather than in a collective.
+    Result<int> chosen = choose_device();
+    if (!chosen.ok()) return exit_code(chosen.status(), 0);
+    device = *chosen;
+  }
+
   CommunicatorOptions comm_options;
   comm_options.transport = flags.transport;
   Result<std::unique_ptr<Communicator>> comm = Communicator::create(comm_options);
   if (!comm.ok()) return exit_code(comm.status(), 0);
-  HoopPeer peer(std::move(*comm), algorithm);
+  HoopPeer peer(std::move(*comm), algorithm, device);
 
   std::int64_t wrong = 0;
   for (const Collective collective : collectives) {

@@ -27,15 +27,20 @@ struct Case {
 };
 
 // One variant (out-of-place or in-place) of a case: `prepare` writes fresh inputs and poisons
-// the output, `call` runs the collective once, `wrong` counts this rank's wrong elements after
-// prepare + call.
+// the output in host memory, `call` runs the collective once on the target buffers, `wrong`
+// counts this rank's wrong elements in host memory after prepare + call; measure() copies
+// between the two around them.
 struct Variant {
   std::function<void()> prepare;
   std::function<Status()> call;
   std::function<std::int64_t()> wrong;
 };
 
+// The variants fill and check the host copies `send` and `recv`, and give the collective the
+// same addresses in the target buffers (BenchBuffer::target_of).
 struct Buffers {
+  BenchBuffer* send_buffer;
+  BenchBuffer* recv_buffer;
   std::byte* send;
   std::byte* recv;
 };
@@ -64,13 +69,16 @@ std::size_t case_bytes(Collective collective, DataType dtype, std::size_t count,
 // every rank.
 Variant broadcast_variant(Communicator& comm, const Case& c, int root, Buffers b, bool in_place) {
   const bool is_root = comm.rank() == root;
-  std::byte* buffer = in_place || !is_root ? b.recv : b.send;
+  BenchBuffer* buffer_of = in_place || !is_root ? b.recv_buffer : b.send_buffer;
+  std::byte* buffer = buffer_of->host();
   Variant v;
   v.prepare = [=] {
     poison(b.recv, c.count, c.dtype);
     if (is_root) fill_block(buffer, c.count, c.dtype, static_cast<std::uint64_t>(root));
   };
-  v.call = [=, &comm] { return broadcast(comm, BroadcastOptions{buffer, c.count, c.dtype, root}); };
+  v.call = [=, &comm] {
+    return broadcast(comm, BroadcastOptions{buffer_of->target(), c.count, c.dtype, root});
+  };
   v.wrong = [=] {
     return count_block_wrong(buffer, c.count, c.dtype, static_cast<std::uint64_t>(root));
   };
@@ -82,6 +90,8 @@ Variant allgather_variant(Communicator& comm, const Case& c, Buffers b, bool in_
   const std::size_t block_bytes = c.count * dtype_size(c.dtype);
   std::byte* own = b.recv + block_bytes * static_cast<std::size_t>(comm.rank());
   const std::byte* input = in_place ? own : b.send;
+  const std::byte* target_input =
+      in_place ? b.recv_buffer->target_of(own) : b.send_buffer->target();
   Variant v;
   v.prepare = [=, &comm] {
     poison(b.recv, c.count * n, c.dtype);
@@ -89,7 +99,8 @@ Variant allgather_variant(Communicator& comm, const Case& c, Buffers b, bool in_
                static_cast<std::uint64_t>(comm.rank()));
   };
   v.call = [=, &comm] {
-    return allgather(comm, AllgatherOptions{input, b.recv, c.count, c.dtype});
+    return allgather(comm,
+                     AllgatherOptions{target_input, b.recv_buffer->target(), c.count, c.dtype});
   };
   v.wrong = [=] {
     std::int64_t wrong = 0;
@@ -107,13 +118,15 @@ Variant reduce_scatter_variant(Communicator& comm, const Case& c, Buffers b, boo
   const int n = comm.size();
   const ReduceOp op = *c.op;
   std::byte* output = in_place ? b.send : b.recv;
+  std::byte* target_output = in_place ? b.send_buffer->target() : b.recv_buffer->target();
   Variant v;
   v.prepare = [=, &comm] {
     fill_allreduce_input(b.send, c.count * n, c.dtype, op, comm.rank(), n);
     if (!in_place) poison(b.recv, c.count, c.dtype);
   };
   v.call = [=, &comm] {
-    return reduce_scatter(comm, ReduceScatterOptions{b.send, output, c.count, c.dtype, op});
+    return reduce_scatter(
+        comm, ReduceScatterOptions{b.send_buffer->target(), target_output, c.count, c.dtype, op});
   };
   v.wrong = [=, &comm] {
     return count_allreduce_wrong(output, c.count, c.dtype, op, n,
@@ -130,13 +143,16 @@ Variant alltoall_variant(Communicator& comm, const Case& c, Buffers b, bool in_p
   const std::size_t block_bytes = c.count * dtype_size(c.dtype);
   std::byte* output = b.recv;
   const std::byte* input = in_place ? b.recv : b.send;
+  const std::byte* target_input = in_place ? b.recv_buffer->target() : b.send_buffer->target();
   Variant v;
   v.prepare = [=] {
     if (!in_place) poison(b.recv, c.count * n, c.dtype);
     for (int j = 0; j < n; ++j)
       fill_block(const_cast<std::byte*>(input) + block_bytes * j, c.count, c.dtype, rank * n + j);
   };
-  v.call = [=, &comm] { return alltoall(comm, AlltoallOptions{input, output, c.count, c.dtype}); };
+  v.call = [=, &comm] {
+    return alltoall(comm, AlltoallOptions{target_input, b.recv_buffer->target(), c.count, c.dtype});
+  };
   v.wrong = [=] {
     std::int64_t wrong = 0;
     for (int i = 0; i < n; ++i)
@@ -173,11 +189,20 @@ Result<double> time_variant(HoopPeer& peer, const BenchOptions& options, const V
   return peer.max_over_ranks(elapsed.count() / options.iters);
 }
 
+// Writes fresh inputs into the host copies and copies both buffers' first `bytes` to the target.
+Status prepare_variant(const Variant& v, Buffers b, std::size_t bytes) {
+  v.prepare();
+  HOOP_RETURN_IF_ERROR(b.send_buffer->push(bytes));
+  return b.recv_buffer->push(bytes);
+}
+
 // Wrong elements over all ranks after one call on fresh inputs (the timed iterations keep
 // working on their own output, as in nccl-tests, so they cannot be checked).
-Result<std::int64_t> check_variant(HoopPeer& peer, const Variant& v) {
-  v.prepare();
+Result<std::int64_t> check_variant(HoopPeer& peer, const Variant& v, Buffers b, std::size_t bytes) {
+  HOOP_RETURN_IF_ERROR(prepare_variant(v, b, bytes));
   HOOP_RETURN_IF_ERROR(v.call());
+  HOOP_RETURN_IF_ERROR(b.send_buffer->pull(bytes));
+  HOOP_RETURN_IF_ERROR(b.recv_buffer->pull(bytes));
   return peer.sum_over_ranks(v.wrong());
 }
 
@@ -185,15 +210,15 @@ Result<Row> measure(HoopPeer& peer, const BenchOptions& options, Buffers b, cons
                     bool check) {
   const Variant oop = make_variant(peer.comm(), c, options.root, b, /*in_place=*/false);
   const Variant ip = make_variant(peer.comm(), c, options.root, b, /*in_place=*/true);
-  oop.prepare();
+  HOOP_RETURN_IF_ERROR(prepare_variant(oop, b, c.bytes));
   HOOP_ASSIGN_OR_RETURN(const double oop_us, time_variant(peer, options, oop));
-  ip.prepare();
+  HOOP_RETURN_IF_ERROR(prepare_variant(ip, b, c.bytes));
   HOOP_ASSIGN_OR_RETURN(const double ip_us, time_variant(peer, options, ip));
   std::int64_t oop_wrong = -1;
   std::int64_t ip_wrong = -1;
   if (check) {
-    HOOP_ASSIGN_OR_RETURN(oop_wrong, check_variant(peer, oop));
-    HOOP_ASSIGN_OR_RETURN(ip_wrong, check_variant(peer, ip));
+    HOOP_ASSIGN_OR_RETURN(oop_wrong, check_variant(peer, oop, b, c.bytes));
+    HOOP_ASSIGN_OR_RETURN(ip_wrong, check_variant(peer, ip, b, c.bytes));
   }
   Row row;
   row.bytes = c.bytes;
@@ -249,10 +274,9 @@ Result<std::int64_t> run_collective_bench(const BenchOptions& options, HoopPeer&
           "buffers (hoop's broadcast takes one buffer)");
   }
 
-  const Buffer send = allocate(largest);
-  const Buffer recv = allocate(largest);
-  if (!send || !recv) return internal_error(fmt::format("cannot allocate 2 x {} bytes", largest));
-  const Buffers buffers{send.get(), recv.get()};
+  HOOP_ASSIGN_OR_RETURN(const std::unique_ptr<BenchBuffer> send, peer.allocate(largest));
+  HOOP_ASSIGN_OR_RETURN(const std::unique_ptr<BenchBuffer> recv, peer.allocate(largest));
+  const Buffers buffers{send.get(), recv.get(), send->host(), recv->host()};
 
   std::int64_t wrong = 0;
   for (const DataType dtype : options.dtypes) {

@@ -2,19 +2,28 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <utility>
+
+#include "bench/hoop_bench_device.h"
 
 namespace hoop::bench {
 
-HoopPeer::HoopPeer(std::unique_ptr<Communicator> comm, Algorithm algorithm)
-    : comm_(std::move(comm)), algorithm_(algorithm) {}
+HoopPeer::HoopPeer(std::unique_ptr<Communicator> comm, Algorithm algorithm, int device)
+    : comm_(std::move(comm)), algorithm_(algorithm), device_(device) {}
 
 int HoopPeer::rank() const { return comm_->rank(); }
 
 int HoopPeer::size() const { return comm_->size(); }
 
 std::string HoopPeer::describe(const std::string& what) const {
-  return fmt::format("hoop {}, transport {}", what, comm_->transport().name());
+  // The device route (NCCL, CUDA IPC or staged) is HOOP_GPU_BACKEND's choice, made inside hoop.
+  const char* backend = std::getenv("HOOP_GPU_BACKEND");
+  const std::string memory = device_ == kCpuDevice
+                                 ? std::string()
+                                 : fmt::format(", buffers on cuda:{} (HOOP_GPU_BACKEND={})",
+                                               device_, backend != nullptr ? backend : "auto");
+  return fmt::format("hoop {}, transport {}{}", what, comm_->transport().name(), memory);
 }
 
 std::string HoopPeer::description() const {
@@ -38,6 +47,11 @@ Status HoopPeer::allreduce(const void* send, void* recv, std::size_t count, Data
   o.op = op;
   o.algorithm = algorithm_;
   return hoop::allreduce(*comm_, o);
+}
+
+Result<std::unique_ptr<BenchBuffer>> HoopPeer::allocate(std::size_t bytes) {
+  if (device_ == kCpuDevice) return AllreducePeer::allocate(bytes);
+  return device_buffer(device_, bytes);
 }
 
 Status HoopPeer::barrier() { return hoop::barrier(*comm_); }

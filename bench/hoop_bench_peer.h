@@ -14,8 +14,9 @@ namespace hoop::bench {
 
 class HoopPeer final : public AllreducePeer {
  public:
-  /// `algorithm` is passed to every timed allreduce; kAuto leaves the choice to hoop.
-  HoopPeer(std::unique_ptr<Communicator> comm, Algorithm algorithm);
+  /// `algorithm` is passed to every timed allreduce; kAuto leaves the choice to hoop. The
+  /// benchmark's buffers live on CUDA device `device`, or in host memory for kCpuDevice.
+  HoopPeer(std::unique_ptr<Communicator> comm, Algorithm algorithm, int device = kCpuDevice);
 
   int rank() const override;
   int size() const override;
@@ -27,15 +28,17 @@ class HoopPeer final : public AllreducePeer {
   Result<double> max_over_ranks(double value) override;
   Result<std::int64_t> sum_over_ranks(std::int64_t value) override;
   Result<std::vector<std::string>> gather_lines(const std::string& line) override;
+  Result<std::unique_ptr<BenchBuffer>> allocate(std::size_t bytes) override;
 
   /// The communicator the other collectives run on.
   Communicator& comm() { return *comm_; }
-  /// "hoop <what>, transport tcp": the table header's implementation line.
+  /// "hoop <what>, transport tcp[, buffers on cuda:0]": the table header's implementation line.
   std::string describe(const std::string& what) const;
 
  private:
   std::unique_ptr<Communicator> comm_;
   Algorithm algorithm_;
+  int device_;
 };
 
 }  // namespace hoop::bench

@@ -34,29 +34,40 @@ Result<double> time_variant(AllreducePeer& peer, const BenchOptions& options, co
 }
 
 // Wrong elements over all ranks after one allreduce of fresh inputs.
-Result<std::int64_t> check_variant(AllreducePeer& peer, void* send, void* recv, const Case& c) {
-  const bool in_place = send == recv;
+Result<std::int64_t> check_variant(AllreducePeer& peer, BenchBuffer& send, BenchBuffer& recv,
+                                   bool in_place, const Case& c) {
+  const std::size_t bytes = c.count * dtype_size(c.dtype);
   if (in_place) {
-    fill_allreduce_input(recv, c.count, c.dtype, c.op, peer.rank(), peer.size());
+    fill_allreduce_input(recv.host(), c.count, c.dtype, c.op, peer.rank(), peer.size());
   } else {
-    fill_allreduce_input(send, c.count, c.dtype, c.op, peer.rank(), peer.size());
-    poison(recv, c.count, c.dtype);
+    fill_allreduce_input(send.host(), c.count, c.dtype, c.op, peer.rank(), peer.size());
+    poison(recv.host(), c.count, c.dtype);
+    HOOP_RETURN_IF_ERROR(send.push(bytes));
   }
-  HOOP_RETURN_IF_ERROR(peer.allreduce(send, recv, c.count, c.dtype, c.op));
-  return peer.sum_over_ranks(count_allreduce_wrong(recv, c.count, c.dtype, c.op, peer.size()));
+  HOOP_RETURN_IF_ERROR(recv.push(bytes));
+  HOOP_RETURN_IF_ERROR(peer.allreduce(in_place ? recv.target() : send.target(), recv.target(),
+                                      c.count, c.dtype, c.op));
+  HOOP_RETURN_IF_ERROR(recv.pull(bytes));
+  return peer.sum_over_ranks(
+      count_allreduce_wrong(recv.host(), c.count, c.dtype, c.op, peer.size()));
 }
 
-Result<Row> measure(AllreducePeer& peer, const BenchOptions& options, void* send, void* recv,
-                    const Case& c, bool check) {
-  fill_allreduce_input(send, c.count, c.dtype, c.op, peer.rank(), peer.size());
-  fill_allreduce_input(recv, c.count, c.dtype, c.op, peer.rank(), peer.size());
-  HOOP_ASSIGN_OR_RETURN(const double oop_us, time_variant(peer, options, send, recv, c));
-  HOOP_ASSIGN_OR_RETURN(const double ip_us, time_variant(peer, options, recv, recv, c));
+Result<Row> measure(AllreducePeer& peer, const BenchOptions& options, BenchBuffer& send,
+                    BenchBuffer& recv, const Case& c, bool check) {
+  const std::size_t bytes = c.count * dtype_size(c.dtype);
+  fill_allreduce_input(send.host(), c.count, c.dtype, c.op, peer.rank(), peer.size());
+  fill_allreduce_input(recv.host(), c.count, c.dtype, c.op, peer.rank(), peer.size());
+  HOOP_RETURN_IF_ERROR(send.push(bytes));
+  HOOP_RETURN_IF_ERROR(recv.push(bytes));
+  HOOP_ASSIGN_OR_RETURN(const double oop_us,
+                        time_variant(peer, options, send.target(), recv.target(), c));
+  HOOP_ASSIGN_OR_RETURN(const double ip_us,
+                        time_variant(peer, options, recv.target(), recv.target(), c));
   std::int64_t oop_wrong = -1;
   std::int64_t ip_wrong = -1;
   if (check) {
-    HOOP_ASSIGN_OR_RETURN(oop_wrong, check_variant(peer, send, recv, c));
-    HOOP_ASSIGN_OR_RETURN(ip_wrong, check_variant(peer, recv, recv, c));
+    HOOP_ASSIGN_OR_RETURN(oop_wrong, check_variant(peer, send, recv, /*in_place=*/false, c));
+    HOOP_ASSIGN_OR_RETURN(ip_wrong, check_variant(peer, send, recv, /*in_place=*/true, c));
   }
   Row row;
   row.bytes = c.count * dtype_size(c.dtype);
@@ -109,9 +120,8 @@ Result<std::int64_t> run_allreduce_bench(const BenchOptions& options, AllreduceP
     if (report) report->note(text);
   };
 
-  const Buffer send = allocate(largest);
-  const Buffer recv = allocate(largest);
-  if (!send || !recv) return internal_error(fmt::format("cannot allocate 2 x {} bytes", largest));
+  HOOP_ASSIGN_OR_RETURN(const std::unique_ptr<BenchBuffer> send, peer.allocate(largest));
+  HOOP_ASSIGN_OR_RETURN(const std::unique_ptr<BenchBuffer> recv, peer.allocate(largest));
 
   std::int64_t wrong = 0;
   for (const DataType dtype : options.dtypes) {
@@ -127,8 +137,7 @@ Result<std::int64_t> run_allreduce_bench(const BenchOptions& options, AllreduceP
       }
       for (const std::size_t bytes : message_sizes(options, dtype_size(dtype))) {
         const Case c{dtype, op, bytes / dtype_size(dtype)};
-        HOOP_ASSIGN_OR_RETURN(const Row row,
-                              measure(peer, options, send.get(), recv.get(), c, check));
+        HOOP_ASSIGN_OR_RETURN(const Row row, measure(peer, options, *send, *recv, c, check));
         wrong += row.wrong();
         if (report) report->add_row(row);
       }

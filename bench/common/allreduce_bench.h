@@ -5,14 +5,18 @@
 // iteration is the slowest rank's average. Out-of-place runs first, then in-place. With -c 1 the
 // inputs are then written again and each variant runs once more to count wrong elements (the
 // timed iterations keep reducing their own output, as in nccl-tests, so they cannot be checked).
+// Inputs are written and results checked in host memory, copied to and from the peer's buffers
+// (BenchBuffer) outside the timed iterations.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_buffer.h"
 #include "bench/common/bench_table.h"
 #include "hoop/core.h"
 
@@ -42,6 +46,11 @@ class AllreducePeer {
   virtual Result<std::int64_t> sum_over_ranks(std::int64_t value) = 0;
   /// Every rank's `line` in rank order, on rank 0 (other ranks may get anything).
   virtual Result<std::vector<std::string>> gather_lines(const std::string& line) = 0;
+  /// A buffer of `bytes` bytes in the memory this implementation's collectives run on; host
+  /// memory unless an implementation says otherwise (hoop-bench -g: a CUDA device's).
+  virtual Result<std::unique_ptr<BenchBuffer>> allocate(std::size_t bytes) {
+    return BenchBuffer::host_memory(bytes);
+  }
 };
 
 /// Runs every (dtype, op, size) of `options` over `peer`; rank 0 prints the table to `out` and

@@ -14,6 +14,9 @@
 
 #include "device/device.h"
 #include "launch/process.h"
+#if HOOP_BUILT_NCCL
+#include "adapters/nccl/nccl_backend.h"
+#endif
 #if HOOP_BUILT_MPI
 #include "transports/mpi/mpi_transport.h"
 #endif
@@ -140,10 +143,20 @@ Probe torch_adapter() {
                             package.parent_path().string(), HOOP_PYTHON_PATH)};
 }
 
+// The NCCL adapter is linked into libhoop where configure found NCCL; it runs only on a device.
 Probe nccl_adapter() {
-  return {false, HOOP_BUILT_CUDA ? "not compiled in: this build has no NCCL adapter (CUDA "
-                                   "toolkit found at configure time)"
-                                 : "not compiled in: no CUDA toolkit at configure time"};
+#if HOOP_BUILT_NCCL
+  const std::string built =
+      fmt::format("compiled in, NCCL {}, HOOP_GPU_BACKEND=nccl", nccl::library_version());
+  if (device::device_count() == 0)
+    return {false,
+            fmt::format("{}, but no usable CUDA device: {}", built, device::unavailable_reason())};
+  return {true, built};
+#else
+  return {false, HOOP_BUILT_CUDA
+                     ? "not compiled in: NCCL (libnccl) was not found at configure time"
+                     : "not compiled in: no CUDA toolkit at configure time, or -DHOOP_CUDA=OFF"};
+#endif
 }
 
 // One line per entry; the lead adds a transport or an adapter with one line here.

@@ -9,6 +9,7 @@
 #include <functional>
 #include <set>
 
+#include "collectives/algorithms/device_path.h"
 #include "device/device.h"
 #include "tests/launch/hooprun_harness.h"
 
@@ -147,6 +148,12 @@ TEST(ClusterLaunchTest, CheckBuildListsWhatThisBuildCanUse) {
                      : device::device_count() == 0 ? "[ ] cuda  (built, but no usable device: "
                                                    : "[X] cuda  (CUDA ";
   EXPECT_THAT(r.out, HasSubstr(cuda));
+  // The nccl line says whether libhoop has the NCCL adapter and whether a device lets it run.
+  const char* nccl = !collectives::device_backend_registered("nccl")
+                         ? "[ ] nccl  (not compiled in: "
+                     : device::device_count() == 0 ? "[ ] nccl  (compiled in, NCCL "
+                                                   : "[X] nccl  (compiled in, NCCL ";
+  EXPECT_THAT(r.out, HasSubstr(nccl));
   const bool have_mpirun = ::access("/usr/bin/mpirun", X_OK) == 0;
   EXPECT_EQ(r.out.find("[X] mpirun  (") != std::string::npos, have_mpirun) << r.out;
 }

@@ -1,0 +1,68 @@
+#include "adapters/nccl/nccl_types.h"
+
+#include <fmt/format.h>
+
+#include <string>
+
+namespace hoop::nccl {
+
+Result<ncclDataType_t> to_nccl_dtype(DataType dtype) {
+  switch (dtype) {
+    case DataType::kU8:
+      return ncclUint8;
+    case DataType::kI8:
+      return ncclInt8;
+    case DataType::kI32:
+      return ncclInt32;
+    case DataType::kI64:
+      return ncclInt64;
+    case DataType::kF16:
+      return ncclFloat16;
+    case DataType::kBF16:
+      return ncclBfloat16;
+    case DataType::kF32:
+      return ncclFloat32;
+    case DataType::kF64:
+      return ncclFloat64;
+  }
+  return invalid_argument(
+      fmt::format("nccl: no NCCL datatype for dtype value {}", static_cast<int>(dtype)));
+}
+
+Result<NcclOp> to_nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return NcclOp{ncclSum, false};
+    case ReduceOp::kAvg:
+      return NcclOp{ncclSum, true};
+    case ReduceOp::kMin:
+      return NcclOp{ncclMin, false};
+    case ReduceOp::kMax:
+      return NcclOp{ncclMax, false};
+    case ReduceOp::kProd:
+      return NcclOp{ncclProd, false};
+  }
+  return invalid_argument(
+      fmt::format("nccl: no NCCL reduction for op value {}", static_cast<int>(op)));
+}
+
+Status nccl_status(ncclResult_t result, std::string_view call, int rank, ncclComm_t comm) {
+  if (result == ncclSuccess) return Status::success();
+  const char* last = ncclGetLastError(comm);
+  std::string message =
+      fmt::format("{} failed on rank {}: {}", call, rank, ncclGetErrorString(result));
+  if (last != nullptr && last[0] != '\0') message += fmt::format(" ({})", last);
+  switch (result) {
+    case ncclInvalidArgument:
+    case ncclInvalidUsage:
+      return invalid_argument(std::move(message));
+    case ncclRemoteError:
+      return peer_lost(std::move(message));
+    case ncclInternalError:
+      return internal_error(std::move(message));
+    default:
+      return io_error(std::move(message));
+  }
+}
+
+}  // namespace hoop::nccl

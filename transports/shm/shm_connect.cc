@@ -2,7 +2,6 @@
 // store, then unlinked; and the options read from the environment.
 #include <fmt/format.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,8 +10,8 @@
 #include <set>
 
 #include "core/config.h"
-#include "core/log.h"
 #include "transports/shm/shm_conn.h"
+#include "transports/shm/shm_peers.h"
 
 namespace hoop::shm {
 namespace {
@@ -21,43 +20,14 @@ namespace {
 constexpr std::size_t kMaxJobIdBytes = 200;
 
 std::string key(const ShmOptions& o, std::string_view what, int rank) {
-  return fmt::format("{}/{}/{}", o.key_prefix, what, rank);
+  return peer_key(o.key_prefix, what, rank);
 }
 
-std::chrono::milliseconds remaining(Deadline deadline) {
-  return std::max(std::chrono::milliseconds{0},
-                  std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
-}
-
-/// Waits until every peer has set its `what` key; the error names the ranks that did not.
 Status wait_for_peers(Store& store, const ShmOptions& o, std::string_view what,
                       std::string_view doing, std::span<const int> peers, int rank,
                       Deadline deadline) {
-  std::vector<std::string> keys;
-  for (int p : peers) keys.push_back(key(o, what, p));
-  const Status s = store.wait(keys, remaining(deadline));
-  if (s.ok() || s.code() != StatusCode::kTimeout) {
-    return s.with_context(fmt::format("shm: rank {} waiting for its peers to {}", rank, doing));
-  }
-  std::string missing;
-  for (int p : peers) {
-    if (!store.get(key(o, what, p)).ok())
-      missing += fmt::format("{}{}", missing.empty() ? "" : ", ", p);
-  }
-  return timeout_error(fmt::format("shm: rank {}: rank(s) {} did not {} within {} ms", rank,
-                                   missing.empty() ? "?" : missing, doing,
-                                   o.connect_timeout.count()));
-}
-
-/// A pidfd for `pid`, or an invalid Fd when the kernel cannot give one (the peer is then
-/// watched with kill(pid, 0), which a reused pid can fool).
-Fd open_pidfd(int pid) {
-#ifdef SYS_pidfd_open
-  const long fd = ::syscall(SYS_pidfd_open, pid, 0);
-  if (fd >= 0) return Fd(static_cast<int>(fd));
-  HOOP_LOG(kDebug, "shm: pidfd_open({}) failed: {}", pid, std::strerror(errno));
-#endif
-  return Fd();
+  return shm::wait_for_peers(store, "shm", o.key_prefix, what, doing, peers, rank, deadline,
+                             o.connect_timeout);
 }
 
 Status check_arguments(int rank, int size, std::span<const int> peers, const std::string& job_id,

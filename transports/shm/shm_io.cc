@@ -1,15 +1,14 @@
 // The shared-memory transport's data path: streaming messages through the rings in pieces,
 // the doorbell sleep, and what a peer's abort, goodbye or death does to the requests.
 #include <fmt/format.h>
-#include <poll.h>
-#include <signal.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "transports/shm/shm_conn.h"
+#include "transports/shm/shm_peers.h"
 
 namespace hoop::shm {
 namespace {
@@ -170,31 +169,17 @@ bool ShmTransport::pump_in(Peer& p) {
 }
 
 bool ShmTransport::sleep(std::int64_t timeout_us, bool stop_on_wake) {
-  SegmentHeader& h = *own_header_;
-  const std::uint32_t seen = h.doorbell.load(std::memory_order_acquire);
-  h.sleeping.store(1, std::memory_order_relaxed);
-  // Pairs with ring_doorbell's fence: a peer that published bytes before this point is seen
-  // by the progress() below, one that publishes after sees the flag and rings.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (progress() || (stop_on_wake && wake_pending_.load(std::memory_order_relaxed))) {
-    h.sleeping.store(0, std::memory_order_relaxed);
-    return true;
-  }
-  sleep_on_doorbell(h, seen, timeout_us);
-  h.sleeping.store(0, std::memory_order_relaxed);
-  return h.doorbell.load(std::memory_order_acquire) != seen;
+  return doze(*own_header_, timeout_us, [&] {
+    return progress() || (stop_on_wake && wake_pending_.load(std::memory_order_relaxed));
+  });
 }
 
 void ShmTransport::check_remote_abort() {
-  SegmentHeader& h = *own_header_;
-  if (!aborted_.ok() || h.abort_state.load(std::memory_order_acquire) != kAbortWritten) return;
-  const auto code = static_cast<StatusCode>(h.abort_code);
-  const std::string text(h.abort_text, std::min<std::size_t>(h.abort_len, kMaxAbortText));
+  if (!aborted_.ok()) return;
   // Passed on even though its origin tells every rank too: this rank may exit (an orderly
   // goodbye) before the origin's word reaches a peer still waiting on it, and that peer must
   // report the cause, not the goodbye. The first cause written into a segment wins.
-  abort(Status(code == StatusCode::kOk ? StatusCode::kAborted : code,
-               fmt::format("shm: rank {} aborted: {}", h.abort_origin, text)));
+  if (std::optional<Status> cause = posted_abort(*own_header_, "shm")) abort(*cause);
 }
 
 void ShmTransport::check_peers() {
@@ -202,30 +187,12 @@ void ShmTransport::check_peers() {
   // A peer that aborts and then exits posted its cause first: that cause, not its exit, is
   // what this rank reports.
   check_remote_abort();
-  std::vector<pollfd> fds;
-  std::vector<Peer*> watched;
   for (auto& p : peers_) {
     if (!p->closed.ok()) continue;
-    if (p->pidfd.valid()) {
-      fds.push_back({p->pidfd.get(), POLLIN, 0});
-      watched.push_back(p.get());
-    }
-  }
-  if (!fds.empty()) (void)::poll(fds.data(), fds.size(), 0);
-  for (auto& p : peers_) {
-    if (!p->closed.ok()) continue;
-    bool exited = false;
-    if (p->pidfd.valid()) {
-      const auto it = std::find(watched.begin(), watched.end(), p.get());
-      exited = (fds[it - watched.begin()].revents & (POLLIN | POLLHUP)) != 0;
-    } else if (p->pid > 0) {
-      exited = ::kill(p->pid, 0) != 0 && errno == ESRCH;
-    }
-    // The goodbye flag is written before the process exits, so reading it after seeing the
-    // exit tells an orderly shutdown from a crash.
-    if (p->segment.header()->goodbye.load(std::memory_order_acquire) != 0) {
+    const PeerState state = peer_state(*p->segment.header(), p->pidfd, p->pid);
+    if (state == PeerState::kGoodbye) {
       close_peer(*p, peer_lost(fmt::format("shm: rank {} shut its transport down", p->rank)));
-    } else if (exited) {
+    } else if (state == PeerState::kDied) {
       const Status cause = peer_lost(fmt::format(
           "shm: rank {} (pid {}) exited without shutting its transport down (the process died)",
           p->rank, p->pid));

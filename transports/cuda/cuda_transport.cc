@@ -1,0 +1,262 @@
+// The CUDA IPC transport's requests: argument checks, posting, wait/test/poll, abort and
+// shutdown.
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "transports/cuda/cuda_conn.h"
+
+namespace hoop::cuda {
+namespace {
+
+/// How long shutdown or an abort waits for this rank's own queued copies.
+constexpr std::chrono::seconds kSettleTimeout{10};
+
+}  // namespace
+
+Status check_device_buffer(const void* data, std::size_t bytes, std::string_view operand) {
+  if (bytes == 0) return Status::success();
+  if (data == nullptr) return invalid_argument(fmt::format("cuda: the {} is null", operand));
+  if (device::pointer_device(data) == kCpuDevice) {
+    return invalid_argument(fmt::format(
+        "cuda: the {} ({}) is host memory; the CUDA IPC transport moves device memory only",
+        operand, data));
+  }
+  return Status::success();
+}
+
+CudaTransport::CudaTransport(int rank, int size, int device, const CudaOptions& options,
+                             shm::Segment own, device::Buffer rings,
+                             std::vector<std::unique_ptr<Peer>> peers)
+    : rank_(rank),
+      size_(size),
+      device_(device),
+      spin_(options.spin),
+      own_(std::move(own)),
+      own_header_(own_.header()),
+      rings_(std::move(rings)),
+      peers_(std::move(peers)),
+      by_rank_(static_cast<std::size_t>(size), nullptr) {
+  for (auto& p : peers_) by_rank_[static_cast<std::size_t>(p->rank)] = p.get();
+}
+
+CudaTransport::~CudaTransport() {
+  bool pending = false;
+  for (const auto& [id, req] : requests_) pending = pending || !req.done;
+  if (pending) {
+    abort(
+        aborted(fmt::format("rank {} shut its cuda transport down with requests pending", rank_)));
+  }
+  // Every send is published (its copy complete) before it completes, so the goodbye only tells
+  // the peers that the exit that follows is no crash; the own rings are freed after it, once
+  // no peer writes to them any more.
+  settle_copies();
+  own_header_->goodbye.store(1, std::memory_order_release);
+  for (auto& p : peers_) shm::ring_doorbell(*p->segment.header(), true);
+}
+
+Result<Peer*> CudaTransport::check_peer(int peer, const void* data, std::size_t bytes,
+                                        bool is_send) {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    return invalid_argument(fmt::format(
+        "cuda: peer {} is not another rank of this job (rank {} of {})", peer, rank_, size_));
+  }
+  Peer* p = by_rank_[static_cast<std::size_t>(peer)];
+  if (p == nullptr) {
+    return invalid_argument(fmt::format(
+        "cuda: rank {} is not a CUDA IPC peer of rank {} (not on this host or not in the mesh)",
+        peer, rank_));
+  }
+  HOOP_RETURN_IF_ERROR(
+      check_device_buffer(data, bytes, is_send ? "send buffer" : "receive buffer"));
+  if (!aborted_.ok()) return aborted_;
+  return p;
+}
+
+RequestId CudaTransport::add_request(int peer, bool is_send, const void* data, std::size_t bytes) {
+  const RequestId id = next_id_++;
+  Request& r = requests_[id];
+  r.peer = peer;
+  r.is_send = is_send;
+  r.data = static_cast<char*>(const_cast<void*>(data));
+  r.bytes = bytes;
+  return id;
+}
+
+void CudaTransport::complete(Request& req, const Status& why) {
+  req.done = true;
+  if (req.status.ok()) req.status = why;
+}
+
+Result<RequestId> CudaTransport::send(int peer, const void* data, std::size_t bytes) {
+  HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes, true));
+  const RequestId id = add_request(peer, true, data, bytes);
+  Request& req = requests_[id];
+  if (!p->closed.ok()) {
+    complete(req, p->closed);
+    return id;
+  }
+  p->out.sends.push_back(&req);
+  // The first slices start copying at once; wait() and test() publish them.
+  if (device::set_device(device_).ok()) issue_out(*p);
+  return id;
+}
+
+Result<RequestId> CudaTransport::recv(int peer, void* data, std::size_t bytes) {
+  HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes, false));
+  const RequestId id = add_request(peer, false, data, bytes);
+  Request& req = requests_[id];
+  p->in.recvs.push_back(&req);
+  if (!p->closed.ok()) {
+    // A peer that said goodbye may have left messages in its ring: deliver those first.
+    drain_in(*p);
+    if (!req.done) {
+      std::erase(p->in.recvs, &req);
+      std::erase(p->in.completes, &req);
+      if (p->in.target == &req) p->in.target = nullptr;
+      complete(req, p->closed);
+    }
+    return id;
+  }
+  if (device::set_device(device_).ok()) issue_in(*p);
+  return id;
+}
+
+Status CudaTransport::timed_out(std::span<const RequestId> ids) {
+  std::string outstanding;
+  std::size_t count = 0;
+  for (RequestId id : ids) {
+    const Request& r = requests_.at(id);
+    if (r.done || count++ >= 8) continue;
+    outstanding += fmt::format("{}{} {} bytes {} rank {}", outstanding.empty() ? "" : "; ",
+                               r.is_send ? "send of" : "receive of", r.bytes,
+                               r.is_send ? "to" : "from", r.peer);
+  }
+  const Status timeout = timeout_error(
+      fmt::format("cuda: rank {}: {} request(s) did not complete before the deadline: {}{}", rank_,
+                  count, outstanding, count > 8 ? "; ..." : ""));
+  abort(timeout);
+  for (RequestId id : ids) requests_.erase(id);
+  return timeout;
+}
+
+bool CudaTransport::copies_in_flight() const {
+  for (const auto& p : peers_) {
+    if (p->closed.ok() && (p->out.finished < p->out.issued || p->in.finished < p->in.issued))
+      return true;
+  }
+  return false;
+}
+
+void CudaTransport::settle_copies() {
+  if (!device::set_device(device_).ok()) return;
+  const Deadline deadline = Clock::now() + kSettleTimeout;
+  for (auto& p : peers_) {
+    (void)device::synchronize(p->out.stream.handle(), deadline);
+    (void)device::synchronize(p->in.stream.handle(), deadline);
+  }
+}
+
+Status CudaTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
+  for (RequestId id : ids) {
+    if (!requests_.contains(id)) {
+      return invalid_argument(fmt::format("cuda: request {} is unknown or already consumed", id));
+    }
+  }
+  std::size_t next = 0;  // requests before `next` are known complete
+  auto spin_until = Clock::now() + spin_;
+  while (true) {
+    while (next < ids.size() && requests_.at(ids[next]).done) ++next;
+    if (next == ids.size()) break;
+    const auto now = Clock::now();
+    if (now >= deadline) return timed_out(ids);
+    if (now >= next_peer_check_) check_peers();
+    if (progress()) {
+      spin_until = now + spin_;
+      continue;
+    }
+    // Nobody rings the doorbell when a copy of this rank's own completes: while one is queued,
+    // poll its event (yielding the core to a rank that shares it).
+    if (now < spin_until || copies_in_flight()) {
+      ::sched_yield();
+      continue;
+    }
+    const auto slice = std::min<Clock::duration>(deadline - now, kPeerCheckInterval);
+    if (sleep(std::chrono::ceil<std::chrono::microseconds>(slice).count(), false)) {
+      spin_until = Clock::now() + spin_;
+    }
+  }
+  Status first;
+  for (RequestId id : ids) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;  // listed twice
+    if (first.ok()) first = it->second.status;
+    requests_.erase(it);
+  }
+  return first;
+}
+
+Result<bool> CudaTransport::test(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return invalid_argument(fmt::format("cuda: request {} is unknown or already consumed", id));
+  }
+  if (!it->second.done) {
+    progress();
+    if (Clock::now() >= next_peer_check_) check_peers();
+  }
+  if (!it->second.done) return false;
+  const Status s = it->second.status;
+  requests_.erase(it);
+  if (!s.ok()) return s;
+  return true;
+}
+
+void CudaTransport::poll(std::chrono::microseconds timeout) {
+  const Deadline deadline = Clock::now() + timeout;
+  if (progress() || wake_pending_.exchange(false)) return;
+  while (true) {
+    const auto now = Clock::now();
+    if (now >= next_peer_check_) check_peers();
+    if (now >= deadline) return;
+    if (copies_in_flight()) {
+      ::sched_yield();
+      if (progress() || wake_pending_.exchange(false)) return;
+      continue;
+    }
+    const auto slice = std::min<Clock::duration>(deadline - now, kPeerCheckInterval);
+    const bool rang = sleep(std::chrono::ceil<std::chrono::microseconds>(slice).count(), true);
+    if (rang || wake_pending_.exchange(false)) {
+      progress();
+      return;
+    }
+  }
+}
+
+void CudaTransport::wake() {
+  wake_pending_.store(true);
+  shm::ring_doorbell(*own_header_, true);
+}
+
+void CudaTransport::abort(const Status& cause) {
+  if (!aborted_.ok()) return;
+  aborted_ = cause.ok() ? aborted("cuda: aborted without a cause") : cause;
+  // No queued copy may write a caller's buffer once its request has failed.
+  settle_copies();
+  for (auto& [id, req] : requests_) {
+    if (!req.done) complete(req, aborted_);
+  }
+  for (auto& p : peers_) {
+    p->out.sends.clear();
+    p->out.queued.clear();
+    p->in.recvs.clear();
+    p->in.completes.clear();
+    p->in.target = nullptr;
+    shm::post_abort(*p->segment.header(), rank_, aborted_);
+    shm::ring_doorbell(*p->segment.header(), true);
+  }
+}
+
+}  // namespace hoop::cuda

@@ -1,0 +1,97 @@
+#include "transports/shm/shm_peers.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "core/log.h"
+
+namespace hoop::shm {
+namespace {
+
+std::chrono::milliseconds remaining(Deadline deadline) {
+  return std::max(std::chrono::milliseconds{0},
+                  std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
+}
+
+bool process_exited(const Fd& pidfd, int pid) {
+  if (pidfd.valid()) {
+    pollfd p{pidfd.get(), POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP)) != 0;
+  }
+  return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+}  // namespace
+
+Fd open_pidfd(int pid) {
+#ifdef SYS_pidfd_open
+  const long fd = ::syscall(SYS_pidfd_open, pid, 0);
+  if (fd >= 0) return Fd(static_cast<int>(fd));
+  HOOP_LOG(kDebug, "pidfd_open({}) failed: {}", pid, std::strerror(errno));
+#endif
+  return Fd();
+}
+
+PeerState peer_state(const SegmentHeader& header, const Fd& pidfd, int pid) {
+  const bool exited = process_exited(pidfd, pid);
+  // The goodbye flag is written before the process exits, so reading it after seeing the exit
+  // tells an orderly shutdown from a crash.
+  if (header.goodbye.load(std::memory_order_acquire) != 0) return PeerState::kGoodbye;
+  return exited ? PeerState::kDied : PeerState::kAlive;
+}
+
+std::optional<Status> posted_abort(const SegmentHeader& header, std::string_view transport) {
+  if (header.abort_state.load(std::memory_order_acquire) != kAbortWritten) return std::nullopt;
+  const auto code = static_cast<StatusCode>(header.abort_code);
+  const std::string text(header.abort_text, std::min<std::size_t>(header.abort_len, kMaxAbortText));
+  return Status(code == StatusCode::kOk ? StatusCode::kAborted : code,
+                fmt::format("{}: rank {} aborted: {}", transport, header.abort_origin, text));
+}
+
+bool doze(SegmentHeader& header, std::int64_t timeout_us, const std::function<bool()>& ready) {
+  const std::uint32_t seen = header.doorbell.load(std::memory_order_acquire);
+  header.sleeping.store(1, std::memory_order_relaxed);
+  // Pairs with ring_doorbell's fence: a peer that published before this point is seen by
+  // ready(), one that publishes after sees the flag and rings.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (ready()) {
+    header.sleeping.store(0, std::memory_order_relaxed);
+    return true;
+  }
+  sleep_on_doorbell(header, seen, timeout_us);
+  header.sleeping.store(0, std::memory_order_relaxed);
+  return header.doorbell.load(std::memory_order_acquire) != seen;
+}
+
+std::string peer_key(std::string_view prefix, std::string_view what, int rank) {
+  return fmt::format("{}/{}/{}", prefix, what, rank);
+}
+
+Status wait_for_peers(Store& store, std::string_view transport, std::string_view prefix,
+                      std::string_view what, std::string_view doing, std::span<const int> peers,
+                      int rank, Deadline deadline, std::chrono::milliseconds budget) {
+  std::vector<std::string> keys;
+  for (int p : peers) keys.push_back(peer_key(prefix, what, p));
+  const Status s = store.wait(keys, remaining(deadline));
+  if (s.ok() || s.code() != StatusCode::kTimeout) {
+    return s.with_context(
+        fmt::format("{}: rank {} waiting for its peers to {}", transport, rank, doing));
+  }
+  std::string missing;
+  for (int p : peers) {
+    if (!store.get(peer_key(prefix, what, p)).ok())
+      missing += fmt::format("{}{}", missing.empty() ? "" : ", ", p);
+  }
+  return timeout_error(fmt::format("{}: rank {}: rank(s) {} did not {} within {} ms", transport,
+                                   rank, missing.empty() ? "?" : missing, doing, budget.count()));
+}
+
+}  // namespace hoop::shm

@@ -1,0 +1,51 @@
+// What the shared-memory and CUDA IPC transports share about their local peers (internal to
+// transports/): a peer's process watched through a pidfd, its liveness read together with the
+// goodbye flag of its segment, the abort cause a peer wrote into this rank's segment, and the
+// store look-ups of their set-up.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/fd.h"
+#include "hoop/rendezvous.h"
+#include "hoop/transport.h"
+#include "transports/shm/shm_segment.h"
+
+namespace hoop::shm {
+
+/// A pidfd for `pid`, or an invalid Fd when the kernel cannot give one (the peer is then
+/// watched with kill(pid, 0), which a reused pid can fool).
+Fd open_pidfd(int pid);
+
+/// How a peer process stands, seen from its segment header and its pidfd.
+enum class PeerState : std::uint8_t { kAlive, kGoodbye, kDied };
+
+/// kGoodbye once `header`'s owner shut its transport down in order (its exit is then no
+/// crash), kDied once process `pid` (watched through `pidfd` when valid) exited without one.
+PeerState peer_state(const SegmentHeader& header, const Fd& pidfd, int pid);
+
+/// The abort cause a peer wrote into `header`, as "<transport>: rank <origin> aborted: <text>"
+/// with its code; nullopt while there is none.
+std::optional<Status> posted_abort(const SegmentHeader& header, std::string_view transport);
+
+/// Sleeps on `header`'s doorbell (this rank's own) up to `timeout_us`, unless `ready()`, called
+/// once the sleeping flag is up (so that a peer publishing after it rings), returns true; true
+/// when ready() did or the doorbell rang.
+bool doze(SegmentHeader& header, std::int64_t timeout_us, const std::function<bool()>& ready);
+
+/// The store key "<prefix>/<what>/<rank>".
+std::string peer_key(std::string_view prefix, std::string_view what, int rank);
+
+/// Waits until every rank in `peers` has set peer_key(prefix, what, peer), by `deadline` (the
+/// end of a set-up that may take `budget` in all); a timeout_error names `transport`, this
+/// rank, the ranks that did not, `doing` and `budget`.
+Status wait_for_peers(Store& store, std::string_view transport, std::string_view prefix,
+                      std::string_view what, std::string_view doing, std::span<const int> peers,
+                      int rank, Deadline deadline, std::chrono::milliseconds budget);
+
+}  // namespace hoop::shm

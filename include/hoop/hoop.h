@@ -29,7 +29,9 @@
 
 namespace hoop {
 
-/// A caller's tensor: dense row-major elements of `dtype` at `data`.
+/// A caller's tensor: dense row-major elements of `dtype` at `data`, in host memory
+/// (kCpuDevice) or, in a build with CUDA, in the memory of CUDA device `device`. Ranks may use
+/// different devices; they must agree on host or device.
 struct Tensor {
   void* data = nullptr;
   DataType dtype = DataType::kF32;
@@ -42,12 +44,18 @@ struct Tensor {
   std::size_t bytes() const;
 };
 
-/// A tensor whose storage the runtime allocated (allgather, alltoall, reducescatter results).
+/// A tensor whose storage the runtime allocated (allgather, alltoall, reducescatter results),
+/// in the memory the inputs were in: host memory in `storage`, or device memory (cudaMalloc,
+/// freed with the last copy of `device_storage`) on CUDA device `device`.
 struct OwnedTensor {
   DataType dtype = DataType::kF32;
   std::vector<std::int64_t> shape;
-  std::vector<std::byte> storage;
+  std::vector<std::byte> storage;  // device == kCpuDevice
+  int device = kCpuDevice;
+  std::shared_ptr<std::byte> device_storage;  // device != kCpuDevice
 
+  /// The first element, wherever it is.
+  std::byte* data();
   /// A Tensor view of the storage.
   Tensor view();
 };

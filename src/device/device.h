@@ -116,6 +116,10 @@ class Buffer {
 /// asynchronously on `stream`; with a null stream the copy has finished when this returns.
 Status copy(void* dst, const void* src, std::size_t bytes, void* stream = nullptr);
 
+/// Sets `bytes` bytes of device memory at `dst` to zero (cudaMemsetAsync) on `stream`; with a
+/// null stream they are zero when this returns.
+Status zero(void* dst, std::size_t bytes, void* stream = nullptr);
+
 /// Waits until every operation queued on `stream` has finished, polling so that the wait ends
 /// at `deadline` with timeout_error instead of blocking forever on a hung kernel or peer.
 Status synchronize(void* stream, Deadline deadline);

@@ -194,6 +194,18 @@ Status copy(void* dst, const void* src, std::size_t bytes, void* stream) {
   return cuda_status(error, fmt::format("device::copy of {} bytes", bytes), stream_device(s));
 }
 
+Status zero(void* dst, std::size_t bytes, void* stream) {
+  if (bytes == 0) return Status::success();
+  if (dst == nullptr)
+    return invalid_argument(fmt::format("device::zero: dst is null with {} bytes", bytes));
+  HOOP_RETURN_IF_ERROR(detail::check_device("device::zero", 0));
+  const cudaStream_t s = as_stream(stream);
+  cudaError_t error = cudaMemsetAsync(dst, 0, bytes, s);
+  if (error == cudaSuccess && stream == nullptr) error = cudaStreamSynchronize(s);
+  if (error == cudaSuccess) return Status::success();
+  return cuda_status(error, fmt::format("device::zero of {} bytes", bytes), stream_device(s));
+}
+
 Status synchronize(void* stream, Deadline deadline) {
   if (devices().count == 0) return Status::success();  // nothing can have been queued
   const cudaStream_t s = as_stream(stream);

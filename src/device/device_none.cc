@@ -44,6 +44,7 @@ Status Buffer::reserve(int, std::size_t bytes) { return bytes == 0 ? Status() : 
 Status copy(void*, const void*, std::size_t bytes, void*) {
   return bytes == 0 ? Status() : no_cuda();
 }
+Status zero(void*, std::size_t bytes, void*) { return bytes == 0 ? Status() : no_cuda(); }
 Status synchronize(void*, Deadline) { return Status(); }
 Status reduce_into(void*, const void*, std::size_t, DataType, ReduceOp, void*) { return no_cuda(); }
 Status reduce(void*, const void*, const void*, std::size_t, DataType, ReduceOp, void*) {

@@ -34,8 +34,7 @@ std::vector<Field> fields_of(OpType type) {
       {"operation", [](const Request& r) { return std::string(op_type_name(r.type)); }},
       {"dtype", [](const Request& r) { return std::string(dtype_name(r.dtype)); }},
       {"shape", [skip_first](const Request& r) { return shape_text(r.shape, skip_first); }},
-      {"device",
-       [](const Request& r) { return r.device < 0 ? "cpu" : fmt::format("cuda:{}", r.device); }},
+      {"device", [](const Request& r) { return std::string(r.device < 0 ? "cpu" : "cuda"); }},
   };
   if (type == OpType::kAllreduce || type == OpType::kReducescatter) {
     f.push_back({"op", [](const Request& r) { return std::string(op_name(r.op)); }});

@@ -6,9 +6,6 @@
 #include <cstring>
 #include <string>
 
-#include "core/reduce.h"
-#include "runtime/scale.h"
-
 namespace hoop::runtime {
 namespace {
 
@@ -21,12 +18,13 @@ std::size_t row_elems(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
-OwnedTensor make_output(const Request& t, std::int64_t rows) {
+Result<OwnedTensor> make_output(const Request& t, std::int64_t rows, const Memory& mem) {
   OwnedTensor out;
   out.dtype = t.dtype;
   out.shape = t.shape.empty() ? std::vector<std::int64_t>{rows} : t.shape;
   out.shape[0] = rows;
-  out.storage.resize(static_cast<std::size_t>(rows) * row_elems(out.shape) * dtype_size(t.dtype));
+  HOOP_RETURN_IF_ERROR(mem.allocate(
+      out, static_cast<std::size_t>(rows) * row_elems(out.shape) * dtype_size(t.dtype)));
   return out;
 }
 
@@ -68,7 +66,27 @@ Status Executor::run(const Response& resp, const std::vector<Entry*>& entries) {
   return internal_error("runtime: unknown operation in a response");
 }
 
-Status Executor::reduce_in_place(const Request& t, void* buf, std::size_t count, int contributors) {
+Result<Memory> Executor::memory_for(const Response& resp, const std::vector<Entry*>& entries) {
+  if (resp.tensors.front().device == kCpuDevice) return Memory();
+  int device = last_device_;
+  for (const Entry* e : entries) {
+    if (e != nullptr) {
+      device = e->input.data != nullptr || e->output.data == nullptr ? e->input.device
+                                                                     : e->output.device;
+      break;
+    }
+  }
+  if (device == kCpuDevice) device = 0;  // joined before this rank ever used a device
+  if (stream_.handle() == nullptr || stream_.device() != device) {
+    HOOP_RETURN_IF_ERROR(device::set_device(device));
+    HOOP_ASSIGN_OR_RETURN(stream_, device::Stream::create(device));
+  }
+  last_device_ = device;
+  return Memory(device, stream_.handle());
+}
+
+Status Executor::reduce_in_place(const Request& t, void* buf, std::size_t count, int contributors,
+                                 const Memory& mem) {
   AllreduceOptions o;
   o.output = buf;
   o.count = count;
@@ -79,26 +97,29 @@ Status Executor::reduce_in_place(const Request& t, void* buf, std::size_t count,
   o.op = t.op == ReduceOp::kAvg && !all ? ReduceOp::kSum : t.op;
   HOOP_RETURN_IF_ERROR(hoop::allreduce(comm_, o));
   if (t.op == ReduceOp::kAvg && !all)
-    HOOP_RETURN_IF_ERROR(divide(buf, count, t.dtype, std::max(1, contributors)));
-  return scale_copy(buf, buf, count, t.dtype, t.postscale);
+    HOOP_RETURN_IF_ERROR(mem.divide(buf, count, t.dtype, std::max(1, contributors)));
+  HOOP_RETURN_IF_ERROR(mem.scale_copy(buf, buf, count, t.dtype, t.postscale));
+  return mem.sync(deadline());
 }
 
 Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entries) {
   const Request& first = resp.tensors.front();
   const int contributors = comm_.size() - static_cast<int>(resp.joined.size());
+  HOOP_ASSIGN_OR_RETURN(Memory mem, memory_for(resp, entries));
   if (resp.tensors.size() == 1 && entries.front() != nullptr) {
     // One tensor: reduced in the caller's output, no fusion copy.
     Entry& e = *entries.front();
     begin(resp, "ALLREDUCE");
-    HOOP_RETURN_IF_ERROR(
-        scale_copy(e.output.data, e.input.data, first.count(), first.dtype, first.prescale));
-    Status s = reduce_in_place(first, e.output.data, first.count(), contributors);
+    Status s =
+        mem.scale_copy(e.output.data, e.input.data, first.count(), first.dtype, first.prescale);
+    if (s.ok()) s = mem.sync(deadline());
+    if (s.ok()) s = reduce_in_place(first, e.output.data, first.count(), contributors, mem);
     end(resp);
     return s;
   }
   std::size_t total = 0;
   for (const Request& t : resp.tensors) total += bytes_of(t);
-  if (fusion_.size() < total) fusion_.resize(total);
+  HOOP_ASSIGN_OR_RETURN(std::byte * fusion, fusion_.get(mem, total));
   const std::size_t es = dtype_size(first.dtype);
   // The bytes [lo, hi) of the fusion buffer, to or from the tensors they belong to.
   auto copy_in = [&](std::size_t lo, std::size_t hi) -> Status {
@@ -110,51 +131,56 @@ Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entr
       const std::size_t to = std::min(hi, at + b);
       if (from < to) {
         if (entries[i] == nullptr) {
-          std::memset(fusion_.data() + from, 0, to - from);  // a joined rank adds nothing
+          HOOP_RETURN_IF_ERROR(mem.zero(fusion + from, to - from));  // a joined rank adds nothing
         } else {
-          HOOP_RETURN_IF_ERROR(
-              scale_copy(fusion_.data() + from,
-                         static_cast<const std::byte*>(entries[i]->input.data) + (from - at),
-                         (to - from) / es, t.dtype, t.prescale));
+          HOOP_RETURN_IF_ERROR(mem.scale_copy(
+              fusion + from, static_cast<const std::byte*>(entries[i]->input.data) + (from - at),
+              (to - from) / es, t.dtype, t.prescale));
         }
       }
       at += b;
     }
     return Status::success();
   };
-  auto copy_out = [&](std::size_t lo, std::size_t hi) {
+  auto copy_out = [&](std::size_t lo, std::size_t hi) -> Status {
     std::size_t at = 0;
     for (std::size_t i = 0; i < resp.tensors.size() && at < hi; ++i) {
       const std::size_t b = bytes_of(resp.tensors[i]);
       const std::size_t from = std::max(lo, at);
       const std::size_t to = std::min(hi, at + b);
       if (from < to && entries[i] != nullptr)
-        std::memcpy(static_cast<std::byte*>(entries[i]->output.data) + (from - at),
-                    fusion_.data() + from, to - from);
+        HOOP_RETURN_IF_ERROR(
+            mem.copy(static_cast<std::byte*>(entries[i]->output.data) + (from - at), fusion + from,
+                     to - from));
       at += b;
     }
+    return Status::success();
   };
-  // Large fused buffers go through in chunks: while the collective runs on chunk k, the copy
-  // worker copies chunk k + 1 in and chunk k - 1 out.
+  // Large fused host buffers go through in chunks: while the collective runs on chunk k, the
+  // copy worker copies chunk k + 1 in and chunk k - 1 out. On a device the copies run at
+  // memory speed beside a collective that moves the same bytes over a link, so there is
+  // nothing worth overlapping.
+  const bool chunked = total >= kPipelineMinBytes && !mem.on_device();
   const std::size_t chunk =
-      total >= kPipelineMinBytes ? std::max(kPipelineChunkBytes / es, std::size_t{1}) * es : total;
+      chunked ? std::max(kPipelineChunkBytes / es, std::size_t{1}) * es : total;
   const std::size_t chunks = chunk == 0 ? 1 : (total + chunk - 1) / chunk;
   begin(resp, "MEMCPY_IN_FUSION_BUFFER");
-  HOOP_RETURN_IF_ERROR(copy_in(0, std::min(chunk, total)));
+  Status s = copy_in(0, std::min(chunk, total));
+  if (s.ok()) s = mem.sync(deadline());
   end(resp);
+  HOOP_RETURN_IF_ERROR(s);
   begin(resp, "ALLREDUCE");
-  Status s;
   for (std::size_t k = 0; k < chunks && s.ok(); ++k) {
     const std::size_t lo = k * chunk;
     const std::size_t hi = std::min(total, lo + chunk);
     const bool overlap = chunks > 1;
     if (overlap) {
       copier_.start([&, k, lo, hi]() -> Status {
-        if (k > 0) copy_out(lo - chunk, lo);
+        if (k > 0) HOOP_RETURN_IF_ERROR(copy_out(lo - chunk, lo));
         return k + 1 < chunks ? copy_in(hi, std::min(total, hi + chunk)) : Status::success();
       });
     }
-    s = reduce_in_place(first, fusion_.data() + lo, (hi - lo) / es, contributors);
+    s = reduce_in_place(first, fusion + lo, (hi - lo) / es, contributors, mem);
     if (overlap) {
       const Status copied = copier_.finish();
       if (s.ok()) s = copied;
@@ -164,9 +190,10 @@ Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entr
   HOOP_RETURN_IF_ERROR(s);
   begin(resp, "MEMCPY_OUT_FUSION_BUFFER");
   const std::size_t last = chunks > 0 ? (chunks - 1) * chunk : 0;
-  copy_out(last, total);
+  s = copy_out(last, total);
+  if (s.ok()) s = mem.sync(deadline());
   end(resp);
-  return Status::success();
+  return s;
 }
 
 CopyWorker::~CopyWorker() {
@@ -219,11 +246,12 @@ Status Executor::allgather(const Response& resp, Entry* e) {
     counts.push_back(static_cast<std::size_t>(d) * row);
     rows += d;
   }
-  OwnedTensor out = make_output(t, rows);
+  HOOP_ASSIGN_OR_RETURN(Memory mem, memory_for(resp, {e}));
+  HOOP_ASSIGN_OR_RETURN(OwnedTensor out, make_output(t, rows, mem));
   begin(resp, "ALLGATHER");
   AllgathervOptions o;
   o.input = e != nullptr ? e->input.data : nullptr;
-  o.output = out.storage.data();
+  o.output = out.data();
   o.counts = counts;
   o.dtype = t.dtype;
   Status s = hoop::allgatherv(comm_, o);
@@ -273,11 +301,17 @@ Status Executor::alltoall(const Response& resp, Entry* e) {
     recv_counts.push_back(static_cast<std::size_t>(recv_rows[r]) * row);
     total += recv_rows[r];
   }
-  OwnedTensor out = make_output(t, total);
+  Result<Memory> mem = memory_for(resp, {e});
+  Result<OwnedTensor> made = mem.ok() ? make_output(t, total, *mem) : mem.status();
+  if (!made.ok()) {
+    end(resp);
+    return made.status();
+  }
+  OwnedTensor out = std::move(*made);
   AlltoallvOptions o;
   o.input = e->input.data;
   o.send_counts = send_counts;
-  o.output = out.storage.data();
+  o.output = out.data();
   o.recv_counts = recv_counts;
   o.dtype = t.dtype;
   s = hoop::alltoallv(comm_, o);
@@ -296,21 +330,24 @@ Status Executor::reducescatter(const Response& resp, Entry* e) {
   const std::size_t row = row_elems(t.shape);
   const std::int64_t rows = t.shape.empty() ? 1 : t.shape[0];
   const std::size_t es = dtype_size(t.dtype);
+  HOOP_ASSIGN_OR_RETURN(Memory mem, memory_for(resp, {e}));
   // Rank r's share: rows / n rows, one more for the first rows % n ranks. The communicator's
   // reduce-scatter takes equal blocks, so every share is padded to the largest.
   auto share = [&](int r) { return rows / n + (r < rows % n ? 1 : 0); };
   const std::size_t block = static_cast<std::size_t>(share(0)) * row;
-  scratch_.assign(block * static_cast<std::size_t>(n) * es + block * es, std::byte{0});
-  std::byte* padded = scratch_.data();
-  std::byte* mine = padded + block * static_cast<std::size_t>(n) * es;
+  const std::size_t padded_bytes = block * static_cast<std::size_t>(n) * es;
+  HOOP_ASSIGN_OR_RETURN(std::byte * padded, scratch_.get(mem, padded_bytes + block * es));
+  std::byte* mine = padded + padded_bytes;
+  HOOP_RETURN_IF_ERROR(mem.zero(padded, padded_bytes));
   std::size_t from = 0;
   for (int r = 0; r < n; ++r) {
     const std::size_t elems = static_cast<std::size_t>(share(r)) * row;
-    HOOP_RETURN_IF_ERROR(scale_copy(padded + block * static_cast<std::size_t>(r) * es,
-                                    static_cast<const std::byte*>(e->input.data) + from * es, elems,
-                                    t.dtype, t.prescale));
+    HOOP_RETURN_IF_ERROR(mem.scale_copy(padded + block * static_cast<std::size_t>(r) * es,
+                                        static_cast<const std::byte*>(e->input.data) + from * es,
+                                        elems, t.dtype, t.prescale));
     from += elems;
   }
+  HOOP_RETURN_IF_ERROR(mem.sync(deadline()));
   begin(resp, "REDUCESCATTER");
   ReduceScatterOptions o;
   o.input = padded;
@@ -321,9 +358,10 @@ Status Executor::reducescatter(const Response& resp, Entry* e) {
   Status s = hoop::reduce_scatter(comm_, o);
   end(resp);
   HOOP_RETURN_IF_ERROR(s);
-  OwnedTensor out = make_output(t, share(me));
+  HOOP_ASSIGN_OR_RETURN(OwnedTensor out, make_output(t, share(me), mem));
   const std::size_t elems = static_cast<std::size_t>(share(me)) * row;
-  HOOP_RETURN_IF_ERROR(scale_copy(out.storage.data(), mine, elems, t.dtype, t.postscale));
+  HOOP_RETURN_IF_ERROR(mem.scale_copy(out.data(), mine, elems, t.dtype, t.postscale));
+  HOOP_RETURN_IF_ERROR(mem.sync(deadline()));
   e->handle->output = std::move(out);
   return Status::success();
 }

@@ -1,6 +1,9 @@
 // Runs the coordinator's responses on a process set's data communicator: copies tensors into
 // and out of the fusion buffer (with their scale factors), calls the collective, and stands in
-// zeros for a rank that has joined.
+// zeros for a rank that has joined. Device tensors (a CUDA build) take the same steps on the
+// device: the fusion buffer, scratch and results are device memory, copies and scalings are
+// queued on the executor's stream, and the Communicator runs the collective on device buffers
+// (NCCL, CUDA IPC or staging, as HOOP_GPU_BACKEND says).
 #pragma once
 
 #include <condition_variable>
@@ -12,6 +15,7 @@
 
 #include "hoop/communicator.h"
 #include "runtime/handle_state.h"
+#include "runtime/memory.h"
 #include "runtime/message.h"
 #include "runtime/timeline.h"
 
@@ -62,15 +66,22 @@ class Executor {
   Status alltoall(const Response& resp, Entry* e);
   Status reducescatter(const Response& resp, Entry* e);
   /// Sums into `buf` and finishes avg (divide by the ranks that submitted) and postscale.
-  Status reduce_in_place(const Request& t, void* buf, std::size_t count, int contributors);
+  Status reduce_in_place(const Request& t, void* buf, std::size_t count, int contributors,
+                         const Memory& mem);
+  /// The memory of `resp`'s tensors on this rank: host, or the CUDA device of this rank's
+  /// tensors (for a rank that joined and has none, the device it used last).
+  Result<Memory> memory_for(const Response& resp, const std::vector<Entry*>& entries);
+  Deadline deadline() const { return Clock::now() + comm_.timeout(); }
   void begin(const Response& resp, const char* phase);
   void end(const Response& resp);
 
   Communicator& comm_;
   Timeline* timeline_;
-  std::vector<std::byte> fusion_;  // the persistent fusion buffer
-  std::vector<std::byte> scratch_;
+  Workspace fusion_;  // the persistent fusion buffer
+  Workspace scratch_;
   CopyWorker copier_;
+  device::Stream stream_;  // on the device of the last device response
+  int last_device_ = kCpuDevice;
 };
 
 }  // namespace hoop::runtime

@@ -35,7 +35,7 @@ struct Request {
   ReduceOp op = ReduceOp::kSum;
   std::vector<std::int64_t> shape;
   std::int32_t root = -1;
-  std::int32_t device = -1;
+  std::int32_t device = -1;  // -1: host memory; 0: CUDA device memory (each rank's own device)
   double prescale = 1.0;
   double postscale = 1.0;
   /// grouped_allreduce: the first name of the group and its size; empty / 0 otherwise.

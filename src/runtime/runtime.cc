@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "core/log.h"
+#include "device/device.h"
 #include "hoop/hoop.h"
 #include "runtime/controller.h"
 
@@ -84,10 +85,17 @@ void check_tensor(const std::string& name, const Tensor& t, const char* role) {
       fail(invalid_argument(fmt::format("tensor '{}': {} has a negative dimension", name, role)));
   if (t.data == nullptr && t.count() > 0)
     fail(invalid_argument(fmt::format("tensor '{}': {} data is null", name, role)));
-  if (t.device != kCpuDevice)
-    fail(invalid_argument(
-        fmt::format("tensor '{}': {} is on cuda:{}; this build's transports take host memory only",
-                    name, role, t.device)));
+  if (t.device == kCpuDevice) return;
+  const int devices = device::device_count();
+  if (t.device < 0 || t.device >= devices)
+    fail(invalid_argument(fmt::format(
+        "tensor '{}': {} is on cuda:{}, but this process can use {} CUDA device(s){}", name, role,
+        t.device, devices, devices == 0 ? " (" + device::unavailable_reason() + ")" : "")));
+  const int actual = device::pointer_device(t.data);
+  if (t.data != nullptr && actual != t.device)
+    fail(invalid_argument(fmt::format(
+        "tensor '{}': {} says cuda:{}, but its data is in {}", name, role, t.device,
+        actual == kCpuDevice ? std::string("host memory") : fmt::format("cuda:{}", actual))));
 }
 
 void check_scales(const std::string& name, DataType dtype, const ReduceOptions& o) {
@@ -105,7 +113,9 @@ Request describe(const std::string& name, OpType type, const Tensor& t) {
   r.type = type;
   r.dtype = t.dtype;
   r.shape = t.shape;
-  r.device = t.device;
+  // Ranks agree on host or device memory, not on the device's number: each rank may drive a
+  // GPU of its own.
+  r.device = t.device == kCpuDevice ? kCpuDevice : 0;
   return r;
 }
 
@@ -154,7 +164,11 @@ std::size_t Tensor::count() const {
 
 std::size_t Tensor::bytes() const { return count() * dtype_size(dtype); }
 
-Tensor OwnedTensor::view() { return Tensor{storage.data(), dtype, shape, kCpuDevice}; }
+std::byte* OwnedTensor::data() {
+  return device == kCpuDevice ? storage.data() : device_storage.get();
+}
+
+Tensor OwnedTensor::view() { return Tensor{data(), dtype, shape, device}; }
 
 bool Handle::poll() const {
   if (!state_) return true;

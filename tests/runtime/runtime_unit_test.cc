@@ -173,7 +173,7 @@ TEST(Coordinator, DeviceAndRootMismatchesAreNamed) {
   ASSERT_TRUE(c.add(0, list_of({cpu}), kT0).ok());
   ASSERT_TRUE(c.add(1, list_of({gpu}), kT0).ok());
   EXPECT_EQ(c.take_ready().responses[0].error,
-            "tensor 'd': ranks disagree on the device: cpu on rank 0; cuda:1 on rank 1");
+            "tensor 'd': ranks disagree on the device: cpu on rank 0; cuda on rank 1");
 }
 
 TEST(Coordinator, AllgatherFirstDimensionsMayDifferAndAreReported) {

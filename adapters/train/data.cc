@@ -153,9 +153,9 @@ std::string default_data_dir() {
   // means the default too.
   const std::string dir = config::get_string("HOOP_DATA_DIR").value();
   if (!dir.empty()) return dir;
-  return config::get_string("HOOP_DATA_DIR", [](std::string_view) {
-           return std::optional<std::string>();
-         }).value();
+  return config::get_string("HOOP_DATA_DIR",
+                            [](std::string_view) { return std::optional<std::string>(); })
+      .value();
 }
 
 Dataset load_fashion_mnist(const std::string& dir, bool train) {

@@ -1,30 +1,32 @@
 // Data parallelism for the training core: gradient averaging overlapped with backward, and
 // the start-of-training broadcast of the parameters.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 
-#include <fmt/format.h>
-
 #include "core/half.h"
+#include "gpu.h"
 #include "hoop/train.h"
 
 namespace hoop::train {
 namespace {
 
 double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
 
 // One parameter's gradient on its way through the runtime. With fp16 compression the
-// gradient travels as f16 in `half`, which is also where the average arrives.
+// gradient travels as f16 in `half` (`gpu_half` for a gradient on a GPU), which is also where
+// the average arrives.
 struct DistributedOptimizer::Pending {
   Parameter* param = nullptr;
   std::string name;
   Handle handle;
   std::vector<std::uint16_t> half;
+  detail::GpuBuffer gpu_half;
 };
 
 DistributedOptimizer::DistributedOptimizer(Sequential& model, Optimizer& inner,
@@ -41,7 +43,11 @@ DistributedOptimizer::DistributedOptimizer(Sequential& model, Optimizer& inner,
       auto pending = std::make_unique<Pending>();
       pending->param = p;
       pending->name = options_.name_prefix + p->name;
-      if (options_.compression == Compression::kFp16) pending->half.resize(p->grad.size());
+      if (options_.compression == Compression::kFp16 && p->grad.is_cuda()) {
+        pending->gpu_half.reserve(p->grad.device(), p->grad.size() * sizeof(std::uint16_t));
+      } else if (options_.compression == Compression::kFp16) {
+        pending->half.resize(p->grad.size());
+      }
       pending_.push_back(std::move(pending));
     }
   }
@@ -86,12 +92,21 @@ void DistributedOptimizer::start_layer(std::size_t layer, int passes) {
       // Scaled before narrowing: a sum of passes could overflow f16 where its mean does not.
       const float scale = 1.0f / static_cast<float>(passes);
       const float* g = p->grad.data();
-      for (std::size_t i = 0; i < e.half.size(); ++i) e.half[i] = float_to_half(g[i] * scale);
-      view.data = e.half.data();
+      if (p->grad.is_cuda()) {
+        auto* half = e.gpu_half.data<std::uint16_t>();
+        detail::gpu(p->grad.device()).to_half(g, scale, half, p->grad.size());
+        view.data = half;
+      } else {
+        for (std::size_t i = 0; i < e.half.size(); ++i) e.half[i] = float_to_half(g[i] * scale);
+        view.data = e.half.data();
+      }
       view.dtype = DataType::kF16;
     } else {
       reduce.prescale = 1.0 / passes;
     }
+    // The runtime reads device memory on streams of its own: what this layer's backward
+    // queued must have finished first.
+    synchronize(p->grad.device());
     e.handle = allreduce_async(e.name, view, view, reduce);
   }
 }
@@ -118,7 +133,13 @@ void DistributedOptimizer::step() {
   if (!failed.ok()) throw Error(failed.with_context("DistributedOptimizer: gradient allreduce"));
   if (options_.compression == Compression::kFp16) {
     for (auto& e : pending_) {
-      float* g = e->param->grad.data();
+      Tensor& grad = e->param->grad;
+      if (grad.is_cuda()) {
+        detail::gpu(grad.device())
+            .from_half(e->gpu_half.data<std::uint16_t>(), grad.data(), grad.size());
+        continue;
+      }
+      float* g = grad.data();
       for (std::size_t i = 0; i < e->half.size(); ++i) g[i] = half_to_float(e->half[i]);
     }
   }
@@ -128,14 +149,18 @@ void DistributedOptimizer::step() {
 
 std::size_t DistributedOptimizer::workspace_bytes() const {
   std::size_t bytes = 0;
-  for (const auto& e : pending_) bytes += e->half.size() * sizeof(std::uint16_t);
+  for (const auto& e : pending_) {
+    bytes += e->half.size() * sizeof(std::uint16_t) + e->gpu_half.capacity();
+  }
   return bytes;
 }
 
 void broadcast_parameters(Sequential& model, int root, ProcessSet process_set) {
   std::vector<Handle> handles;
-  for (Parameter* p : model.parameters())
+  for (Parameter* p : model.parameters()) {
+    synchronize(p->value.device());  // the runtime reads the values on streams of its own
     handles.push_back(broadcast_async("param." + p->name, p->value.view(), root, process_set));
+  }
   for (Handle& h : handles) h.wait();
 }
 

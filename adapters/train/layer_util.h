@@ -1,4 +1,4 @@
-// Helpers shared by the layer implementations: errors and PyTorch-style initialisation.
+// Helpers shared by the layer implementations: errors, devices and PyTorch-style initialisation.
 // Internal to hoop_train.
 #pragma once
 
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hoop/train.h"
+#include "window.h"
 
 namespace hoop::train::detail {
 
@@ -24,6 +25,20 @@ namespace hoop::train::detail {
 /// "[32, 1, 28, 28]" for a shape that has no tensor of its own.
 inline std::string shape_string(const std::vector<std::int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+/// "cpu" or "cuda:N".
+inline std::string device_name(int device) {
+  return device == kCpuDevice ? std::string("cpu") : fmt::format("cuda:{}", device);
+}
+
+/// Throws unless `t` is on `device`: a layer's input and its parameters, or an output gradient
+/// and the forward pass it differentiates, must live on one device.
+inline void require_device(const Tensor& t, int device, const char* what, const char* other,
+                           const std::string& layer) {
+  if (t.device() == device) return;
+  fail(fmt::format("{}: {} is on {} but {} is on {}", layer, what, device_name(t.device()), other,
+                   device_name(device)));
 }
 
 /// Throws when a layer is asked for backward() without a training forward() to differentiate.

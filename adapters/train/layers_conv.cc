@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "blas.h"
+#include "gpu.h"
 #include "hoop/train.h"
 #include "layer_util.h"
 
@@ -16,13 +17,9 @@ namespace hoop::train {
 namespace {
 
 using detail::fail;
+using detail::gpu;
 
-// Geometry of one input plane seen through a square kernel.
-struct Window {
-  std::int64_t height, width;  // input plane
-  std::int64_t kernel, stride, padding;
-  std::int64_t out_height, out_width;  // output plane
-};
+using detail::Window;
 
 // Output positions [lo, hi) whose input coordinate o * stride - padding + offset lies in
 // [0, extent); the rest read zero padding.
@@ -126,21 +123,31 @@ class Conv2d final : public Layer {
       fail(fmt::format("{}: expected input [N, {}, H, W], got {}", name_, in_channels_,
                        input.shape_string()));
     }
+    const int device = weight_.value.device();
+    detail::require_device(input, device, "the input", "its parameters", name_);
     const Window w = window_for(input);
     const std::int64_t n = input.dim(0);
     const std::int64_t plane = w.out_height * w.out_width;
-    Tensor output({n, out_channels_, w.out_height, w.out_width});
+    Tensor output({n, out_channels_, w.out_height, w.out_width}, device);
+    float* const columns = columns_data(device);
+    float* const products = products_data(device);
     for (std::int64_t first = 0; first < n; first += chunk_) {
       const std::int64_t count = std::min(chunk_, n - first);
       const std::int64_t ld = count * plane;
       unfold(input, w, first, count);
       // products[o, s * plane + p] = sum_t W[o, t] columns[t, s * plane + p]
-      blas::gemm(false, false, out_channels_, ld, taps_, 1.0f, weight_.value.data(), taps_,
-                 columns_.data(), ld, 0.0f, products_.data(), ld);
+      blas::gemm_on(device, false, false, out_channels_, ld, taps_, 1.0f, weight_.value.data(),
+                    taps_, columns, ld, 0.0f, products, ld);
+      float* const out = output.data() + first * out_channels_ * plane;
+      if (output.is_cuda()) {
+        gpu(device).add_channel_bias(products, bias_.value.data(), count, out_channels_, plane,
+                                     out);
+        continue;
+      }
       for (std::int64_t s = 0; s < count; ++s) {
         for (std::int64_t o = 0; o < out_channels_; ++o) {
-          const float* from = products_.data() + o * ld + s * plane;
-          float* to = output.data() + ((first + s) * out_channels_ + o) * plane;
+          const float* from = products + o * ld + s * plane;
+          float* to = out + (s * out_channels_ + o) * plane;
           const float b = bias_.value[static_cast<std::size_t>(o)];
           for (std::int64_t p = 0; p < plane; ++p) to[p] = from[p] + b;
         }
@@ -162,35 +169,48 @@ class Conv2d final : public Layer {
       fail(fmt::format("{}: expected output gradient {}, got {}", name_,
                        detail::shape_string(expected), grad_output.shape_string()));
     }
+    const int device = input_.device();
+    detail::require_device(grad_output, device, "the output gradient", "the forward pass", name_);
     const std::int64_t plane = w.out_height * w.out_width;
-    Tensor grad_input(input_.shape());
+    const std::int64_t image = in_channels_ * w.height * w.width;
+    Tensor grad_input(input_.shape(), device);
     float* db = bias_.grad.data();
+    float* const columns = columns_data(device);
+    float* const products = products_data(device);
     for (std::int64_t first = 0; first < n; first += chunk_) {
       const std::int64_t count = std::min(chunk_, n - first);
       const std::int64_t ld = count * plane;
       if (!columns_current_) unfold(input_, w, first, count);
-      // Gather dY into products_ with the forward layout [o, s * plane + p]; sum db on the way.
-      for (std::int64_t s = 0; s < count; ++s) {
-        for (std::int64_t o = 0; o < out_channels_; ++o) {
-          const float* from = grad_output.data() + ((first + s) * out_channels_ + o) * plane;
-          float* to = products_.data() + o * ld + s * plane;
-          float sum = 0.0f;
-          for (std::int64_t p = 0; p < plane; ++p) {
-            to[p] = from[p];
-            sum += from[p];
+      // Gather dY into products with the forward layout [o, s * plane + p]; sum db on the way.
+      const float* const dy = grad_output.data() + first * out_channels_ * plane;
+      if (input_.is_cuda()) {
+        gpu(device).gather_channels(dy, count, out_channels_, plane, products, db);
+      } else {
+        for (std::int64_t s = 0; s < count; ++s) {
+          for (std::int64_t o = 0; o < out_channels_; ++o) {
+            const float* from = dy + (s * out_channels_ + o) * plane;
+            float* to = products + o * ld + s * plane;
+            float sum = 0.0f;
+            for (std::int64_t p = 0; p < plane; ++p) {
+              to[p] = from[p];
+              sum += from[p];
+            }
+            db[o] += sum;
           }
-          db[o] += sum;
         }
       }
       // dW += dY columns^T, then the columns are spent and take dcolumns = W^T dY.
-      blas::gemm(false, true, out_channels_, taps_, ld, 1.0f, products_.data(), ld, columns_.data(),
-                 ld, 1.0f, weight_.grad.data(), taps_);
-      blas::gemm(true, false, taps_, ld, out_channels_, 1.0f, weight_.value.data(), taps_,
-                 products_.data(), ld, 0.0f, columns_.data(), ld);
-      const std::int64_t image = in_channels_ * w.height * w.width;
+      blas::gemm_on(device, false, true, out_channels_, taps_, ld, 1.0f, products, ld, columns, ld,
+                    1.0f, weight_.grad.data(), taps_);
+      blas::gemm_on(device, true, false, taps_, ld, out_channels_, 1.0f, weight_.value.data(),
+                    taps_, products, ld, 0.0f, columns, ld);
+      float* const dx = grad_input.data() + first * image;
+      if (input_.is_cuda()) {
+        gpu(device).col2im(columns, count, in_channels_, w, dx);
+        continue;
+      }
       for (std::int64_t s = 0; s < count; ++s) {
-        col2im(columns_.data() + s * plane, ld, in_channels_, w,
-               grad_input.data() + (first + s) * image);
+        col2im(columns + s * plane, ld, in_channels_, w, dx + s * image);
       }
     }
     columns_current_ = false;
@@ -201,7 +221,8 @@ class Conv2d final : public Layer {
   std::string kind() const override { return "conv2d"; }
   std::size_t activation_bytes() const override { return cached_ ? input_.bytes() : 0; }
   std::size_t workspace_bytes() const override {
-    return (columns_.capacity() + products_.capacity()) * sizeof(float);
+    return (columns_.capacity() + products_.capacity()) * sizeof(float) + gpu_columns_.capacity() +
+           gpu_products_.capacity();
   }
 
  private:
@@ -218,22 +239,36 @@ class Conv2d final : public Layer {
     chunk_ = std::min(chunk_, std::max<std::int64_t>(input.dim(0), 1));
     const auto plane = static_cast<std::size_t>(w.out_height * w.out_width);
     const auto chunk = static_cast<std::size_t>(chunk_);
-    if (columns_.size() < static_cast<std::size_t>(taps_) * plane * chunk) {
-      columns_.resize(static_cast<std::size_t>(taps_) * plane * chunk);
+    const std::size_t column_count = static_cast<std::size_t>(taps_) * plane * chunk;
+    const std::size_t product_count = static_cast<std::size_t>(out_channels_) * plane * chunk;
+    if (input.is_cuda()) {
+      gpu_columns_.reserve(input.device(), column_count * sizeof(float));
+      gpu_products_.reserve(input.device(), product_count * sizeof(float));
+      return w;
     }
-    if (products_.size() < static_cast<std::size_t>(out_channels_) * plane * chunk) {
-      products_.resize(static_cast<std::size_t>(out_channels_) * plane * chunk);
-    }
+    if (columns_.size() < column_count) columns_.resize(column_count);
+    if (products_.size() < product_count) products_.resize(product_count);
     return w;
+  }
+
+  float* columns_data(int device) {
+    return device == kCpuDevice ? columns_.data() : gpu_columns_.data<float>();
+  }
+  float* products_data(int device) {
+    return device == kCpuDevice ? products_.data() : gpu_products_.data<float>();
   }
 
   // Writes the columns of samples [first, first + count) of `input` side by side.
   void unfold(const Tensor& input, const Window& w, std::int64_t first, std::int64_t count) {
     const std::int64_t plane = w.out_height * w.out_width;
     const std::int64_t image = in_channels_ * w.height * w.width;
+    const float* const images = input.data() + first * image;
+    if (input.is_cuda()) {
+      gpu(input.device()).im2col(images, count, in_channels_, w, gpu_columns_.data<float>());
+      return;
+    }
     for (std::int64_t s = 0; s < count; ++s) {
-      im2col(input.data() + (first + s) * image, in_channels_, w, columns_.data() + s * plane,
-             count * plane);
+      im2col(images + s * image, in_channels_, w, columns_.data() + s * plane, count * plane);
     }
   }
 
@@ -249,9 +284,12 @@ class Conv2d final : public Layer {
   Tensor input_;
   bool cached_ = false;
   // Workspace reused across calls: unfolded input (later its gradient), and W x columns
-  // (later the gathered output gradient).
+  // (later the gathered output gradient); in host memory for CPU inputs, device memory for
+  // CUDA ones.
   std::vector<float> columns_;
   std::vector<float> products_;
+  detail::GpuBuffer gpu_columns_;
+  detail::GpuBuffer gpu_products_;
   std::int64_t chunk_ = 1;
   bool columns_current_ = false;
 };
@@ -274,13 +312,24 @@ class MaxPool2d final : public Layer {
     const std::int64_t out_h = sweep_extent(height, kernel_, stride_, 0, name_, input);
     const std::int64_t out_w = sweep_extent(width, kernel_, stride_, 0, name_, input);
     const std::int64_t planes = input.dim(0) * input.dim(1);
-    Tensor output({input.dim(0), input.dim(1), out_h, out_w});
+    Tensor output({input.dim(0), input.dim(1), out_h, out_w}, input.device());
     cached_ = training;
     if (training) {
-      argmax_.resize(output.size());
       input_shape_ = input.shape();
       output_shape_ = output.shape();
+      device_ = input.device();
+      argmax_count_ = output.size();
     }
+    if (input.is_cuda()) {
+      std::uint32_t* argmax = training ? gpu_argmax_.reserve<std::uint32_t>(
+                                             input.device(), output.size() * sizeof(std::uint32_t))
+                                       : nullptr;
+      gpu(input.device())
+          .max_pool(input.data(), planes, height, width, kernel_, stride_, out_h, out_w,
+                    output.data(), argmax);
+      return output;
+    }
+    if (training) argmax_.resize(output.size());
     float* out = output.data();
     for (std::int64_t pl = 0; pl < planes; ++pl) {
       const float* plane = input.data() + pl * height * width;
@@ -309,10 +358,16 @@ class MaxPool2d final : public Layer {
       fail(fmt::format("{}: expected output gradient {}, got {}", name_,
                        detail::shape_string(output_shape_), grad_output.shape_string()));
     }
-    Tensor grad_input(input_shape_);
+    detail::require_device(grad_output, device_, "the output gradient", "the forward pass", name_);
+    Tensor grad_input(input_shape_, device_);
     const std::int64_t in_plane = input_shape_[2] * input_shape_[3];
     const std::int64_t out_plane = grad_output.dim(2) * grad_output.dim(3);
     const std::int64_t planes = input_shape_[0] * input_shape_[1];
+    if (grad_input.is_cuda()) {
+      gpu(device_).max_pool_backward(grad_output.data(), gpu_argmax_.data<std::uint32_t>(), planes,
+                                     in_plane, out_plane, grad_input.data());
+      return grad_input;
+    }
     for (std::int64_t pl = 0; pl < planes; ++pl) {
       float* to = grad_input.data() + pl * in_plane;
       for (std::int64_t p = 0; p < out_plane; ++p) {
@@ -325,14 +380,18 @@ class MaxPool2d final : public Layer {
 
   std::string kind() const override { return "max_pool2d"; }
   std::size_t activation_bytes() const override {
-    return cached_ ? argmax_.size() * sizeof(std::uint32_t) : 0;
+    return cached_ ? argmax_count_ * sizeof(std::uint32_t) : 0;
   }
 
  private:
   std::int64_t kernel_;
   std::int64_t stride_;
   std::string name_;
+  // Each output's index within its input plane, in host or device memory by the input's device.
   std::vector<std::uint32_t> argmax_;
+  detail::GpuBuffer gpu_argmax_;
+  std::size_t argmax_count_ = 0;
+  int device_ = kCpuDevice;
   std::vector<std::int64_t> input_shape_;
   std::vector<std::int64_t> output_shape_;
   bool cached_ = false;

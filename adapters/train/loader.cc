@@ -88,7 +88,7 @@ bool ShardedLoader::next(Tensor& images, std::vector<int>& labels) {
   std::vector<std::int64_t> shape = data_.images.shape();
   shape[0] = static_cast<std::int64_t>(batch_);
   // Reusing the caller's tensor keeps the training loop free of per-step allocations.
-  if (images.shape() != shape) images = Tensor(shape);
+  if (images.shape() != shape || images.is_cuda()) images = Tensor(shape);
   labels.resize(batch_);
 
   const std::size_t example = data_.images.size() / data_.size();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "gpu.h"
 #include "hoop/train.h"
 
 namespace hoop::train {
@@ -38,7 +39,19 @@ float softmax_cross_entropy(const Tensor& logits, const std::vector<int>& labels
   if (n == 0) {
     throw Error(invalid_argument("softmax_cross_entropy: the mean over an empty batch"));
   }
-  if (grad != nullptr && grad->shape() != logits.shape()) *grad = Tensor(logits.shape());
+  if (grad != nullptr && (grad->shape() != logits.shape() || grad->device() != logits.device())) {
+    *grad = Tensor(logits.shape(), logits.device());
+  }
+  if (logits.is_cuda()) {
+    // Row losses come back to the host and are added in row order, as below.
+    std::vector<double> rows;
+    detail::gpu(logits.device())
+        .softmax_cross_entropy(logits.data(), labels, classes,
+                               grad != nullptr ? grad->data() : nullptr, &rows, nullptr);
+    double total = 0.0;
+    for (double r : rows) total += r;
+    return static_cast<float>(total / static_cast<double>(n));
+  }
   const float inv_n = 1.0f / static_cast<float>(n);
   double total = 0.0;
   for (std::int64_t r = 0; r < n; ++r) {
@@ -64,6 +77,13 @@ std::size_t count_correct(const Tensor& logits, const std::vector<int>& labels) 
   check_batch("count_correct", logits, labels);
   const std::int64_t classes = logits.dim(1);
   std::size_t correct = 0;
+  if (logits.is_cuda()) {
+    std::vector<std::uint8_t> rows;
+    detail::gpu(logits.device())
+        .softmax_cross_entropy(logits.data(), labels, classes, nullptr, nullptr, &rows);
+    for (std::uint8_t r : rows) correct += r;
+    return correct;
+  }
   for (std::size_t r = 0; r < labels.size(); ++r) {
     const float* z = logits.data() + static_cast<std::int64_t>(r) * classes;
     // Ties go to the first maximum, as torch.argmax does.

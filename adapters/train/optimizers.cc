@@ -9,7 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "gpu.h"
 #include "hoop/train.h"
+#include "layer_util.h"
 
 namespace hoop::train {
 
@@ -39,15 +41,38 @@ void check_params(std::string_view what, const std::vector<Parameter*>& params) 
           invalid_argument(fmt::format("{}: parameter {} has value {} but gradient {}", what,
                                        p->name, p->value.shape_string(), p->grad.shape_string())));
     }
+    if (p->grad.device() != p->value.device()) {
+      throw Error(invalid_argument(fmt::format(
+          "{}: parameter {} has its value on {} but its gradient on {}", what, p->name,
+          detail::device_name(p->value.device()), detail::device_name(p->grad.device()))));
+    }
   }
 }
 
-// One state tensor per parameter, as large as the parameter's value.
-std::vector<std::vector<float>> zero_state(const std::vector<Parameter*>& params) {
-  std::vector<std::vector<float>> state;
+// One state tensor per parameter, as large as the parameter's value and on its device.
+std::vector<Tensor> zero_state(const std::vector<Parameter*>& params) {
+  std::vector<Tensor> state;
   state.reserve(params.size());
-  for (const Parameter* p : params) state.emplace_back(p->value.size(), 0.0f);
+  for (const Parameter* p : params) state.emplace_back(p->value.shape(), p->value.device());
   return state;
+}
+
+// The state was made where the parameters were when the optimizer was built; a model moved
+// since would have its state read from the wrong memory.
+void check_moved(std::string_view optimizer, const Parameter& p, const Tensor& state) {
+  if (p.value.device() != state.device()) {
+    throw Error(invalid_argument(fmt::format(
+        "{}: parameter {} moved to {} after the optimizer was built on {}; build the optimizer "
+        "after Sequential::to()",
+        optimizer, p.name, detail::device_name(p.value.device()),
+        detail::device_name(state.device()))));
+  }
+}
+
+std::size_t total_bytes(const std::vector<Tensor>& state) {
+  std::size_t bytes = 0;
+  for (const Tensor& t : state) bytes += t.bytes();
+  return bytes;
 }
 
 class Sgd final : public Optimizer {
@@ -63,6 +88,12 @@ class Sgd final : public Optimizer {
       float* w = p.value.data();
       const float* grad = p.grad.data();
       const std::size_t n = p.value.size();
+      if (momentum_ != 0.0f) check_moved("sgd", p, buffers_[k]);
+      if (p.value.is_cuda()) {
+        float* v = momentum_ == 0.0f ? nullptr : buffers_[k].data();
+        detail::gpu(p.value.device()).sgd_step(w, grad, v, n, lr_, momentum_, weight_decay_);
+        continue;
+      }
       if (momentum_ == 0.0f) {
         for (std::size_t i = 0; i < n; ++i) w[i] -= lr_ * (grad[i] + weight_decay_ * w[i]);
         continue;
@@ -78,16 +109,12 @@ class Sgd final : public Optimizer {
     }
   }
 
-  std::size_t state_bytes() const override {
-    std::size_t bytes = 0;
-    for (const auto& b : buffers_) bytes += b.size() * sizeof(float);
-    return bytes;
-  }
+  std::size_t state_bytes() const override { return total_bytes(buffers_); }
 
  private:
   float momentum_;
   float weight_decay_;
-  std::vector<std::vector<float>> buffers_;  // empty without momentum
+  std::vector<Tensor> buffers_;  // empty without momentum
 };
 
 class Adam final : public Optimizer {
@@ -117,6 +144,12 @@ class Adam final : public Optimizer {
       float* m = m_[k].data();
       float* v = v_[k].data();
       const std::size_t n = p.value.size();
+      check_moved("adam", p, m_[k]);
+      if (p.value.is_cuda()) {
+        detail::gpu(p.value.device())
+            .adam_step(w, grad, m, v, n, step_size, beta1_, beta2_, eps_, weight_decay_, sqrt_c2);
+        continue;
+      }
       for (std::size_t i = 0; i < n; ++i) {
         const float g = grad[i] + weight_decay_ * w[i];
         m[i] = beta1_ * m[i] + (1.0f - beta1_) * g;
@@ -126,21 +159,15 @@ class Adam final : public Optimizer {
     }
   }
 
-  std::size_t state_bytes() const override {
-    std::size_t bytes = 0;
-    for (std::size_t k = 0; k < m_.size(); ++k) {
-      bytes += (m_[k].size() + v_[k].size()) * sizeof(float);
-    }
-    return bytes;
-  }
+  std::size_t state_bytes() const override { return total_bytes(m_) + total_bytes(v_); }
 
  private:
   float beta1_;
   float beta2_;
   float eps_;
   float weight_decay_;
-  std::vector<std::vector<float>> m_;  // first moments
-  std::vector<std::vector<float>> v_;  // second moments
+  std::vector<Tensor> m_;  // first moments
+  std::vector<Tensor> v_;  // second moments
   int t_ = 0;
 };
 

@@ -20,6 +20,13 @@ void Sequential::add(std::unique_ptr<Layer> layer) {
   layers_.push_back(std::move(layer));
 }
 
+void Sequential::to(int device) {
+  for (Parameter* p : parameters()) {
+    p->value = p->value.to(device);
+    p->grad = p->grad.to(device);
+  }
+}
+
 Tensor Sequential::forward(const Tensor& input, bool training) {
   if (layers_.empty()) return input;
   Tensor x = layers_.front()->forward(input, training);

@@ -1,7 +1,6 @@
 // The matrix products' thread count. OpenBLAS starts one thread per core in every process;
 // ranks sharing a host would then run cores x ranks threads on cores.
 #include <cblas.h>
-
 #include <fmt/format.h>
 
 #include "hoop/train.h"

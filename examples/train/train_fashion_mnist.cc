@@ -1,25 +1,23 @@
 // train_fashion_mnist: data-parallel training of an MLP or LeNet-5 on Fashion-MNIST with
 // hoop's bundled training core, one process per worker.
 //
-//   build/bin/hooprun -np 2 build/bin/train_fashion_mnist --epochs 1
+//   build/bin/hooprun -np 2 build/bin/train_fashion_mnist --epochs 1 [--device cuda]
 //
 // Every rank loads the dataset (Debian's dataset-fashion-mnist), takes its share of each
-// global batch, and averages gradients through hoop's runtime while backward runs. Rank 0
-// prints per-epoch loss, test accuracy and throughput, and at the end the seed study's
-// metrics: throughput, speedup over one worker, scaling efficiency, the time split and a
-// memory breakdown.
+// global batch (copied to its GPU with --device cuda), and averages gradients through hoop's
+// runtime while backward runs. Rank 0 prints per-epoch loss, test accuracy and throughput, and at
+// the end the seed study's metrics: throughput, speedup over one worker, scaling efficiency, the
+// time split and a memory breakdown.
+#include <fmt/format.h>
+#include <hoop/hoop.h>
+#include <hoop/train.h>
 #include <sys/resource.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
-
-#include <hoop/hoop.h>
-#include <hoop/train.h>
 
 #include "report.h"
 
@@ -54,9 +52,16 @@ std::unique_ptr<ht::Optimizer> make_optimizer(const Flags& f, ht::Sequential& mo
   return ht::adam(model.parameters(), f.lr, 0.9f, 0.999f, 1e-8f, f.weight_decay);
 }
 
+// `x` on `device`: itself on the CPU, else a copy in `staging`.
+const ht::Tensor& on_device(const ht::Tensor& x, int device, ht::Tensor& staging) {
+  if (device == hoop::kCpuDevice) return x;
+  staging = x.to(device);
+  return staging;
+}
+
 // Test loss and accuracy over the whole test split: each rank evaluates a contiguous share and
 // the sums are added up across the ranks.
-std::pair<double, double> evaluate(ht::Sequential& model, const ht::Dataset& test) {
+std::pair<double, double> evaluate(ht::Sequential& model, const ht::Dataset& test, int device) {
   const std::size_t n = test.size();
   const std::size_t begin = n * hoop::rank() / hoop::size();
   const std::size_t end = n * (hoop::rank() + 1) / hoop::size();
@@ -68,7 +73,8 @@ std::pair<double, double> evaluate(ht::Sequential& model, const ht::Dataset& tes
     ht::Tensor x({static_cast<std::int64_t>(b), 1, test.images.dim(2), test.images.dim(3)});
     std::copy_n(test.images.data() + i * per_image, b * per_image, x.data());
     const std::vector<int> y(test.labels.begin() + i, test.labels.begin() + i + b);
-    const ht::Tensor logits = model.forward(x, false);
+    ht::Tensor staging;
+    const ht::Tensor logits = model.forward(on_device(x, device, staging), false);
     sums[0] += ht::softmax_cross_entropy(logits, y, nullptr) * static_cast<double>(b);
     sums[1] += static_cast<double>(ht::count_correct(logits, y));
   }
@@ -79,24 +85,26 @@ std::pair<double, double> evaluate(ht::Sequential& model, const ht::Dataset& tes
 
 // Samples per second of one worker alone (no communication) at this batch size: rank 0 trains
 // a copy of the model for `steps` steps while the other ranks wait.
-double measure_one_worker(const Flags& f, const ht::Dataset& train) {
+double measure_one_worker(const Flags& f, const ht::Dataset& train, int device) {
   double throughput = 0;
   if (hoop::rank() == 0) {
     ht::Sequential model = ht::make_model(f.model, f.seed);
+    model.to(device);
     auto opt = make_optimizer(f, model);
     ht::ShardedLoader loader(train, f.batch, 0, 1, f.seed);
     loader.start_epoch(0);
-    ht::Tensor x, grad;
+    ht::Tensor x, staging, grad;
     std::vector<int> y;
     const int steps = std::min<int>(f.baseline_steps, static_cast<int>(loader.steps_per_epoch()));
     double start = 0;
     for (int s = -2; s < steps && loader.next(x, y); ++s) {  // two warm-up steps
       if (s == 0) start = now_seconds();
-      (void)ht::softmax_cross_entropy(model.forward(x, true), y, &grad);
+      (void)ht::softmax_cross_entropy(model.forward(on_device(x, device, staging), true), y, &grad);
       model.backward(grad);
       opt->step();
       opt->zero_grad();
     }
+    ht::synchronize(device);
     throughput = steps * static_cast<double>(f.batch) / (now_seconds() - start);
   }
   hoop::Tensor view{&throughput, hoop::DataType::kF64, {1}};
@@ -107,9 +115,10 @@ double measure_one_worker(const Flags& f, const ht::Dataset& train) {
 void save_parameters(ht::Sequential& model, const std::string& path) {
   std::ofstream out(path, std::ios::binary);
   for (ht::Parameter* p : model.parameters()) {
-    out << p->name << ' ' << p->value.size() << '\n';
-    out.write(reinterpret_cast<const char*>(p->value.data()),
-              static_cast<std::streamsize>(p->value.bytes()));
+    const ht::Tensor value = p->value.to(hoop::kCpuDevice);
+    out << p->name << ' ' << value.size() << '\n';
+    out.write(reinterpret_cast<const char*>(value.data()),
+              static_cast<std::streamsize>(value.bytes()));
   }
   if (!out) throw hoop::Error(hoop::io_error("cannot write parameters to " + path));
 }
@@ -140,20 +149,19 @@ train_example::MemoryBreakdown memory_of(ht::Sequential& model, const ht::Optimi
 }
 
 int run(const Flags& f) {
-  if (f.device != "cpu")
-    throw hoop::Error(hoop::invalid_argument(fmt::format(
-        "--device {}: this build trains on the CPU only (the training core has no CUDA "
-        "tensors yet)",
-        f.device)));
+  // Checked before init() too, so that a job asking for a GPU it cannot have fails at once.
+  (void)ht::parse_device(f.device, 0);
   hoop::init();
   const int rank = hoop::rank();
   const int size = hoop::size();
+  const int device = ht::parse_device(f.device, hoop::local_rank());
   ht::set_compute_threads(f.threads);
   const std::string dir = f.data_dir.empty() ? ht::default_data_dir() : f.data_dir;
   const ht::Dataset train = ht::load_fashion_mnist(dir, true);
   const ht::Dataset test = ht::load_fashion_mnist(dir, false);
 
   ht::Sequential model = ht::make_model(f.model, f.seed);
+  model.to(device);
   auto opt = make_optimizer(f, model);
   ht::DistributedOptions options;
   options.backward_passes_per_step = f.backward_passes;
@@ -168,22 +176,24 @@ int run(const Flags& f) {
   // A micro-batch per backward pass: an update takes backward_passes of them.
   const std::size_t updates = steps_per_epoch / f.backward_passes;
   if (rank == 0)
-    std::printf("%s on %d worker(s), batch %d per worker, %zu updates per epoch, %zu "
-                "parameters, data %s\n",
-                f.model.c_str(), size, f.batch, updates, model.parameter_count(), dir.c_str());
+    std::printf(
+        "%s on %d worker(s), batch %d per worker, %zu updates per epoch, %zu "
+        "parameters, data %s%s\n",
+        f.model.c_str(), size, f.batch, updates, model.parameter_count(), dir.c_str(),
+        device == hoop::kCpuDevice ? "" : ", on CUDA devices");
   std::fflush(stdout);
 
   double throughput_1 = f.baseline_throughput;
   std::string baseline_source = "--baseline-throughput";
   if (throughput_1 <= 0 && f.baseline_steps > 0 && size > 1) {
-    throughput_1 = measure_one_worker(f, train);
+    throughput_1 = measure_one_worker(f, train, device);
     baseline_source = fmt::format("measured on rank 0 alone, {} steps", f.baseline_steps);
   }
 
   train_example::TimeSplit split;
   std::size_t activations = 0;
   const bool progress = rank == 0 && f.progress != "off";
-  ht::Tensor x, grad;
+  ht::Tensor x, staging, grad;
   std::vector<int> y;
   for (int epoch = 0; epoch < f.epochs; ++epoch) {
     loader.start_epoch(epoch);
@@ -195,8 +205,9 @@ int run(const Flags& f) {
       for (int pass = 0; pass < f.backward_passes; ++pass) {
         const double t0 = now_seconds();
         loader.next(x, y);
+        const ht::Tensor& input = on_device(x, device, staging);
         const double t1 = now_seconds();
-        loss_sum += ht::softmax_cross_entropy(model.forward(x, true), y, &grad);
+        loss_sum += ht::softmax_cross_entropy(model.forward(input, true), y, &grad);
         // What forward keeps for backward is largest now, between the two.
         activations = std::max(activations, activation_bytes(model));
         model.backward(grad, dist.hook());
@@ -216,16 +227,16 @@ int run(const Flags& f) {
     split.total += epoch_time;
     split.waiting += dist.waiting_seconds();
     split.communication += dist.communication_seconds();
-    const auto [test_loss, accuracy] = evaluate(model, test);
+    const auto [test_loss, accuracy] = evaluate(model, test, device);
     double train_loss = updates ? loss_sum / (updates * f.backward_passes) : 0.0;
     hoop::Tensor view{&train_loss, hoop::DataType::kF64, {1}};
     hoop::allreduce("epoch.loss", view, view, {.op = hoop::ReduceOp::kAvg});
     if (rank == 0)
-      std::printf("epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.2f %%, "
-                  "%.2f s, %.1f samples/s\n",
-                  epoch + 1, f.epochs, train_loss, test_loss, 100 * accuracy, epoch_time,
-                  updates * f.backward_passes * static_cast<double>(f.batch) * size /
-                      epoch_time);
+      std::printf(
+          "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.2f %%, "
+          "%.2f s, %.1f samples/s\n",
+          epoch + 1, f.epochs, train_loss, test_loss, 100 * accuracy, epoch_time,
+          updates * f.backward_passes * static_cast<double>(f.batch) * size / epoch_time);
     std::fflush(stdout);
   }
 
@@ -238,8 +249,7 @@ int run(const Flags& f) {
   summary.memory = memory_of(model, *opt, dist, x);
   summary.memory.activations = activations;
   // The slowest rank's loop is the job's time; the split is the mean over the ranks.
-  double times[5] = {split.data, split.compute, split.waiting, split.communication,
-                     split.total};
+  double times[5] = {split.data, split.compute, split.waiting, split.communication, split.total};
   hoop::Tensor times_view{times, hoop::DataType::kF64, {5}};
   hoop::allreduce("summary.split", times_view, times_view, {.op = hoop::ReduceOp::kAvg});
   double slowest = split.total;
@@ -267,18 +277,20 @@ int main(int argc, char** argv) {
   Flags f;
   CLI::App app{"Data-parallel training on Fashion-MNIST with hoop's training core"};
   app.add_option("--model", f.model, "mlp or lenet5")->check(CLI::IsMember({"mlp", "lenet5"}));
-  app.add_option("--epochs", f.epochs, "passes over the training set")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--epochs", f.epochs, "passes over the training set")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", f.batch, "examples per worker per backward pass")
       ->check(CLI::PositiveNumber);
   app.add_option("--lr", f.lr, "learning rate")->check(CLI::PositiveNumber);
   app.add_option("--momentum", f.momentum, "SGD momentum")->check(CLI::Range(0.0, 0.999));
-  app.add_option("--weight-decay", f.weight_decay, "L2 weight decay")->check(CLI::NonNegativeNumber);
-  app.add_option("--optimizer", f.optimizer, "sgd or adam")
-      ->check(CLI::IsMember({"sgd", "adam"}));
-  app.add_option("--device", f.device, "cpu (this build has no CUDA tensors)");
-  app.add_option("--data-dir", f.data_dir, "Fashion-MNIST IDX files (default: HOOP_DATA_DIR "
-                                            "or /usr/share/datasets/fashion-mnist)");
+  app.add_option("--weight-decay", f.weight_decay, "L2 weight decay")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--optimizer", f.optimizer, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--device", f.device,
+                 "cpu, cuda (GPU local_rank % devices) or cuda:N; cuda needs a CUDA build and "
+                 "a usable device");
+  app.add_option("--data-dir", f.data_dir,
+                 "Fashion-MNIST IDX files (default: HOOP_DATA_DIR "
+                 "or /usr/share/datasets/fashion-mnist)");
   app.add_option("--seed", f.seed, "seed of the initial weights and the shuffles");
   app.add_option("--backward-passes-per-step", f.backward_passes,
                  "micro-batches whose gradients are summed before one allreduce and update")

@@ -1,10 +1,13 @@
-// hoop's bundled training core: a small CPU neural-network library, enough to train an MLP or
+// hoop's bundled training core: a small neural-network library, enough to train an MLP or
 // LeNet-5 on Fashion-MNIST data-parallel with hoop's runtime and no framework.
 //
-// Tensors are dense row-major float32 on the CPU. A Sequential model runs its layers forward,
-// caching what backward needs; backward accumulates (+=) into each parameter's gradient and
-// calls a hook after each layer, so a DistributedOptimizer can start that layer's allreduce
-// while the layers before it are still computing. Matrix products go through OpenBLAS.
+// Tensors are dense row-major float32, on the CPU or (in a build with CUDA) on a CUDA device.
+// Layers, the loss and the optimizers run where their tensors are: a model moved to a device
+// with Sequential::to() takes inputs on that device. A Sequential model runs its layers
+// forward, caching what backward needs; backward accumulates (+=) into each parameter's
+// gradient and calls a hook after each layer, so a DistributedOptimizer can start that layer's
+// allreduce while the layers before it are still computing. Matrix products go through OpenBLAS
+// on the CPU and cuBLAS on a GPU; a device's work is queued on one stream of its own.
 //
 // Errors: bad arguments (shape mismatches, unknown names, missing or corrupt data files)
 // throw hoop::Error naming the layer, tensor or file.
@@ -22,40 +25,92 @@
 
 namespace hoop::train {
 
-/// A dense row-major float32 tensor that owns its storage.
+namespace detail {
+
+/// Float32 storage on a CUDA device, owned by a Tensor: copying copies the elements (queued on
+/// the device's stream), moving moves the allocation. Default-constructed, it is empty and on
+/// the CPU (kCpuDevice), holding nothing.
+class DeviceStorage {
+ public:
+  DeviceStorage() = default;
+  /// `count` zeroed floats on CUDA device `device`; throws hoop::Error naming the reason when
+  /// the device is not usable (no CUDA in this build, no driver or device, a bad index).
+  DeviceStorage(int device, std::size_t count);
+  DeviceStorage(const DeviceStorage& other);
+  DeviceStorage& operator=(const DeviceStorage& other);
+  DeviceStorage(DeviceStorage&& other) noexcept;
+  DeviceStorage& operator=(DeviceStorage&& other) noexcept;
+  ~DeviceStorage();
+
+  float* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  int device() const { return device_; }
+
+ private:
+  float* data_ = nullptr;
+  std::size_t size_ = 0;
+  int device_ = kCpuDevice;
+};
+
+}  // namespace detail
+
+/// A dense row-major float32 tensor that owns its storage, on the CPU or on a CUDA device.
 class Tensor {
  public:
   Tensor() = default;
-  /// A tensor of the given shape, filled with zeros. Throws on a negative dimension.
-  explicit Tensor(std::vector<std::int64_t> shape);
+  /// A tensor of the given shape, filled with zeros, on `device` (kCpuDevice or a CUDA device
+  /// index). Throws on a negative dimension, and for a CUDA device that is not usable, naming
+  /// why (this build has no CUDA, no driver or device, an index out of range).
+  explicit Tensor(std::vector<std::int64_t> shape, int device = kCpuDevice);
 
   const std::vector<std::int64_t>& shape() const { return shape_; }
   /// Dimension i (negative i counts from the end).
   std::int64_t dim(int i) const;
+  /// kCpuDevice, or the CUDA device holding the elements.
+  int device() const { return storage_.device(); }
+  /// Whether the elements live on a CUDA device.
+  bool is_cuda() const { return storage_.device() != kCpuDevice; }
   /// The number of elements.
-  std::size_t size() const { return data_.size(); }
+  std::size_t size() const { return is_cuda() ? storage_.size() : data_.size(); }
   /// size() * sizeof(float).
-  std::size_t bytes() const { return data_.size() * sizeof(float); }
-  float* data() { return data_.data(); }
-  const float* data() const { return data_.data(); }
+  std::size_t bytes() const { return size() * sizeof(float); }
+  /// The elements: host memory on the CPU, device memory on a CUDA device.
+  float* data() { return is_cuda() ? storage_.data() : data_.data(); }
+  const float* data() const { return is_cuda() ? storage_.data() : data_.data(); }
+  /// Element i of a CPU tensor (a CUDA tensor's elements are reached through to()).
   float& operator[](std::size_t i) { return data_[i]; }
   float operator[](std::size_t i) const { return data_[i]; }
 
   /// Sets every element to v.
   void fill(float v);
+  /// A copy on `device` (kCpuDevice or a CUDA device index). A copy to the CPU has arrived
+  /// when this returns; throws as the constructor does for an unusable device.
+  Tensor to(int device) const;
   /// The same elements under another shape with the same element count (a copy).
   Tensor reshaped(std::vector<std::int64_t> shape) const;
   /// Changes the shape in place; the element count must not change.
   void reshape(std::vector<std::int64_t> shape);
-  /// A view for hoop's runtime (f32, this shape, CPU).
+  /// A view for hoop's runtime (f32, this shape, this device; a device pointer for a CUDA
+  /// tensor). Work queued on the device's stream may still be writing the elements: the
+  /// training core synchronizes before it hands a view to the runtime.
   hoop::Tensor view();
   /// "[32, 1, 28, 28]".
   std::string shape_string() const;
 
  private:
   std::vector<std::int64_t> shape_;
-  std::vector<float> data_;
+  std::vector<float> data_;        // a CPU tensor's elements
+  detail::DeviceStorage storage_;  // a CUDA tensor's elements
 };
+
+/// The device that "cpu", "cuda" or "cuda:N" names: kCpuDevice, local_rank % (the number of
+/// usable CUDA devices), or N. Throws hoop::Error naming `spec` and the reason when no CUDA
+/// device is usable (hoop::device's unavailable reason: a build without CUDA, no driver or
+/// device), when N is out of range, or for any other spelling.
+int parse_device(const std::string& spec, int local_rank);
+/// Waits until the work queued on CUDA device `device`'s stream by the training core has
+/// finished (nothing to wait for on the CPU).
+void synchronize(int device);
 
 /// A trainable tensor and its gradient (same shape). Names are unique within a model
 /// ("3.linear.weight"); data-parallel ranks use them as the runtime's tensor names.
@@ -108,6 +163,9 @@ class Sequential {
  public:
   /// Appends a layer and names its parameters.
   void add(std::unique_ptr<Layer> layer);
+  /// Moves every parameter (value and gradient) to `device`; forward() then takes inputs on
+  /// that device. Build optimizers after the move: their state lives where the parameters do.
+  void to(int device);
   /// Runs every layer forward.
   Tensor forward(const Tensor& input, bool training);
   /// Runs every layer backward, last first; after layer i has finished, calls
@@ -132,8 +190,8 @@ class Sequential {
 
 /// A multilayer perceptron for [N, 1, 28, 28] (or [N, 784]) inputs: flatten, then Linear and
 /// ReLU (and dropout when > 0) per hidden width, then Linear to `classes`.
-Sequential make_mlp(const std::vector<std::int64_t>& hidden, std::int64_t classes,
-                    float dropout_p, std::uint64_t seed);
+Sequential make_mlp(const std::vector<std::int64_t>& hidden, std::int64_t classes, float dropout_p,
+                    std::uint64_t seed);
 /// LeNet-5 for [N, 1, 28, 28]: conv 5x5 (6, padding 2), ReLU, max-pool 2; conv 5x5 (16),
 /// ReLU, max-pool 2; Linear 400-120, ReLU, Linear 120-84, ReLU, Linear 84-classes.
 Sequential make_lenet5(std::int64_t classes, std::uint64_t seed);
@@ -142,12 +200,13 @@ Sequential make_lenet5(std::int64_t classes, std::uint64_t seed);
 Sequential make_model(const std::string& name, std::uint64_t seed);
 
 /// Mean softmax cross-entropy of logits [N, classes] against labels (N of them, each in
-/// [0, classes)). Writes d(loss)/d(logits) into *grad when grad is not null.
+/// [0, classes)). Writes d(loss)/d(logits) into *grad when grad is not null (on the logits'
+/// device; *grad is replaced when its shape or device differs).
 float softmax_cross_entropy(const Tensor& logits, const std::vector<int>& labels, Tensor* grad);
 /// The number of rows whose largest logit is at the label's index.
 std::size_t count_correct(const Tensor& logits, const std::vector<int>& labels);
 
-/// Updates parameters from their gradients.
+/// Updates parameters from their gradients, on the parameters' device.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -172,8 +231,7 @@ std::unique_ptr<Optimizer> sgd(std::vector<Parameter*> params, float lr, float m
                                float weight_decay = 0);
 /// Adam as in PyTorch (L2 weight decay added to the gradient, bias-corrected moments).
 std::unique_ptr<Optimizer> adam(std::vector<Parameter*> params, float lr, float beta1 = 0.9f,
-                                float beta2 = 0.999f, float eps = 1e-8f,
-                                float weight_decay = 0);
+                                float beta2 = 0.999f, float eps = 1e-8f, float weight_decay = 0);
 
 /// Images [N, 1, 28, 28] scaled to [0, 1] and their labels.
 struct Dataset {
@@ -281,7 +339,6 @@ void set_compute_threads(int threads);
 int compute_threads();
 
 /// Copies every parameter of `model` from `root` to the other ranks of the set.
-void broadcast_parameters(Sequential& model, int root,
-                          ProcessSet process_set = kGlobalProcessSet);
+void broadcast_parameters(Sequential& model, int root, ProcessSet process_set = kGlobalProcessSet);
 
 }  // namespace hoop::train

@@ -2,6 +2,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
+
+#include "device/device.h"
 #include "hoop/train.h"
 
 namespace hoop::train {
@@ -70,6 +74,53 @@ TEST(TensorTest, ViewDescribesStorage) {
   EXPECT_EQ(v.shape, t.shape());
   EXPECT_EQ(v.device, kCpuDevice);
   EXPECT_EQ(v.bytes(), t.bytes());
+}
+
+TEST(TensorTest, ParsesDeviceNames) {
+  EXPECT_EQ(parse_device("cpu", 3), kCpuDevice);
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "CUDA"}) {
+    try {
+      parse_device(bad, 0);
+      FAIL() << bad << ": no throw";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(std::string("device \"") + bad + "\""));
+      EXPECT_THAT(e.what(), HasSubstr("expected cpu, cuda or cuda:N"));
+    }
+  }
+  if (device::device_count() > 0) {
+    EXPECT_EQ(parse_device("cuda", 5), 5 % device::device_count());
+    EXPECT_EQ(parse_device("cuda:0", 5), 0);
+    EXPECT_THROW(parse_device("cuda:" + std::to_string(device::device_count()), 0), Error);
+  }
+}
+
+// What a build without CUDA, or a machine without a usable GPU, answers: the reason, never a
+// crash. (With a usable device, TrainGpuTest covers CUDA tensors.)
+class TensorWithoutGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (device::device_count() > 0) GTEST_SKIP() << "a CUDA device is usable here";
+  }
+  void expect_refused(const std::function<void()>& f, const std::string& what) {
+    try {
+      f();
+      FAIL() << "no throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_THAT(e.what(), HasSubstr(what));
+      EXPECT_THAT(e.what(), HasSubstr(device::unavailable_reason()));
+    }
+  }
+};
+
+TEST_F(TensorWithoutGpuTest, ACudaTensorIsRefusedWithTheReason) {
+  expect_refused([] { Tensor t({2, 3}, 0); }, "cuda:0 is not usable");
+  expect_refused([] { Tensor({0}, 1); }, "cuda:1 is not usable");
+  expect_refused([] { (void)Tensor({4}).to(0); }, "cuda:0 is not usable");
+  expect_refused([] { (void)parse_device("cuda", 0); }, "device \"cuda\": no usable CUDA device");
+  expect_refused([] { (void)parse_device("cuda:0", 0); }, "no usable CUDA device");
+  Sequential model = make_model("mlp", 1);
+  expect_refused([&] { model.to(0); }, "cuda:0 is not usable");
 }
 
 }  // namespace

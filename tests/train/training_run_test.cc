@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "device/device.h"
 #include "hoop/train.h"
 #include "tests/launch/hooprun_harness.h"
 
@@ -151,11 +152,44 @@ TEST(TrainingRunErrors, MissingDataFailsEveryRankNamingTheFile) {
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/fm/train-images-idx3-ubyte"));
 }
 
-TEST(TrainingRunErrors, AnUnbuiltDeviceIsAClearError) {
+TEST(TrainingRunErrors, CudaWithoutAUsableDeviceIsAClearError) {
+  if (device::device_count() > 0) GTEST_SKIP() << "a CUDA device is usable here";
   const RunResult r = run_hooprun({"-np", "1", HOOP_TRAIN_BIN, "--device", "cuda"});
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_THAT(r.err, HasSubstr("--device cuda"));
+  EXPECT_THAT(r.err, HasSubstr("device \"cuda\": no usable CUDA device"));
+  EXPECT_THAT(r.err, HasSubstr(device::unavailable_reason()));
+}
+
+TEST(TrainingRunErrors, AnUnknownDeviceIsAClearError) {
+  const RunResult r = run_hooprun({"-np", "1", HOOP_TRAIN_BIN, "--device", "tpu"});
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("device \"tpu\": expected cpu, cuda or cuda:N"));
+}
+
+// Labelled gpu: skips where no CUDA device is usable.
+class TrainingRunGpuTest : public TrainingRunTest {
+ protected:
+  void SetUp() override {
+    if (device::device_count() == 0) {
+      GTEST_SKIP() << "no usable CUDA device: " << device::unavailable_reason();
+    }
+    TrainingRunTest::SetUp();
+  }
+};
+
+TEST_F(TrainingRunGpuTest, OneRankOnCudaEndsNearTheCpuRun) {
+  for (const char* model : {"mlp", "lenet5"}) {
+    const std::vector<std::string> common{"--model", model,          "--max-steps",
+                                          "10",      "--batch-size", "32"};
+    std::vector<std::string> cuda = common;
+    cuda.insert(cuda.end(), {"--device", "cuda"});
+    const Params cpu = train_run(1, common, dir_, std::string(model) + "_cpu");
+    const Params gpu = train_run(1, cuda, dir_, std::string(model) + "_cuda");
+    // cuBLAS and OpenBLAS sum in different orders; ten updates keep that within 1e-3.
+    expect_close(gpu, cpu, 1e-3, 1e-2);
+  }
 }
 
 TEST(TrainingRunErrors, BadFlagsAreRefusedBeforeAnyWork) {

@@ -2,7 +2,7 @@
 // CUDA device. Internal to hoop_train; no CUDA header is needed to call it.
 //
 // Gpu is an interface with one implementation (gpu_cuda.cc and gpu_kernels.cu, built with
-// CUDA) so that a build without CUDA needs no stub of every kernel: there gpu() itself throws
+// CUDA) so that a build without CUDA defines no fallback per kernel: there gpu() itself throws
 // (gpu_none.cc), and no CUDA tensor can exist to reach the rest.
 //
 // Every call is queued on the device's one stream, in order, so that kernels see what earlier

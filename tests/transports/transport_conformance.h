@@ -153,7 +153,8 @@ inline void big_message_long_before_its_receive(int rank, Transport& t) {
   EXPECT_EQ(tail, 42);
 }
 
-/// Rank 0 sends one int to rank 1; both drive it with test() alone, which consumes it.
+/// Rank 0 sends one int to rank 1; both drive it with test() alone, which consumes it; a
+/// second one is waited for with its id listed twice.
 inline void test_polls_without_blocking_and_consumes(int rank, Transport& t) {
   int value = rank == 0 ? 1234 : 0;
   auto id = rank == 0 ? t.send(1, &value, sizeof value) : t.recv(0, &value, sizeof value);
@@ -167,7 +168,16 @@ inline void test_polls_without_blocking_and_consumes(int rank, Transport& t) {
   }
   EXPECT_TRUE(done);
   EXPECT_EQ(value, 1234);
-  EXPECT_EQ(t.test(*id).status().code(), StatusCode::kInvalidArgument);
+  const Status consumed = t.test(*id).status();
+  EXPECT_EQ(consumed.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(consumed.message().find(std::string(t.name()) + ": request"), std::string::npos)
+      << consumed.to_string();
+  // A wait that lists one request twice waits for it, and consumes it, once.
+  auto again = rank == 0 ? t.send(1, &value, sizeof value) : t.recv(0, &value, sizeof value);
+  ASSERT_TRUE(again.ok());
+  const RequestId twice[2] = {*again, *again};
+  EXPECT_TRUE(t.wait(twice, test_deadline()).ok());
+  EXPECT_EQ(t.test(*again).status().code(), StatusCode::kInvalidArgument);
 }
 
 /// Argument checks every transport makes, on rank `rank` of a job of 2 or more.

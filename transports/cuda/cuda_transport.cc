@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/requests.h"
 #include "transports/cuda/cuda_conn.h"
 
 namespace hoop::cuda {
@@ -160,11 +161,7 @@ void CudaTransport::settle_copies() {
 }
 
 Status CudaTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
-  for (RequestId id : ids) {
-    if (!requests_.contains(id)) {
-      return invalid_argument(fmt::format("cuda: request {} is unknown or already consumed", id));
-    }
-  }
+  HOOP_RETURN_IF_ERROR(check_requests_known(requests_, ids, "cuda"));
   std::size_t next = 0;  // requests before `next` are known complete
   auto spin_until = Clock::now() + spin_;
   while (true) {
@@ -188,30 +185,16 @@ Status CudaTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
       spin_until = Clock::now() + spin_;
     }
   }
-  Status first;
-  for (RequestId id : ids) {
-    auto it = requests_.find(id);
-    if (it == requests_.end()) continue;  // listed twice
-    if (first.ok()) first = it->second.status;
-    requests_.erase(it);
-  }
-  return first;
+  return consume_requests(requests_, ids);
 }
 
 Result<bool> CudaTransport::test(RequestId id) {
-  auto it = requests_.find(id);
-  if (it == requests_.end()) {
-    return invalid_argument(fmt::format("cuda: request {} is unknown or already consumed", id));
-  }
-  if (!it->second.done) {
-    progress();
-    if (Clock::now() >= next_peer_check_) check_peers();
-  }
-  if (!it->second.done) return false;
-  const Status s = it->second.status;
-  requests_.erase(it);
-  if (!s.ok()) return s;
-  return true;
+  return test_request(
+      requests_, id, "cuda", [](const Request& r) { return r.done; },
+      [&] {
+        progress();
+        if (Clock::now() >= next_peer_check_) check_peers();
+      });
 }
 
 void CudaTransport::poll(std::chrono::microseconds timeout) {

@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/requests.h"
 #include "transports/mpi/mpi_world.h"
 
 namespace hoop::mpi {
@@ -453,9 +454,7 @@ std::string MpiTransport::describe(const Request& r) const {
 
 Status MpiTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
   std::unique_lock<std::mutex> lock(mpi_mutex());
-  for (RequestId id : ids)
-    if (!requests_.contains(id))
-      return invalid_argument(fmt::format("mpi: request {} is unknown or already consumed", id));
+  HOOP_RETURN_IF_ERROR(check_requests_known(requests_, ids, "mpi"));
   auto spin_until = Clock::now() + options_.spin;
   auto nap = std::chrono::microseconds(50);
   while (true) {
@@ -492,26 +491,15 @@ Status MpiTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
     }
     lock.lock();
   }
-  Status first;
-  for (RequestId id : ids) {
-    auto it = requests_.find(id);
-    if (first.ok() && !it->second.status.ok()) first = it->second.status;
-    requests_.erase(it);
-  }
-  return first;
+  return consume_requests(requests_, ids);
 }
 
 Result<bool> MpiTransport::test(RequestId id) {
   std::lock_guard<std::mutex> lock(mpi_mutex());
-  if (!requests_.contains(id))
-    return invalid_argument(fmt::format("mpi: request {} is unknown or already consumed", id));
+  // MPI moves only when asked, so every test makes one pass, done or not.
   progress();
-  auto it = requests_.find(id);
-  if (!it->second.done) return false;
-  const Status s = it->second.status;
-  requests_.erase(it);
-  if (!s.ok()) return s;
-  return true;
+  return test_request(
+      requests_, id, "mpi", [](const Request& r) { return r.done; }, [] {});
 }
 
 void MpiTransport::poll(std::chrono::microseconds timeout) {

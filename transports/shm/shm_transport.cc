@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/requests.h"
 #include "transports/shm/shm_conn.h"
 
 namespace hoop::shm {
@@ -121,11 +122,7 @@ Status ShmTransport::timed_out(std::span<const RequestId> ids) {
 }
 
 Status ShmTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
-  for (RequestId id : ids) {
-    if (!requests_.contains(id)) {
-      return invalid_argument(fmt::format("shm: request {} is unknown or already consumed", id));
-    }
-  }
+  HOOP_RETURN_IF_ERROR(check_requests_known(requests_, ids, "shm"));
   std::size_t next = 0;  // requests before `next` are known complete
   // Polling goes on while bytes keep moving and for spin_ after they stop: a futex sleep costs
   // a scheduler wake-up, which is longer than most transfers between ranks of one host.
@@ -152,30 +149,16 @@ Status ShmTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
       spin_until = Clock::now() + spin_;
     }
   }
-  Status first;
-  for (RequestId id : ids) {
-    auto it = requests_.find(id);
-    if (it == requests_.end()) continue;  // listed twice
-    if (first.ok()) first = it->second.status;
-    requests_.erase(it);
-  }
-  return first;
+  return consume_requests(requests_, ids);
 }
 
 Result<bool> ShmTransport::test(RequestId id) {
-  auto it = requests_.find(id);
-  if (it == requests_.end()) {
-    return invalid_argument(fmt::format("shm: request {} is unknown or already consumed", id));
-  }
-  if (!it->second.done) {
-    progress();
-    if (Clock::now() >= next_peer_check_) check_peers();
-  }
-  if (!it->second.done) return false;
-  const Status s = it->second.status;
-  requests_.erase(it);
-  if (!s.ok()) return s;
-  return true;
+  return test_request(
+      requests_, id, "shm", [](const Request& r) { return r.done; },
+      [&] {
+        progress();
+        if (Clock::now() >= next_peer_check_) check_peers();
+      });
 }
 
 void ShmTransport::poll(std::chrono::microseconds timeout) {

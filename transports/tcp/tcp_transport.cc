@@ -13,6 +13,7 @@
 #include <set>
 
 #include "core/config.h"
+#include "core/requests.h"
 #include "core/socket.h"
 #include "transports/tcp/tcp_conn.h"
 
@@ -232,11 +233,7 @@ std::string TcpTransport::describe(const Request& req) const {
 }
 
 Status TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
-  for (RequestId id : ids) {
-    if (!requests_.contains(id)) {
-      return invalid_argument(fmt::format("tcp: request {} is unknown or already consumed", id));
-    }
-  }
+  HOOP_RETURN_IF_ERROR(check_requests_known(requests_, ids, "tcp"));
   std::size_t next = 0;  // requests before `next` are known complete
   // Polling goes on while bytes keep moving and for spin_ after they stop: a sleep in
   // epoll_wait costs a scheduler wake-up, which on loopback is longer than the transfer.
@@ -274,14 +271,7 @@ Status TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
     progress(static_cast<int>(std::min<std::int64_t>(left, 1000)));
   }
-  Status first;
-  for (RequestId id : ids) {
-    auto it = requests_.find(id);
-    if (it == requests_.end()) continue;  // listed twice
-    if (first.ok()) first = it->second.status;
-    requests_.erase(it);
-  }
-  return first;
+  return consume_requests(requests_, ids);
 }
 
 Conn* TcpTransport::sole_conn(std::span<const RequestId> ids) {
@@ -310,17 +300,9 @@ bool TcpTransport::poll_conn(Conn& c) {
 }
 
 Result<bool> TcpTransport::test(RequestId id) {
-  auto it = requests_.find(id);
-  if (it == requests_.end()) {
-    return invalid_argument(fmt::format("tcp: request {} is unknown or already consumed", id));
-  }
-  if (it->second.parts_left > 0) progress(0);
-  it = requests_.find(id);
-  if (it->second.parts_left > 0) return false;
-  const Status s = it->second.status;
-  requests_.erase(it);
-  if (!s.ok()) return s;
-  return true;
+  return test_request(
+      requests_, id, "tcp", [](const Request& r) { return r.parts_left == 0; },
+      [&] { progress(0); });
 }
 
 void TcpTransport::abort(const Status& cause) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/requests.h"
 #include "transports/ucx/ucx_conn.h"
 
 namespace hoop::ucx {
@@ -193,11 +194,7 @@ Status UcxTransport::timed_out(std::span<const RequestId> ids) {
 }
 
 Status UcxTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
-  for (RequestId id : ids) {
-    if (!requests_.contains(id)) {
-      return invalid_argument(fmt::format("ucx: request {} is unknown or already consumed", id));
-    }
-  }
+  HOOP_RETURN_IF_ERROR(check_requests_known(requests_, ids, "ucx"));
   std::size_t next = 0;  // requests before `next` are known complete
   // Polling goes on while something moves and for spin_ after it stops: sleeping on the event
   // fd costs a scheduler wake-up, longer than most small transfers.
@@ -221,30 +218,16 @@ Status UcxTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
       spin_until = Clock::now() + spin_;
     }
   }
-  Status first;
-  for (RequestId id : ids) {
-    auto it = requests_.find(id);
-    if (it == requests_.end()) continue;  // listed twice
-    if (first.ok()) first = it->second.status;
-    requests_.erase(it);
-  }
-  return first;
+  return consume_requests(requests_, ids);
 }
 
 Result<bool> UcxTransport::test(RequestId id) {
-  auto it = requests_.find(id);
-  if (it == requests_.end()) {
-    return invalid_argument(fmt::format("ucx: request {} is unknown or already consumed", id));
-  }
-  if (!it->second.done) {
-    progress();
-    if (Clock::now() >= next_peer_check_) check_peers();
-  }
-  if (!it->second.done) return false;
-  const Status s = it->second.status;
-  requests_.erase(it);
-  if (!s.ok()) return s;
-  return true;
+  return test_request(
+      requests_, id, "ucx", [](const Request& r) { return r.done; },
+      [&] {
+        progress();
+        if (Clock::now() >= next_peer_check_) check_peers();
+      });
 }
 
 void UcxTransport::poll(std::chrono::microseconds timeout) {

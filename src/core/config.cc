@@ -133,6 +133,11 @@ constexpr Var kVars[] = {
     {"HOOP_ALGO", "", kEnum, "auto",
      "Allreduce algorithm; auto lets the alpha-beta cost model choose per call.",
      "auto,ring,recursive_doubling,rabenseifner,tree,hierarchical"},
+    {"HOOP_CALL_CHECK", "", kBool, "1",
+     "Every collective sends its fingerprint (collective, dtype, op, count, root, algorithm, "
+     "call number) with its first message to each peer, and ranks whose calls differ fail naming "
+     "the field and both values instead of computing wrong numbers (0: off; must be the same on "
+     "every rank)."},
     {"HOOP_HIERARCHICAL_SEGMENT_BYTES", "", kBytes, "4M",
      "Hierarchical allreduce: a larger buffer is cut into segments of this size, and one "
      "segment's transfer across hosts overlaps the next one's reduction inside the host and the "

@@ -3,37 +3,57 @@
 // transport, so every other rank fails with the same cause, and add context to the error.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <type_traits>
 #include <vector>
 
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/call_check.h"
 #include "collectives/algorithms/comm_impl.h"
+#include "collectives/algorithms/timeout_diagnosis.h"
 #include "collectives/algorithms/validate.h"
 
 namespace hoop {
 namespace {
 
+using collectives::CallFingerprint;
+using collectives::CallKind;
 using collectives::Context;
 
 /// Runs `body` with a context for `comm` (over transports/cuda, on `part`'s device, when
-/// given); aborts the transport and names `what` on failure.
-Status run(Communicator& comm, const std::function<std::string()>& what,
+/// given); aborts the transport and names `what` on failure. Host calls on hoop's own
+/// communicator carry `fp` to every peer (call_check.h).
+Status run(Communicator& comm, const CallFingerprint& fp, const std::function<std::string()>& what,
            const std::function<Status(Context&)>& body, collectives::DevicePart* part = nullptr) {
   auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
   // A Communicator implemented outside hoop gets per-call scratch.
   collectives::Scratch local;
-  Transport& transport = part != nullptr ? *part->transport : comm.transport();
+  Transport& base = part != nullptr ? *part->transport : comm.transport();
+  std::optional<collectives::CheckedTransport> checked;
+  if (part == nullptr && impl != nullptr && impl->call_check() != nullptr && comm.size() > 1)
+    checked.emplace(base, *impl->call_check(), fp);
+  Transport& transport = checked ? static_cast<Transport&>(*checked) : base;
   Context ctx{transport, comm.rank(), comm.size(), Clock::now() + comm.timeout(),
               impl != nullptr ? impl->scratch() : local};
   if (part != nullptr) {
     ctx.device = part->device;
     ctx.stream = part->stream.handle();
   }
+  const std::uint64_t call = impl != nullptr ? impl->next_call() : 0;
   Status status = body(ctx);
   if (status.ok()) return status;
-  transport.abort(status);
+  // Before the abort, so that the peers it reaches learn the diagnosis too.
+  if (status.code() == StatusCode::kTimeout && impl != nullptr && comm.size() > 1) {
+    const auto grace = std::clamp(comm.timeout() / 4, std::chrono::milliseconds(100),
+                                  std::chrono::milliseconds(1000));
+    const std::string prefix =
+        (impl->key_prefix().empty() ? std::string("hoop") : impl->key_prefix()) + "/comm";
+    status = Status(status.code(), status.message() + collectives::diagnose_timeout(
+                                                          impl->info(), prefix, call, grace));
+  }
+  base.abort(status);
   return status.with_context(what());
 }
 
@@ -150,7 +170,9 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
   if (auto done = run_on_device(comm, o, what, &allreduce, &collectives::DeviceBackend::allreduce,
                                 Staged{o.input, bytes, o.output, bytes}, part))
     return *done;
-  return run(comm, what, [&](Context& ctx) -> Status {
+  const CallFingerprint fp{.kind = CallKind::kAllreduce, .dtype = o.dtype, .op = o.op,
+                           .algorithm = algo, .count = o.count};
+  return run(comm, fp, what, [&](Context& ctx) -> Status {
     std::byte* work = bytes_of(o.output);
     if (algo != Algorithm::kHierarchical)
       return collectives::allreduce_flat(ctx, algo, bytes_of(o.input), work, o.count, o.dtype,
@@ -173,7 +195,9 @@ Status broadcast(Communicator& comm, const BroadcastOptions& o) {
   if (auto done = run_on_device(comm, o, what, &broadcast, &collectives::DeviceBackend::broadcast,
                                 Staged{o.buffer, 0, o.buffer, bytes}, part))
     return *done;
-  return run(comm, what, [&](Context& ctx) {
+  const CallFingerprint fp{
+      .kind = CallKind::kBroadcast, .dtype = o.dtype, .root = o.root, .count = o.count};
+  return run(comm, fp, what, [&](Context& ctx) {
     return collectives::broadcast_bytes(ctx, bytes_of(o.buffer), bytes, o.root);
   }, part);
 }
@@ -192,7 +216,8 @@ Status allgather(Communicator& comm, const AllgatherOptions& o) {
   if (auto done = run_on_device(comm, o, what, &allgather, &collectives::DeviceBackend::allgather,
                                 Staged{o.input, block, o.output, block * comm.size()}, part))
     return *done;
-  return run(comm, what, [&](Context& ctx) -> Status {
+  const CallFingerprint fp{.kind = CallKind::kAllgather, .dtype = o.dtype, .count = o.count};
+  return run(comm, fp, what, [&](Context& ctx) -> Status {
     HOOP_RETURN_IF_ERROR(copy_in(ctx, bytes_of(o.output) + block * comm.rank(), o.input, block));
     return collectives::ring_allgatherv(ctx, bytes_of(o.output), offsets, lengths);
   }, part);
@@ -210,7 +235,9 @@ Status allgatherv(Communicator& comm, const AllgathervOptions& o) {
   const Staged staged{o.input, lengths[comm.rank()], o.output, total * dtype_size(o.dtype)};
   if (auto done = run_on_device(comm, o, what, &allgatherv, nullptr, staged, part))
     return *done;
-  return run(comm, what, [&](Context& ctx) -> Status {
+  const CallFingerprint fp{.kind = CallKind::kAllgatherv, .dtype = o.dtype, .count = total,
+                           .counts_hash = collectives::hash_counts(o.counts)};
+  return run(comm, fp, what, [&](Context& ctx) -> Status {
     HOOP_RETURN_IF_ERROR(copy_in(ctx, bytes_of(o.output) + offsets[comm.rank()], o.input,
                                  lengths[comm.rank()]));
     return collectives::ring_allgatherv(ctx, bytes_of(o.output), offsets, lengths);
@@ -238,7 +265,9 @@ Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& o) {
                                 &collectives::DeviceBackend::reduce_scatter,
                                 Staged{o.input, total, o.output, in_place ? total : block}, part))
     return *done;
-  return run(comm, what, [&](Context& ctx) -> Status {
+  const CallFingerprint fp{
+      .kind = CallKind::kReduceScatter, .dtype = o.dtype, .op = o.op, .count = o.count};
+  return run(comm, fp, what, [&](Context& ctx) -> Status {
     // The ring reduces in a working copy: the input is const and the output holds one block.
     HOOP_ASSIGN_OR_RETURN(std::byte* work, ctx.scratch_buffer(1, total));
     HOOP_RETURN_IF_ERROR(ctx.copy(work, input, total));
@@ -261,7 +290,8 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
   if (auto done = run_on_device(comm, o, what, &alltoall, &collectives::DeviceBackend::alltoall,
                                 Staged{o.input, total, o.output, total}, part))
     return *done;
-  return run(comm, what, [&](Context& ctx) -> Status {
+  const CallFingerprint fp{.kind = CallKind::kAlltoall, .dtype = o.dtype, .count = o.count};
+  return run(comm, fp, what, [&](Context& ctx) -> Status {
     const std::byte* in = bytes_of(o.input);
     if (o.input == nullptr || o.input == o.output) {
       // In place: blocks still to be sent would be overwritten by arriving ones.
@@ -303,7 +333,8 @@ Status alltoallv(Communicator& comm, const AlltoallvOptions& o) {
   const Staged staged{o.input, send_total * es, o.output, recv_total * es};
   if (auto done = run_on_device(comm, o, what, &alltoallv, nullptr, staged, part))
     return *done;
-  return run(comm, what, [&](Context& ctx) -> Status {
+  const CallFingerprint fp{.kind = CallKind::kAlltoallv, .dtype = o.dtype};
+  return run(comm, fp, what, [&](Context& ctx) -> Status {
     const std::byte* in = bytes_of(o.input);
     if (in_place) {
       HOOP_ASSIGN_OR_RETURN(std::byte* copy, ctx.scratch_buffer(1, send_total * es));
@@ -316,7 +347,7 @@ Status alltoallv(Communicator& comm, const AlltoallvOptions& o) {
 
 Status barrier(Communicator& comm) {
   return run(
-      comm, [] { return std::string("barrier"); },
+      comm, CallFingerprint{.kind = CallKind::kBarrier}, [] { return std::string("barrier"); },
       [](Context& ctx) { return collectives::dissemination_barrier(ctx); });
 }
 

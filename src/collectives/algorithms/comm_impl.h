@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/call_check.h"
 #include "collectives/algorithms/context.h"
 #include "collectives/algorithms/cost_model.h"
 #include "collectives/algorithms/device_path.h"
@@ -39,8 +40,17 @@ class CommImpl final : public Communicator {
   const Hierarchy* hierarchy() const { return hierarchy_ ? &*hierarchy_ : nullptr; }
   /// The scratch buffers reused across collectives.
   Scratch& scratch() { return scratch_; }
+  /// The call fingerprints' state (call_check.h), or null when HOOP_CALL_CHECK turned them off.
+  CallCheck* call_check() { return check_calls_ ? &call_check_ : nullptr; }
+  void set_call_check(bool on) { check_calls_ = on; }
   /// Keeps what the first device collective needs to set up the device side.
   void set_device_setup(DeviceSetup setup) { device_setup_ = std::move(setup); }
+  /// Where this rank sits in the job and how to reach its store (store_host empty: none, as
+  /// over MPI), and the communicator's key prefix.
+  const BootstrapInfo& info() const { return device_setup_.info; }
+  const std::string& key_prefix() const { return device_setup_.key_prefix; }
+  /// Numbers the collectives of this communicator (the same sequence on every rank).
+  std::uint64_t next_call() { return ++calls_; }
   /// Keeps the store connection Communicator::create made, for the device side's set-up.
   void adopt_store(std::unique_ptr<Store> store) { device_setup_.owned_store = std::move(store); }
   /// The device side for buffers on `device`, set up at the first call (collectively).
@@ -54,6 +64,9 @@ class CommImpl final : public Communicator {
   std::chrono::milliseconds timeout_;
   CostParams cost_;
   Scratch scratch_;
+  CallCheck call_check_;
+  bool check_calls_ = true;
+  std::uint64_t calls_ = 0;
   Scratch cross_scratch_;  // the hierarchical allreduce's cross-host thread
   std::optional<Hierarchy> hierarchy_;
   DeviceSetup device_setup_;

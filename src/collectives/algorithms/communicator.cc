@@ -344,6 +344,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
     if (hierarchy) HOOP_RETURN_IF_ERROR(give_parts(*hierarchy, *t, info.rank));
   }
   auto comm = std::make_unique<collectives::CommImpl>(std::move(t), algorithm, timeout, cost);
+  HOOP_ASSIGN_OR_RETURN(bool check_calls, config::get_bool("HOOP_CALL_CHECK"));
+  comm->set_call_check(check_calls);
   if (hierarchy) comm->set_hierarchy(std::move(*hierarchy));
   collectives::DeviceSetup device_setup;
   device_setup.info = info;

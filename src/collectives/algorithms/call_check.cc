@@ -1,0 +1,286 @@
+#include "collectives/algorithms/call_check.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace hoop::collectives {
+namespace {
+
+// The header in front of a call's first message to a peer (little-endian hosts only, like the
+// rest of the data path):
+//   u32 magic | u32 call number | u8 kind | u8 dtype | u8 op | u8 algorithm | i32 root
+//   | u32 counts hash | u32 present-bits | u64 count
+constexpr std::size_t kHeaderBytes = 32;
+constexpr std::uint32_t kMagic = 0x4C414348;  // "HCAL"
+constexpr std::uint8_t kUnset = 0xFF;
+constexpr std::uint32_t kRoot = 1;
+constexpr std::uint32_t kCount = 2;
+constexpr std::uint32_t kCountsHash = 4;
+
+struct Decoded {
+  std::uint32_t magic = 0;
+  std::uint32_t seq = 0;
+  CallFingerprint fp;
+};
+
+template <typename T>
+void put(std::byte* at, T v) {
+  std::memcpy(at, &v, sizeof(v));
+}
+template <typename T>
+T get(const std::byte* at) {
+  T v;
+  std::memcpy(&v, at, sizeof(v));
+  return v;
+}
+
+void encode(const CallFingerprint& fp, std::uint32_t seq, std::byte* out) {
+  std::uint32_t present = 0;
+  put(out, kMagic);
+  put(out + 4, seq);
+  put(out + 8, static_cast<std::uint8_t>(fp.kind));
+  put(out + 9, fp.dtype ? static_cast<std::uint8_t>(*fp.dtype) : kUnset);
+  put(out + 10, fp.op ? static_cast<std::uint8_t>(*fp.op) : kUnset);
+  put(out + 11, fp.algorithm ? static_cast<std::uint8_t>(*fp.algorithm) : kUnset);
+  put(out + 12, fp.root.value_or(0));
+  put(out + 16, fp.counts_hash.value_or(0));
+  if (fp.root) present |= kRoot;
+  if (fp.count) present |= kCount;
+  if (fp.counts_hash) present |= kCountsHash;
+  put(out + 20, present);
+  put(out + 24, fp.count.value_or(0));
+}
+
+Decoded decode(const std::byte* in) {
+  Decoded d;
+  d.magic = get<std::uint32_t>(in);
+  d.seq = get<std::uint32_t>(in + 4);
+  d.fp.kind = static_cast<CallKind>(get<std::uint8_t>(in + 8));
+  const auto dtype = get<std::uint8_t>(in + 9);
+  const auto op = get<std::uint8_t>(in + 10);
+  const auto algo = get<std::uint8_t>(in + 11);
+  if (dtype != kUnset) d.fp.dtype = static_cast<DataType>(dtype);
+  if (op != kUnset) d.fp.op = static_cast<ReduceOp>(op);
+  if (algo != kUnset) d.fp.algorithm = static_cast<Algorithm>(algo);
+  const auto present = get<std::uint32_t>(in + 20);
+  if (present & kRoot) d.fp.root = get<std::int32_t>(in + 12);
+  if (present & kCountsHash) d.fp.counts_hash = get<std::uint32_t>(in + 16);
+  if (present & kCount) d.fp.count = get<std::uint64_t>(in + 24);
+  return d;
+}
+
+std::string kind_name(CallKind kind) {
+  switch (kind) {
+    case CallKind::kAllreduce:
+      return "allreduce";
+    case CallKind::kBroadcast:
+      return "broadcast";
+    case CallKind::kAllgather:
+      return "allgather";
+    case CallKind::kAllgatherv:
+      return "allgatherv";
+    case CallKind::kReduceScatter:
+      return "reduce_scatter";
+    case CallKind::kAlltoall:
+      return "alltoall";
+    case CallKind::kAlltoallv:
+      return "alltoallv";
+    case CallKind::kBarrier:
+      return "barrier";
+  }
+  return fmt::format("collective {}", static_cast<int>(kind));
+}
+
+std::string dtype_text(std::optional<DataType> d) {
+  if (!d) return "-";
+  if (static_cast<int>(*d) < static_cast<int>(std::size(kAllDataTypes)))
+    return std::string(dtype_name(*d));
+  return fmt::format("dtype {}", static_cast<int>(*d));
+}
+std::string op_text(std::optional<ReduceOp> o) {
+  if (!o) return "-";
+  if (static_cast<int>(*o) < static_cast<int>(std::size(kAllReduceOps)))
+    return std::string(op_name(*o));
+  return fmt::format("op {}", static_cast<int>(*o));
+}
+std::string algorithm_text(std::optional<Algorithm> a) {
+  if (!a) return "-";
+  if (*a <= Algorithm::kHierarchical) return std::string(algorithm_name(*a));
+  return fmt::format("algorithm {}", static_cast<int>(*a));
+}
+template <typename T>
+std::string opt_text(const std::optional<T>& v) {
+  return v ? fmt::format("{}", *v) : std::string("-");
+}
+
+/// "allreduce (call 3) of 4 f32, sum, ring"
+std::string describe(const CallFingerprint& fp, std::uint32_t seq) {
+  std::string s = fmt::format("{} (call {})", kind_name(fp.kind), seq);
+  if (fp.count && fp.dtype) s += fmt::format(" of {} {}", *fp.count, dtype_text(fp.dtype));
+  if (fp.op) s += ", " + op_text(fp.op);
+  if (fp.algorithm) s += ", " + algorithm_text(fp.algorithm);
+  if (fp.root) s += fmt::format(", root {}", *fp.root);
+  return s;
+}
+
+}  // namespace
+
+struct CallCheck::Action {
+  RequestId id = 0;
+  RequestId extra = 0;  // the separate header message (0: none or already completed)
+  bool is_recv = false;
+  int peer = -1;
+  void* out = nullptr;  // an inline receive's destination
+  std::size_t bytes = 0;
+  bool inline_payload = false;
+};
+
+CallCheck::CallCheck() = default;
+CallCheck::~CallCheck() = default;
+
+std::uint32_t hash_counts(std::span<const std::size_t> counts) {
+  // FNV-1a over the counts' bytes: the same on every rank, and one differing count changes it.
+  std::uint32_t h = 2166136261u;
+  for (std::size_t c : counts) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<std::uint8_t>(static_cast<std::uint64_t>(c) >> (8 * i));
+      h *= 16777619u;
+    }
+  }
+  return h;
+}
+
+CheckedTransport::CheckedTransport(Transport& base, CallCheck& state,
+                                   const CallFingerprint& fingerprint)
+    : base_(base), state_(state), seq_(++state.seq_) {
+  const auto n = static_cast<std::size_t>(base.size());
+  if (state_.sent_in_.size() < n) {
+    state_.sent_in_.resize(n, 0);
+    state_.recvd_in_.resize(n, 0);
+    state_.staging_.resize(2 * n);
+  }
+  // A call that failed leaves its requests behind in the aborted transport; they are not ours.
+  state_.actions_.clear();
+  encode(fingerprint, static_cast<std::uint32_t>(seq_), header_);
+}
+
+std::byte* CheckedTransport::slot(int peer, int which) {
+  auto& s = state_.staging_[2 * static_cast<std::size_t>(peer) + which];
+  if (s == nullptr) s = std::make_unique<std::byte[]>(kHeaderBytes + CallCheck::kInlineBytes);
+  return s.get();
+}
+
+Result<RequestId> CheckedTransport::send(int peer, const void* data, std::size_t bytes) {
+  if (peer < 0 || peer >= size() || peer == rank() || state_.sent_in_[peer] == seq_)
+    return base_.send(peer, data, bytes);
+  state_.sent_in_[peer] = seq_;
+  std::byte* s = slot(peer, 0);
+  std::memcpy(s, header_, kHeaderBytes);
+  if (bytes <= CallCheck::kInlineBytes) {
+    if (bytes > 0) std::memcpy(s + kHeaderBytes, data, bytes);
+    return base_.send(peer, s, kHeaderBytes + bytes);
+  }
+  HOOP_ASSIGN_OR_RETURN(RequestId header, base_.send(peer, s, kHeaderBytes));
+  HOOP_ASSIGN_OR_RETURN(RequestId id, base_.send(peer, data, bytes));
+  state_.actions_.push_back({id, header, false, peer, nullptr, 0, false});
+  return id;
+}
+
+Result<RequestId> CheckedTransport::recv(int peer, void* data, std::size_t bytes) {
+  if (peer < 0 || peer >= size() || peer == rank() || state_.recvd_in_[peer] == seq_)
+    return base_.recv(peer, data, bytes);
+  state_.recvd_in_[peer] = seq_;
+  std::byte* s = slot(peer, 1);
+  if (bytes <= CallCheck::kInlineBytes) {
+    HOOP_ASSIGN_OR_RETURN(RequestId id, base_.recv(peer, s, kHeaderBytes + bytes));
+    state_.actions_.push_back({id, 0, true, peer, data, bytes, true});
+    return id;
+  }
+  HOOP_ASSIGN_OR_RETURN(RequestId header, base_.recv(peer, s, kHeaderBytes));
+  HOOP_ASSIGN_OR_RETURN(RequestId id, base_.recv(peer, data, bytes));
+  state_.actions_.push_back({id, header, true, peer, nullptr, 0, false});
+  return id;
+}
+
+Status CheckedTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
+  auto& actions = state_.actions_;
+  if (actions.empty()) return base_.wait(ids, deadline);
+  // The separate header messages complete with their payloads.
+  std::vector<RequestId>& all = state_.ids_;
+  all.assign(ids.begin(), ids.end());
+  for (const CallCheck::Action& a : actions) {
+    if (a.extra != 0 && std::find(ids.begin(), ids.end(), a.id) != ids.end())
+      all.push_back(a.extra);
+  }
+  HOOP_RETURN_IF_ERROR(base_.wait(all, deadline));
+  Status first;
+  for (RequestId id : ids) {
+    Status s = finish(id);
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
+Result<bool> CheckedTransport::test(RequestId id) {
+  auto& actions = state_.actions_;
+  auto it = std::find_if(actions.begin(), actions.end(),
+                         [id](const CallCheck::Action& a) { return a.id == id; });
+  if (it == actions.end()) return base_.test(id);
+  if (it->extra != 0) {
+    HOOP_ASSIGN_OR_RETURN(bool header_done, base_.test(it->extra));
+    if (!header_done) return false;
+    it->extra = 0;
+  }
+  HOOP_ASSIGN_OR_RETURN(bool done, base_.test(id));
+  if (!done) return false;
+  HOOP_RETURN_IF_ERROR(finish(id));
+  return true;
+}
+
+Status CheckedTransport::finish(RequestId id) {
+  auto& actions = state_.actions_;
+  auto it = std::find_if(actions.begin(), actions.end(),
+                         [id](const CallCheck::Action& a) { return a.id == id; });
+  if (it == actions.end()) return Status::success();
+  const CallCheck::Action a = *it;
+  *it = actions.back();
+  actions.pop_back();
+  if (!a.is_recv) return Status::success();
+  const std::byte* s = slot(a.peer, 1);
+  HOOP_RETURN_IF_ERROR(compare(s, a.peer));
+  if (a.inline_payload && a.bytes > 0) std::memcpy(a.out, s + kHeaderBytes, a.bytes);
+  return Status::success();
+}
+
+Status CheckedTransport::compare(const std::byte* theirs, int peer) const {
+  const Decoded t = decode(theirs);
+  const Decoded m = decode(header_);
+  if (t.magic != kMagic)
+    return protocol_error(fmt::format(
+        "the first message of collective call {} from rank {} carries no call header: rank {} "
+        "is not in a collective call of its own (a call that only some ranks made?)",
+        m.seq, peer, peer));
+  std::vector<std::string> diffs;
+  auto field = [&](const char* name, const std::string& mine, const std::string& theirs_text) {
+    if (mine != theirs_text)
+      diffs.push_back(fmt::format("{} differs (rank {}: {}, rank {}: {})", name, rank(), mine, peer,
+                                  theirs_text));
+  };
+  field("collective", kind_name(m.fp.kind), kind_name(t.fp.kind));
+  field("call number", fmt::format("{}", m.seq), fmt::format("{}", t.seq));
+  field("dtype", dtype_text(m.fp.dtype), dtype_text(t.fp.dtype));
+  field("op", op_text(m.fp.op), op_text(t.fp.op));
+  field("count", opt_text(m.fp.count), opt_text(t.fp.count));
+  field("root", opt_text(m.fp.root), opt_text(t.fp.root));
+  field("counts", opt_text(m.fp.counts_hash), opt_text(t.fp.counts_hash));
+  field("algorithm", algorithm_text(m.fp.algorithm), algorithm_text(t.fp.algorithm));
+  if (diffs.empty()) return Status::success();
+  return mismatch_error(
+      fmt::format("mismatched collective calls: rank {} called {}, rank {} called {}: {}", rank(),
+                  describe(m.fp, m.seq), peer, describe(t.fp, t.seq), fmt::join(diffs, "; ")));
+}
+
+}  // namespace hoop::collectives

@@ -1,0 +1,112 @@
+// Call fingerprints: every collective tells each peer what it was called with, so that ranks that
+// disagree (f32 against i32 of the same byte size, sum against max, a skipped call) fail with an
+// error naming the field and both ranks' values instead of returning wrong numbers.
+//
+// The fingerprint travels with the first message of a call to each peer, never as a round of its
+// own: a first message of at most kInlineBytes is sent with the fingerprint in front of it (one
+// copy into a staging slot on each side, which keeps an 8-byte allreduce one message per pair);
+// a longer one is preceded by a fingerprint-only message, whose cost is lost in the payload's.
+// Both sides decide the same way as long as the message lengths agree; when they do not, the
+// transport's own length check fails the call, naming both lengths.
+//
+// The receiver compares on completion and fails the call; the collective's failure path then
+// aborts the transport, so the peers fail with the same cause. A mismatch is found by the ranks
+// that receive from a disagreeing rank in that call; the others fail on the abort, at the latest
+// in their next call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "hoop/communicator.h"
+#include "hoop/transport.h"
+
+namespace hoop::collectives {
+
+/// The collectives a fingerprint names.
+enum class CallKind : std::uint8_t {
+  kAllreduce,
+  kBroadcast,
+  kAllgather,
+  kAllgatherv,
+  kReduceScatter,
+  kAlltoall,
+  kAlltoallv,
+  kBarrier
+};
+
+/// What every rank must pass alike to one collective (fields that do not apply stay unset).
+struct CallFingerprint {
+  CallKind kind = CallKind::kBarrier;
+  std::optional<DataType> dtype = std::nullopt;
+  std::optional<ReduceOp> op = std::nullopt;
+  std::optional<Algorithm> algorithm = std::nullopt;
+  std::optional<std::int32_t> root = std::nullopt;
+  /// The element count every rank passes (allgatherv: the total).
+  std::optional<std::uint64_t> count = std::nullopt;
+  /// A hash of per-rank counts every rank passes alike (allgatherv); unset: not compared.
+  std::optional<std::uint32_t> counts_hash = std::nullopt;
+};
+
+/// A hash of `counts` for CallFingerprint::counts_hash.
+std::uint32_t hash_counts(std::span<const std::size_t> counts);
+
+/// A communicator's state for fingerprints across calls: the call number and staging memory.
+class CallCheck {
+ public:
+  /// A first message up to this many bytes travels behind its fingerprint in one message.
+  static constexpr std::size_t kInlineBytes = 4096 - 32;
+
+ private:
+  friend class CheckedTransport;
+  struct Action;
+  std::uint64_t seq_ = 0;
+  // Per peer: the call number of the last call that sent / received its first message.
+  std::vector<std::uint64_t> sent_in_;
+  std::vector<std::uint64_t> recvd_in_;
+  // Per peer: two staging slots (send, receive) of header + kInlineBytes, made on first use.
+  std::vector<std::unique_ptr<std::byte[]>> staging_;
+  std::vector<Action> actions_;
+  std::vector<RequestId> ids_;
+
+ public:
+  CallCheck();
+  ~CallCheck();
+};
+
+/// One call's view of a transport that adds the fingerprint to the first message to and from
+/// each peer and checks what arrives. Requests are the base's; not thread-safe.
+class CheckedTransport final : public Transport {
+ public:
+  /// Starts call number `state`'s next with `fingerprint` over `base`.
+  CheckedTransport(Transport& base, CallCheck& state, const CallFingerprint& fingerprint);
+
+  std::string_view name() const override { return base_.name(); }
+  int rank() const override { return base_.rank(); }
+  int size() const override { return base_.size(); }
+  bool accepts_device_memory() const override { return base_.accepts_device_memory(); }
+  Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
+  Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
+  Status wait(std::span<const RequestId> ids, Deadline deadline) override;
+  Result<bool> test(RequestId id) override;
+  void poll(std::chrono::microseconds timeout) override { base_.poll(timeout); }
+  void wake() override { base_.wake(); }
+  void abort(const Status& cause) override { base_.abort(cause); }
+
+ private:
+  std::byte* slot(int peer, int which);
+  /// Finishes the action of a completed request `id` (copy out, compare); ok when it has none.
+  Status finish(RequestId id);
+  Status compare(const std::byte* theirs, int peer) const;
+
+  Transport& base_;
+  CallCheck& state_;
+  std::uint64_t seq_;
+  std::byte header_[32];
+};
+
+}  // namespace hoop::collectives

@@ -19,6 +19,20 @@ constexpr std::chrono::milliseconds kActiveWake{100};
 constexpr std::chrono::milliseconds kIdleWake{1000};
 // A control message longer than this is a corrupt length, not a list of tensors.
 constexpr std::uint64_t kMaxControlMessage = std::uint64_t{1} << 32;
+// The length header of a heartbeat, which has no body.
+constexpr std::uint64_t kHeartbeat = ~std::uint64_t{0};
+// How often liveness is looked at; heartbeats go out every fifth of the timeout, within these.
+constexpr std::chrono::milliseconds kLivenessCheck{50};
+constexpr std::chrono::milliseconds kMinHeartbeat{50};
+constexpr std::chrono::milliseconds kMaxHeartbeat{1000};
+
+/// Why work fails once the runtime has stopped: a rank's shutdown, named, or this rank's own.
+Status stopped_status(int shutdown_by, int rank, std::string_view what) {
+  if (shutdown_by >= 0 && shutdown_by != rank)
+    return aborted(fmt::format("runtime: rank {} shut down the job (hoop::shutdown) {}",
+                               shutdown_by, what));
+  return aborted(fmt::format("runtime: shut down {}", what));
+}
 
 }  // namespace
 
@@ -72,6 +86,13 @@ Result<std::unique_ptr<Controller>> Controller::start(const BootstrapInfo& info,
   if (c->rank_ == 0)
     c->coordinator_ = std::make_unique<Coordinator>(c->size_, settings.fusion_threshold, c->cache_);
   c->headers_.resize(static_cast<std::size_t>(c->size_));
+  c->heartbeat_ = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 c->control_->timeout() / 5),
+                             kMinHeartbeat, kMaxHeartbeat);
+  const auto now = Clock::now();
+  c->last_heard_.assign(static_cast<std::size_t>(c->size_), now);
+  c->last_sent_.assign(static_cast<std::size_t>(c->size_), now);
+  c->last_liveness_check_ = now;
   if (c->size_ > 1) {
     if (c->rank_ == 0) {
       for (int p = 1; p < c->size_; ++p) HOOP_RETURN_IF_ERROR(c->post_header_recv(p));
@@ -99,7 +120,7 @@ Status Controller::submit(std::vector<Entry> entries) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return failure_;
-    if (shutdown_queued_ || stopped_) return aborted("runtime: shut down");
+    if (shutdown_queued_ || stopped_) return stopped_status(shutdown_by_, rank_, "");
     for (const Entry& e : entries) {
       if (in_flight_.contains(e.request.name))
         return invalid_argument(fmt::format(
@@ -123,7 +144,7 @@ Status Controller::join(std::shared_ptr<detail::HandleState> handle) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return failure_;
-    if (shutdown_queued_ || stopped_) return aborted("runtime: shut down");
+    if (shutdown_queued_ || stopped_) return stopped_status(shutdown_by_, rank_, "");
     if (join_handle_ != nullptr) return invalid_argument("join: this rank has already joined");
     join_queued_ = true;
     join_handle_ = std::move(handle);
@@ -175,7 +196,8 @@ void Controller::loop() {
   std::shared_ptr<detail::HandleState> join;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    why = failure_.ok() ? aborted("runtime: shut down before the operation ran") : failure_;
+    why = failure_.ok() ? stopped_status(shutdown_by_, rank_, "before the operation ran")
+                        : failure_;
     for (Entry& e : queue_) pending_.emplace(e.request.name, std::move(e));
     queue_.clear();
     in_flight_.clear();
@@ -212,7 +234,8 @@ void Controller::idle_wait(bool active) {
   }
   // Sleeps until a message arrives on the control connections or submit() wakes the
   // transport; the timeout only paces the coordinator's stall checks.
-  control_->transport().poll(active ? kActiveWake : kIdleWake);
+  control_->transport().poll(std::min<std::chrono::microseconds>(
+      active ? kActiveWake : kIdleWake, heartbeat_));
   std::lock_guard<std::mutex> lock(mu_);
   sleeping_ = false;
 }
@@ -277,6 +300,7 @@ Status Controller::send_message(int peer, std::string payload) {
   HOOP_ASSIGN_OR_RETURN(RequestId h, t.send(peer, &length, sizeof(length)));
   HOOP_ASSIGN_OR_RETURN(RequestId b, t.send(peer, payload.data(), payload.size()));
   const RequestId ids[2] = {h, b};
+  last_sent_[static_cast<std::size_t>(peer)] = Clock::now();
   return t.wait(ids, Clock::now() + control_->timeout());
 }
 
@@ -306,6 +330,11 @@ Result<bool> Controller::poll_messages() {
     HOOP_ASSIGN_OR_RETURN(bool complete, t.test(h.id));
     if (!complete) continue;
     h.id = 0;
+    last_heard_[static_cast<std::size_t>(peer)] = Clock::now();
+    if (h.length == kHeartbeat) {
+      HOOP_RETURN_IF_ERROR(post_header_recv(peer));
+      continue;
+    }
     HOOP_ASSIGN_OR_RETURN(std::string payload,
                           read_body(peer, h.length, Clock::now() + control_->timeout()));
     moved = true;
@@ -337,6 +366,10 @@ Status Controller::collect_goodbyes() {
     HeaderRecv& h = headers_[static_cast<std::size_t>(peer)];
     while (true) {
       HOOP_RETURN_IF_ERROR(wait_one(t, h.id, deadline));
+      if (h.length == kHeartbeat) {
+        HOOP_RETURN_IF_ERROR(post_header_recv(peer));
+        continue;
+      }
       HOOP_RETURN_IF_ERROR(read_body(peer, h.length, deadline).status());
       if (h.length == 0) break;
       // A message sent before the worker saw the shutdown: nothing can run any more.
@@ -366,7 +399,9 @@ Status Controller::run_responses(const ResponseList& list) {
     for (const Request& t : resp.tensors) {
       auto it = pending_.find(t.name);
       if (it == pending_.end()) {
-        if (!joined)
+        // A failed tensor (a mismatch, a shutdown) fails wherever it was submitted; the ranks
+        // that never submitted it have nothing to fail.
+        if (!joined && resp.error.empty())
           return protocol_error(fmt::format(
               "runtime: the coordinator scheduled tensor '{}', which rank {} never submitted",
               t.name, rank_));
@@ -393,6 +428,9 @@ Status Controller::run_responses(const ResponseList& list) {
     // A mismatch fails only its tensors; a failed collective means a broken job.
     if (!s.ok() && resp.error.empty()) return s;
   }
+  // Every rank took part in the collectives that just completed: all of them are alive, also
+  // when those collectives kept this thread from hearing heartbeats for a while.
+  if (!list.responses.empty()) std::fill(last_heard_.begin(), last_heard_.end(), Clock::now());
   if (list.join_done_last >= 0 && join_handle_ != nullptr) {
     joined_ = false;
     std::shared_ptr<detail::HandleState> h;
@@ -407,7 +445,52 @@ Status Controller::run_responses(const ResponseList& list) {
     }
     h->finish_part(Status::success());
   }
-  if (list.shutdown) done_ = true;
+  if (list.shutdown) {
+    done_ = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_by_ = list.shutdown_by;
+  }
+  return Status::success();
+}
+
+std::vector<int> Controller::control_peers() const {
+  std::vector<int> peers;
+  if (rank_ != 0) {
+    peers.push_back(0);
+  } else {
+    for (int p = 1; p < size_; ++p) peers.push_back(p);
+  }
+  return peers;
+}
+
+Status Controller::send_heartbeats() {
+  Transport& t = control_->transport();
+  const auto now = Clock::now();
+  for (int peer : control_peers()) {
+    auto& sent = last_sent_[static_cast<std::size_t>(peer)];
+    if (now - sent < heartbeat_) continue;
+    sent = now;
+    HOOP_ASSIGN_OR_RETURN(RequestId id, t.send(peer, &kHeartbeat, sizeof(kHeartbeat)));
+    HOOP_RETURN_IF_ERROR(wait_one(t, id, now + control_->timeout()));
+  }
+  return Status::success();
+}
+
+Status Controller::check_liveness() {
+  const auto now = Clock::now();
+  if (now - last_liveness_check_ < kLivenessCheck) return Status::success();
+  last_liveness_check_ = now;
+  HOOP_RETURN_IF_ERROR(send_heartbeats());
+  const auto limit = control_->timeout();
+  for (int peer : control_peers()) {
+    const auto quiet = now - last_heard_[static_cast<std::size_t>(peer)];
+    if (quiet <= limit) continue;
+    return peer_lost(fmt::format(
+        "runtime: rank {} has not answered for {:.1f} s (the limit is HOOP_TIMEOUT_SECONDS={}): "
+        "it is stopped, hung or cut off",
+        peer, std::chrono::duration<double>(quiet).count(),
+        std::chrono::duration<double>(limit).count()));
+  }
   return Status::success();
 }
 
@@ -449,6 +532,7 @@ Result<bool> Controller::step() {
     }
     check_stall();
   }
+  if (size_ > 1 && !done_) HOOP_RETURN_IF_ERROR(check_liveness());
   return moved;
 }
 

@@ -8,6 +8,12 @@
 // closely. A rank without outstanding work never needs to answer anyone: a response exists
 // only once every rank has submitted its tensors.
 //
+// Liveness: the threads of a set say they are alive over the control connections (a
+// message, or a bare heartbeat header, at least every heartbeat interval; a collective that
+// completes proves every rank alive too), so that a rank that stopped answering (SIGSTOP, a
+// hung process, a cut link) fails every rank within HOOP_TIMEOUT_SECONDS naming it, apart from
+// a rank that is alive but has not submitted a tensor yet (the stall inspector's business).
+//
 // Batching: after waking, the thread keeps collecting tensors for as long as they keep
 // arriving back to back (less than kBurstGap apart), at most HOOP_CYCLE_TIME_MS, and stops
 // as soon as an application thread waits on a handle (no more are coming then); then it
@@ -91,6 +97,12 @@ class Controller {
   Status run_responses(const ResponseList& list);
   Status coordinate();
   void check_stall();
+  /// Sends a heartbeat to each peer that has heard nothing from this rank for an interval.
+  Status send_heartbeats();
+  /// peer_lost naming a peer this rank has not heard from for longer than the timeout.
+  Status check_liveness();
+  /// The peers this rank exchanges control messages with (rank 0: all others; others: 0).
+  std::vector<int> control_peers() const;
   void fail_everything(const Status& cause);
   bool has_outstanding() const;
   void idle_wait(bool active);
@@ -128,6 +140,11 @@ class Controller {
   bool joined_ = false;
   bool shutting_down_ = false;
   bool done_ = false;
+  int shutdown_by_ = -1;  // the rank whose shutdown ended the runtime, once it has
+  std::chrono::milliseconds heartbeat_{1000};
+  std::vector<Clock::time_point> last_heard_;  // by peer
+  std::vector<Clock::time_point> last_sent_;   // by peer
+  Clock::time_point last_liveness_check_;
   Clock::time_point last_activity_;
   Clock::time_point last_stall_check_;
   std::thread thread_;

@@ -55,7 +55,6 @@ std::vector<Field> fields_of(OpType type) {
 Status Coordinator::add(int rank, const RequestList& list, Clock::time_point now) {
   if (joined_.empty()) {
     joined_.assign(static_cast<std::size_t>(size_), false);
-    shutting_down_.assign(static_cast<std::size_t>(size_), false);
   }
   for (std::uint32_t slot : list.cached) {
     const Request* r = cache_.at(slot);
@@ -93,10 +92,7 @@ Status Coordinator::add(int rank, const RequestList& list, Clock::time_point now
     ++joined_count_;
     last_joined_ = rank;
   }
-  if (list.shutdown && !shutting_down_[rank]) {
-    shutting_down_[rank] = true;
-    ++shutdown_count_;
-  }
+  if (list.shutdown && shutdown_by_ < 0) shutdown_by_ = rank;
   // A joined rank changes what "ready" means and a shutdown fails what cannot run: both are
   // the full table's business, also for the slots counted above.
   if (joined_count_ > 0 || list.shutdown) demote_all();
@@ -255,16 +251,16 @@ void Coordinator::collect_ready() {
     }
   }
   arrival_ = std::move(still);
-  if (shutdown_count_ == size_) {
-    // Nothing can become ready any more: every rank has stopped submitting.
+  if (shutdown_by_ >= 0) {
+    // Nothing can become ready any more: one rank's shutdown ends the runtime on every rank.
     for (const std::string& name : arrival_) {
       Pending& p = pending_[name];
       Response resp = make_response(name, p);
       std::vector<int> missing;
       for (int r = 0; r < size_; ++r)
         if (!p.by_rank[r]) missing.push_back(r);
-      resp.error = fmt::format("tensor '{}': the job shut down before {} submitted it", name,
-                               rank_list(missing));
+      resp.error = fmt::format("tensor '{}': rank {} shut down the job before {} submitted it",
+                               name, shutdown_by_, rank_list(missing));
       ready_.push_back(std::move(resp));
     }
     pending_.clear();
@@ -273,7 +269,7 @@ void Coordinator::collect_ready() {
 }
 
 bool Coordinator::has_ready() const {
-  return !ready_.empty() || join_done_ || (size_ > 0 && shutdown_count_ == size_);
+  return !ready_.empty() || join_done_ || shutdown_by_ >= 0;
 }
 
 ResponseList Coordinator::take_ready() {
@@ -315,7 +311,8 @@ ResponseList Coordinator::take_ready() {
     out.join_done_last = last_joined_;
     join_done_ = false;
   }
-  out.shutdown = size_ > 0 && shutdown_count_ == size_;
+  out.shutdown = shutdown_by_ >= 0;
+  out.shutdown_by = shutdown_by_;
   return out;
 }
 

@@ -99,8 +99,7 @@ class Coordinator {
   std::vector<bool> joined_;
   int joined_count_ = 0;
   int last_joined_ = -1;
-  std::vector<bool> shutting_down_;
-  int shutdown_count_ = 0;
+  int shutdown_by_ = -1;  // the first rank that asked to shut down
   bool join_done_ = false;
 };
 

@@ -207,6 +207,7 @@ std::string encode(const ResponseList& list, const ResponseCache* cache) {
   }
   append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.join_done_last));
   out.push_back(static_cast<char>(list.shutdown ? 1 : 0));
+  append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.shutdown_by));
   return out;
 }
 
@@ -262,6 +263,7 @@ Result<ResponseList> decode_response_list(std::string_view bytes, const Response
   }
   list.join_done_last = static_cast<std::int32_t>(in.u32("join"));
   list.shutdown = in.u8("shutdown") != 0;
+  list.shutdown_by = static_cast<std::int32_t>(in.u32("shutdown rank"));
   HOOP_RETURN_IF_ERROR(in.finish("response list"));
   return list;
 }

@@ -76,8 +76,11 @@ struct ResponseList {
   std::vector<Response> responses;
   /// Every rank has joined: their join handles finish, naming this rank as the last (-1: no).
   std::int32_t join_done_last = -1;
-  /// Every rank asked to shut down: the background threads stop after this list.
+  /// A rank asked to shut down: the background threads stop after this list, and what the
+  /// other ranks still submit fails naming `shutdown_by`, the first rank that asked (Horovod's
+  /// semantics: one rank's shutdown ends the job's runtime, it never waits for the others).
   bool shutdown = false;
+  std::int32_t shutdown_by = -1;
 };
 
 class ResponseCache;

@@ -1,0 +1,258 @@
+// One rank of a chaos case (tests/chaos/chaos_test.cc): a few good steps, then the fault the
+// case names, played by rank 1 (or by every rank, for mismatches). Every rank that sees a
+// failure prints "rank R: failed after S s: <cause>" and exits 3; a rank that finishes prints
+// "rank R: ok". The seconds count from the start of the call that failed, so the test can
+// tabulate the time to the error.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hoop/communicator.h"
+#include "hoop/hoop.h"
+
+namespace {
+
+using hoop::Clock;
+using hoop::DataType;
+using hoop::ReduceOp;
+using hoop::Status;
+
+int g_rank = -1;
+Clock::time_point g_call_start = Clock::now();
+
+/// Marks the start of the call whose failure the case is about.
+void start_call() { g_call_start = Clock::now(); }
+
+bool g_runtime = false;
+
+[[noreturn]] void report_failure(const std::string& cause) {
+  const double s = std::chrono::duration<double>(Clock::now() - g_call_start).count();
+  std::printf("rank %d: failed after %.3f s: %s\n", g_rank, s, cause.c_str());
+  std::fflush(stdout);
+  // As an application that catches the error would: shut the runtime down and exit normally,
+  // running every destructor (a crash there once followed mismatches).
+  if (g_runtime && std::getenv("CHAOS_NO_SHUTDOWN") == nullptr) {
+    try {
+      hoop::shutdown();
+    } catch (const hoop::Error&) {
+    }
+  }
+  std::exit(3);
+}
+
+void check(const Status& s) {
+  if (!s.ok()) report_failure(s.to_string());
+}
+
+[[noreturn]] void finish() {
+  std::printf("rank %d: ok\n", g_rank);
+  std::fflush(stdout);
+  std::_Exit(0);
+}
+
+/// Good steps before the fault: 3, or CHAOS_WARM_UP_STEPS (0: the fault comes first).
+int warm_up_steps() {
+  const char* v = std::getenv("CHAOS_WARM_UP_STEPS");
+  return v != nullptr ? std::atoi(v) : 3;
+}
+
+/// What rank 1 does to the job.
+void stop_self() { ::raise(SIGSTOP); }
+void kill_self() { ::raise(SIGKILL); }
+
+// --- the Communicator ---------------------------------------------------------------------
+
+Status allreduce(hoop::Communicator& c, std::vector<float>& v, DataType dtype = DataType::kF32,
+                 ReduceOp op = ReduceOp::kSum, std::size_t count = 0) {
+  hoop::AllreduceOptions o;
+  o.input = o.output = v.data();
+  o.count = count != 0 ? count : v.size();
+  o.dtype = dtype;
+  o.op = op;
+  return hoop::allreduce(c, o);
+}
+
+void comm_case(const std::string& name) {
+  auto made = hoop::Communicator::create();
+  check(made.status());
+  hoop::Communicator& c = **made;
+  g_rank = c.rank();
+  const bool odd = c.rank() == 1;
+  std::vector<float> v(64, 1.0f);
+  for (int step = 0; step < warm_up_steps(); ++step) check(allreduce(c, v));
+  start_call();
+  if (name == "comm_dtype") {
+    check(allreduce(c, v, odd ? DataType::kI32 : DataType::kF32));
+  } else if (name == "comm_op") {
+    check(allreduce(c, v, DataType::kF32, odd ? ReduceOp::kMax : ReduceOp::kSum));
+  } else if (name == "comm_count") {
+    check(allreduce(c, v, DataType::kF32, ReduceOp::kSum, odd ? 63 : 64));
+  } else if (name == "comm_kind") {
+    // Rank 1 skips the allreduce the others make before an allgather of the same bytes.
+    std::vector<float> all(64 * static_cast<std::size_t>(c.size()));
+    if (!odd) check(allreduce(c, v));
+    hoop::AllgatherOptions o;
+    o.input = v.data();
+    o.output = all.data();
+    o.count = v.size();
+    check(hoop::allgather(c, o));
+  } else if (name == "comm_root") {
+    // Broadcasts whose ranks disagree on the root may only send; the barrier after them fails.
+    hoop::BroadcastOptions o;
+    o.buffer = v.data();
+    o.count = v.size();
+    o.root = odd ? 1 : 0;
+    check(hoop::broadcast(c, o));
+    check(hoop::barrier(c));
+  } else if (name == "comm_steady") {
+    // A job that keeps working for CHAOS_STEADY_SECONDS (default 10), checking every result,
+    // while the test attacks its listening ports.
+    const char* secs = std::getenv("CHAOS_STEADY_SECONDS");
+    const auto until = Clock::now() + std::chrono::seconds(secs != nullptr ? std::atoi(secs) : 10);
+    std::vector<float> w(4096);
+    for (int step = 0; Clock::now() < until || step < 10; ++step) {
+      for (std::size_t i = 0; i < w.size(); ++i)
+        w[i] = static_cast<float>((i + step + c.rank()) % 7);
+      check(allreduce(c, w));
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        float want = 0;
+        for (int r = 0; r < c.size(); ++r) want += static_cast<float>((i + step + r) % 7);
+        if (w[i] != want)
+          report_failure(fmt::format("step {} element {}: {} instead of {}", step, i, w[i], want));
+      }
+    }
+  } else if (name == "comm_kill") {
+    if (odd) kill_self();
+    check(allreduce(c, v));
+  } else if (name == "comm_stop") {
+    if (odd) stop_self();
+    check(allreduce(c, v));
+  } else if (name == "comm_exit") {
+    if (odd) finish();
+    check(allreduce(c, v));
+  } else {
+    report_failure("unknown case " + name);
+  }
+  // A case that fails on some ranks only: the others fail in their next call at the latest.
+  start_call();
+  check(hoop::barrier(c));
+  finish();
+}
+
+// --- the runtime -----------------------------------------------------------------------------
+
+hoop::Tensor tensor(std::vector<float>& v, DataType dtype = DataType::kF32,
+                    std::vector<std::int64_t> shape = {}) {
+  if (shape.empty()) shape = {static_cast<std::int64_t>(v.size())};
+  return hoop::Tensor{v.data(), dtype, shape, hoop::kCpuDevice};
+}
+
+/// Runs `body`, turning the runtime's exception into the case's report.
+void guarded(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const hoop::Error& e) {
+    report_failure(e.status().to_string());
+  }
+}
+
+void runtime_case(const std::string& name) {
+  g_runtime = true;
+  guarded([] { hoop::init(); });
+  g_rank = hoop::rank();
+  const bool odd = g_rank == 1;
+  std::vector<float> v(64, 1.0f);
+  guarded([&] {
+    for (int step = 0; step < warm_up_steps(); ++step)
+      hoop::allreduce(fmt::format("step.{}", step), tensor(v), tensor(v));
+  });
+  start_call();
+  guarded([&] {
+    hoop::ReduceOptions o;
+    if (name == "rt_dtype") {
+      hoop::allreduce("t", tensor(v, odd ? DataType::kI32 : DataType::kF32),
+                      tensor(v, odd ? DataType::kI32 : DataType::kF32));
+    } else if (name == "rt_op") {
+      o.op = odd ? ReduceOp::kMax : ReduceOp::kSum;
+      hoop::allreduce("t", tensor(v), tensor(v), o);
+    } else if (name == "rt_shape") {
+      const std::vector<std::int64_t> shape =
+          odd ? std::vector<std::int64_t>{8, 8} : std::vector<std::int64_t>{64};
+      hoop::allreduce("t", tensor(v, DataType::kF32, shape), tensor(v, DataType::kF32, shape));
+    } else if (name == "rt_kill") {
+      if (odd) kill_self();
+      hoop::allreduce("t", tensor(v), tensor(v));
+    } else if (name == "rt_stop_idle") {
+      // Rank 1 stops between steps, with nothing outstanding; the others' next step fails.
+      if (odd) stop_self();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      start_call();
+      hoop::allreduce("t", tensor(v), tensor(v));
+    } else if (name == "rt_stop_busy") {
+      // Rank 1 stops with a tensor submitted.
+      if (odd) {
+        hoop::Handle h = hoop::allreduce_async("t", tensor(v), tensor(v));
+        stop_self();
+        h.wait();
+      } else {
+        hoop::allreduce("t", tensor(v), tensor(v));
+      }
+    } else if (name == "rt_exit") {
+      // Rank 1's process ends without a shutdown.
+      if (odd) finish();
+      hoop::barrier();
+    } else if (name == "rt_shutdown") {
+      // Rank 1 shuts its runtime down early and stays alive; the others are in a barrier.
+      if (odd) {
+        hoop::shutdown();
+        std::this_thread::sleep_for(std::chrono::seconds(30));
+        finish();
+      }
+      hoop::barrier();
+    } else if (name == "rt_skip_shutdown") {
+      // Rank 1 skips a tensor and then shuts down.
+      if (!odd) hoop::allreduce("t", tensor(v), tensor(v));
+      hoop::shutdown();
+      if (odd) {
+        std::this_thread::sleep_for(std::chrono::seconds(30));
+        finish();
+      }
+    } else if (name == "rt_skip_alive") {
+      // Rank 1 skips a tensor and stays alive: the stall limit ends the job.
+      if (odd) {
+        // Longer than the case's HOOP_STALL_SHUTDOWN_SECONDS: the next call sees the failure.
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+        hoop::allreduce("late", tensor(v), tensor(v));
+      } else {
+        hoop::allreduce("t", tensor(v), tensor(v));
+      }
+    } else {
+      report_failure("unknown case " + name);
+    }
+    start_call();
+    hoop::barrier();
+    hoop::shutdown();
+  });
+  finish();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // hooprun ends the job once one rank has failed; every rank reports its own cause first.
+  std::signal(SIGTERM, SIG_IGN);
+  const std::string name = argc > 1 ? argv[1] : "";
+  if (name.rfind("comm_", 0) == 0) comm_case(name);
+  if (name.rfind("rt_", 0) == 0) runtime_case(name);
+  std::printf("unknown case %s\n", name.c_str());
+  return 2;
+}

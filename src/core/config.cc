@@ -257,8 +257,11 @@ constexpr Var kVars[] = {
     {"HOOP_STALL_SHUTDOWN_SECONDS",
      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
      kSeconds,
-     "0",
-     "Runtime: a stall this long fails every pending operation on every rank (0: never).",
+     "600",
+     "Runtime: a stall this long fails every pending operation on every rank with an error "
+     "naming the tensors, the ranks that have not submitted them and this variable (0: never). "
+     "On by default so that a hung job ends instead of waiting forever; 10 minutes, PyTorch's "
+     "NCCL timeout, leaves room for legitimate pauses such as evaluation on one rank.",
      {},
      0,
      kMaxSeconds},

@@ -183,6 +183,15 @@ TEST(Config, SecondsBecomeMillisecondsWithoutOverflowOrRoundingToZero) {
   EXPECT_EQ(get_milliseconds("HOOP_TIMEOUT_SECONDS", env_of({})).value(), std::chrono::seconds(30));
 }
 
+TEST(Config, AStallEndsTheJobAfterTenMinutesByDefault) {
+  EXPECT_EQ(get_milliseconds("HOOP_STALL_SHUTDOWN_SECONDS", env_of({})).value(),
+            std::chrono::minutes(10));
+  EXPECT_EQ(get_milliseconds("HOOP_STALL_SHUTDOWN_SECONDS",
+                             env_of({{"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0"}}))
+                .value(),
+            std::chrono::milliseconds(0));
+}
+
 TEST(Config, GetterReportsTheSpellingTheUserSet) {
   auto r = get_int("HOOP_RANK", env_of({{"HOROVOD_RANK", "seven"}}));
   ASSERT_FALSE(r.ok());

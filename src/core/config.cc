@@ -1,17 +1,24 @@
 #include "core/config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
 namespace hoop::config {
 namespace {
 
 using enum VarType;
+
+constexpr std::int64_t kKiB = std::int64_t{1} << 10;
+constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+constexpr std::int64_t kTiB = std::int64_t{1} << 40;
 
 // The one declaration of every variable. Keep in documentation order: the README table and
 // `hooprun --help` are generated from it.
@@ -88,10 +95,24 @@ constexpr Var kVars[] = {
      "Kubernetes Indexed Job: host name of the pod of each index, {index} standing for "
      "JOB_COMPLETION_INDEX (e.g. trainer-{index}.trainer-svc); rank 0 hosts the rendezvous "
      "store at index 0's name."},
-    {"HOOP_START_TIMEOUT", "HOROVOD_START_TIMEOUT", kSeconds, "30",
-     "Seconds for every rank to start and join the rendezvous."},
-    {"HOOP_TIMEOUT_SECONDS", "HOROVOD_GLOO_TIMEOUT_SECONDS", kSeconds, "30",
-     "Deadline in seconds for each rendezvous-store operation and each collective."},
+    {"HOOP_START_TIMEOUT",
+     "HOROVOD_START_TIMEOUT",
+     kSeconds,
+     "30",
+     "Seconds for every rank to start and join the rendezvous.",
+     {},
+     0,
+     kMaxSeconds,
+     true},
+    {"HOOP_TIMEOUT_SECONDS",
+     "HOROVOD_GLOO_TIMEOUT_SECONDS",
+     kSeconds,
+     "30",
+     "Deadline in seconds for each rendezvous-store operation and each collective.",
+     {},
+     0,
+     kMaxSeconds,
+     true},
     {"HOOP_LOG_LEVEL", "HOROVOD_LOG_LEVEL", kEnum, "warn",
      "Log level of hoop's messages on stderr.", "trace,debug,info,warn,warning,error,off"},
     {"HOOP_IFACE", "HOROVOD_GLOO_IFACE", kString, "",
@@ -105,8 +126,15 @@ constexpr Var kVars[] = {
      {},
      1,
      64},
-    {"HOOP_TCP_BUFFER_BYTES", "", kBytes, "4M",
-     "SO_SNDBUF and SO_RCVBUF of every TCP transport socket (capped by net.core.*mem_max)."},
+    {"HOOP_TCP_BUFFER_BYTES",
+     "",
+     kBytes,
+     "4M",
+     "SO_SNDBUF and SO_RCVBUF of every TCP transport socket (capped by net.core.*mem_max; 0 "
+     "leaves the kernel's default).",
+     {},
+     0,
+     kGiB},
     {"HOOP_SPIN_US",
      "",
      kInt,
@@ -124,9 +152,15 @@ constexpr Var kVars[] = {
      "through MPI (a job launched by mpirun, in hoop's build with MPI; the rendezvous store is "
      "then optional).",
      "auto,tcp,shm,ucx,mpi"},
-    {"HOOP_SHM_RING_BYTES", "", kBytes, "4M",
-     "Shared-memory transport: bytes of each ring from one rank to another on the same host "
-     "(at least 64K)."},
+    // The lower bound is the shared-memory transport's smallest ring (shm::kMinRingBytes).
+    {"HOOP_SHM_RING_BYTES",
+     "",
+     kBytes,
+     "4M",
+     "Shared-memory transport: bytes of each ring from one rank to another on the same host.",
+     {},
+     64 * kKiB,
+     kGiB},
     {"HOOP_HOST_ID", "", kString, "",
      "Overrides the identity of this rank's host (default: the kernel's boot id and network "
      "namespace), so that ranks with equal values count as one host."},
@@ -138,27 +172,64 @@ constexpr Var kVars[] = {
      "call number) with its first message to each peer, and ranks whose calls differ fail naming "
      "the field and both values instead of computing wrong numbers (0: off; must be the same on "
      "every rank)."},
-    {"HOOP_HIERARCHICAL_SEGMENT_BYTES", "", kBytes, "4M",
+    {"HOOP_HIERARCHICAL_SEGMENT_BYTES",
+     "",
+     kBytes,
+     "4M",
      "Hierarchical allreduce: a larger buffer is cut into segments of this size, and one "
      "segment's transfer across hosts overlaps the next one's reduction inside the host and the "
-     "previous one's gather (0: no overlap, the three phases one after the other)."},
+     "previous one's gather (0: no overlap, the three phases one after the other).",
+     {},
+     0,
+     kTiB},
     {"HOOP_GPU_BACKEND", "", kEnum, "auto",
      "Collectives on CUDA device buffers: nccl hands them to NCCL (a build with NCCL, every "
      "rank on a device of its own); hoop runs hoop's algorithms over CUDA IPC in a one-host job, "
      "else through host memory; auto takes nccl where it can, else hoop.",
      "auto,nccl,hoop"},
-    {"HOOP_ALPHA_US", "", kNumber, "10",
-     "Cost model: latency of one message, in microseconds (a non-negative decimal)."},
-    {"HOOP_BETA_NS_PER_BYTE", "", kNumber, "1.0",
-     "Cost model: transfer time per byte, in nanoseconds (a non-negative decimal)."},
-    {"HOOP_GAMMA_NS_PER_BYTE", "", kNumber, "0.2",
-     "Cost model: reduction time per byte, in nanoseconds (a non-negative decimal)."},
-    {"HOOP_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", kBytes, "128M",
+    // The cost model's bounds are far beyond any network's, and keep predictions finite.
+    {"HOOP_ALPHA_US",
+     "",
+     kNumber,
+     "10",
+     "Cost model: latency of one message, in microseconds (a decimal).",
+     {},
+     0,
+     1000000},
+    {"HOOP_BETA_NS_PER_BYTE",
+     "",
+     kNumber,
+     "1.0",
+     "Cost model: transfer time per byte, in nanoseconds (a decimal).",
+     {},
+     0,
+     1000000},
+    {"HOOP_GAMMA_NS_PER_BYTE",
+     "",
+     kNumber,
+     "0.2",
+     "Cost model: reduction time per byte, in nanoseconds (a decimal).",
+     {},
+     0,
+     1000000},
+    {"HOOP_FUSION_THRESHOLD",
+     "HOROVOD_FUSION_THRESHOLD",
+     kBytes,
+     "128M",
      "Runtime: largest fusion buffer; ready tensors of one dtype, op and scale are packed into "
-     "it and reduced as one (0 turns fusion off)."},
-    {"HOOP_CYCLE_TIME_MS", "HOROVOD_CYCLE_TIME", kNumber, "1",
+     "it and reduced as one (0 turns fusion off).",
+     {},
+     0,
+     kTiB},
+    {"HOOP_CYCLE_TIME_MS",
+     "HOROVOD_CYCLE_TIME",
+     kNumber,
+     "1",
      "Runtime: the longest the background thread keeps collecting tensors that arrive back to "
-     "back before it negotiates them, in milliseconds; a lone tensor goes at once."},
+     "back before it negotiates them, in milliseconds; a lone tensor goes at once.",
+     {},
+     0,
+     60000},
     {"HOOP_CACHE_CAPACITY",
      "HOROVOD_CACHE_CAPACITY",
      kInt,
@@ -171,13 +242,34 @@ constexpr Var kVars[] = {
     {"HOOP_TIMELINE", "HOROVOD_TIMELINE", kString, "",
      "Runtime: write a Chrome-trace timeline (chrome://tracing, Perfetto) of every tensor to "
      "this file (rank 0's view; '%r' in the name becomes the rank, one file per rank)."},
-    {"HOOP_TIMELINE_MAX_BYTES", "", kBytes, "0",
-     "Runtime: stop adding events once the timeline file reaches this size (0: no bound)."},
-    {"HOOP_STALL_CHECK_SECONDS", "HOROVOD_STALL_CHECK_TIME_SECONDS", kSeconds, "60",
+    {"HOOP_TIMELINE_MAX_BYTES",
+     "",
+     kBytes,
+     "0",
+     "Runtime: stop adding events once the timeline file reaches this size (0: no bound).",
+     {},
+     0,
+     kTiB},
+    {"HOOP_STALL_CHECK_SECONDS",
+     "HOROVOD_STALL_CHECK_TIME_SECONDS",
+     kSeconds,
+     "60",
      "Runtime: rank 0 logs the tensors some ranks have submitted and others have not after "
-     "this many seconds, naming the missing ranks (0: never)."},
-    {"HOOP_STALL_SHUTDOWN_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", kSeconds, "0",
-     "Runtime: a stall this long fails every pending operation on every rank (0: never)."},
+     "this many seconds, naming the missing ranks (0: never).",
+     {},
+     0,
+     kMaxSeconds},
+    {"HOOP_STALL_SHUTDOWN_SECONDS",
+     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
+     kSeconds,
+     "600",
+     "Runtime: a stall this long fails every pending operation on every rank with an error "
+     "naming the tensors, the ranks that have not submitted them and this variable (0: never). "
+     "On by default so that a hung job ends instead of waiting forever; 10 minutes, PyTorch's "
+     "NCCL timeout, leaves room for legitimate pauses such as evaluation on one rank.",
+     {},
+     0,
+     kMaxSeconds},
     {"HOOP_DATA_DIR", "", kString, "/usr/share/datasets/fashion-mnist",
      "Training core: the directory of the Fashion-MNIST IDX files (gzipped or not), as "
      "Debian's dataset-fashion-mnist installs them."},
@@ -210,32 +302,59 @@ std::optional<Lookup> look_up(const Var& var, const EnvLookup& env) {
   return std::nullopt;
 }
 
-Status malformed(const Lookup& l, std::string_view expected) {
+// Every numeric variable declares a range, and no seconds value overflows nanoseconds: the
+// getters' callers convert without checking again.
+constexpr bool numeric(VarType type) {
+  return type == kInt || type == kBytes || type == kSeconds || type == kNumber;
+}
+constexpr bool ranges_are_declared() {
+  for (const Var& v : kVars) {
+    if (!numeric(v.type)) continue;
+    if (v.min >= v.max) return false;
+    if (v.type != kInt && v.min < 0) return false;
+    if (v.min_exclusive && v.type != kSeconds && v.type != kNumber) return false;
+    if (v.type == kSeconds && v.max > kMaxSeconds) return false;
+  }
+  return true;
+}
+static_assert(ranges_are_declared(), "a numeric variable in kVars lacks a sensible range");
+
+// 4194304 as 4M: byte bounds read as the values users write.
+std::string bytes_text(std::int64_t n) {
+  for (auto [shift, suffix] : {std::pair{40, 'T'}, {30, 'G'}, {20, 'M'}, {10, 'K'}}) {
+    const std::int64_t unit = std::int64_t{1} << shift;
+    if (n != 0 && n % unit == 0) return fmt::format("{}{}", n / unit, suffix);
+  }
+  return std::to_string(n);
+}
+
+std::string range_text(const Var& var) {
+  if (var.type == kBytes) return fmt::format("[{}, {}]", bytes_text(var.min), bytes_text(var.max));
+  return fmt::format("{}{}, {}]", var.min_exclusive ? '(' : '[', var.min, var.max);
+}
+
+Status malformed(const Var& var, const Lookup& l) {
   return invalid_argument(
-      fmt::format("{}='{}' is malformed: expected {}", l.var_name, l.value, expected));
+      fmt::format("{}='{}' is malformed: expected {}", l.var_name, l.value, accepted(var)));
 }
 
 Result<std::int64_t> parse_int(const Var& var, const Lookup& l) {
   const std::string text = trim(l.value);
   std::int64_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  const std::string range = var.max == INT64_MAX
-                                ? fmt::format(">= {}", var.min)
-                                : fmt::format("between {} and {}", var.min, var.max);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    return malformed(l, "an integer " + range);
-  if (value < var.min || value > var.max) return malformed(l, "an integer " + range);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < var.min ||
+      value > var.max)
+    return malformed(var, l);
   return value;
 }
 
-Result<std::int64_t> parse_bytes(const Lookup& l) {
+Result<std::int64_t> parse_bytes(const Var& var, const Lookup& l) {
   const std::string text = trim(l.value);
   std::uint64_t value = 0;
   const char* first = text.data();
   const char* last = text.data() + text.size();
   auto [end, ec] = std::from_chars(first, last, value);
-  constexpr std::string_view kExpected = "a byte count such as 67108864, 64M or 1G";
-  if (text.empty() || ec != std::errc()) return malformed(l, kExpected);
+  if (text.empty() || ec != std::errc()) return malformed(var, l);
   std::string suffix = lower(std::string_view(end, static_cast<std::size_t>(last - end)));
   if (!suffix.empty() && suffix.back() == 'b') suffix.pop_back();
   if (suffix.size() == 2 && suffix[1] == 'i') suffix.pop_back();  // KiB, MiB, ...
@@ -249,32 +368,34 @@ Result<std::int64_t> parse_bytes(const Lookup& l) {
   else if (suffix == "t")
     shift = 40;
   else if (!suffix.empty())
-    return malformed(l, kExpected);
-  if (value > (static_cast<std::uint64_t>(INT64_MAX) >> shift)) return malformed(l, kExpected);
-  return static_cast<std::int64_t>(value << shift);
+    return malformed(var, l);
+  // Compared before shifting, so that no value wraps into the range.
+  if (value > (static_cast<std::uint64_t>(var.max) >> shift)) return malformed(var, l);
+  const auto bytes = static_cast<std::int64_t>(value << shift);
+  if (bytes < var.min) return malformed(var, l);
+  return bytes;
 }
 
-Result<double> parse_decimal(const Lookup& l, std::string_view expected) {
+// kSeconds and kNumber: NaN, infinities, values out of double's range and trailing junk are
+// malformed like values outside the declared range.
+Result<double> parse_decimal(const Var& var, const Lookup& l) {
   const std::string text = trim(l.value);
   double value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
-      !std::isfinite(value) || value < 0)
-    return malformed(l, expected);
+      !std::isfinite(value))
+    return malformed(var, l);
+  const auto min = static_cast<double>(var.min);
+  const bool above_min = var.min_exclusive ? value > min : value >= min;
+  if (!above_min || value > static_cast<double>(var.max)) return malformed(var, l);
   return value;
 }
 
-Result<double> parse_seconds(const Lookup& l) {
-  return parse_decimal(l, "a non-negative number of seconds");
-}
-
-Result<double> parse_number(const Lookup& l) { return parse_decimal(l, "a non-negative number"); }
-
-Result<bool> parse_bool(const Lookup& l) {
+Result<bool> parse_bool(const Var& var, const Lookup& l) {
   const std::string text = lower(trim(l.value));
   if (text == "1" || text == "true" || text == "yes" || text == "on") return true;
   if (text == "0" || text == "false" || text == "no" || text == "off") return false;
-  return malformed(l, "a boolean (1/0, true/false, yes/no, on/off)");
+  return malformed(var, l);
 }
 
 Result<std::string> parse_enum(const Var& var, const Lookup& l) {
@@ -286,7 +407,7 @@ Result<std::string> parse_enum(const Var& var, const Lookup& l) {
     if (comma == std::string_view::npos) break;
     choices.remove_prefix(comma + 1);
   }
-  return malformed(l, fmt::format("one of {}", var.choices));
+  return malformed(var, l);
 }
 
 // Checks the value against the variable's type without converting it.
@@ -297,13 +418,12 @@ Status check(const Var& var, const Lookup& l) {
     case kInt:
       return parse_int(var, l).status();
     case kBytes:
-      return parse_bytes(l).status();
+      return parse_bytes(var, l).status();
     case kSeconds:
-      return parse_seconds(l).status();
     case kNumber:
-      return parse_number(l).status();
+      return parse_decimal(var, l).status();
     case kBool:
-      return parse_bool(l).status();
+      return parse_bool(var, l).status();
     case kEnum:
       return parse_enum(var, l).status();
   }
@@ -322,22 +442,23 @@ Result<Lookup> resolve(std::string_view name, VarType expected, const EnvLookup&
   return Lookup{std::string(var->name), std::string(var->default_value)};
 }
 
-std::string_view type_name(const Var& var) {
+// The accepts column of the README's table: the type, with the range of a numeric one.
+std::string type_text(const Var& var) {
   switch (var.type) {
     case kString:
       return "string";
     case kInt:
-      return "integer";
+      return "integer in " + range_text(var);
     case kBytes:
-      return "bytes";
+      return "bytes in " + range_text(var);
     case kSeconds:
-      return "seconds";
+      return "seconds in " + range_text(var);
     case kNumber:
-      return "number";
+      return "number in " + range_text(var);
     case kBool:
       return "boolean";
     case kEnum:
-      return "choice";
+      return fmt::format("one of {}", var.choices);
   }
   return "?";
 }
@@ -375,22 +496,49 @@ Result<std::string> get_string(std::string_view name, const EnvLookup& env) {
 Result<std::int64_t> get_int(std::string_view name, const EnvLookup& env) {
   HOOP_ASSIGN_OR_RETURN(Lookup l, resolve(name, kInt, env));
   const Var& var = *find_var(name);
-  return var.type == kBytes ? parse_bytes(l) : parse_int(var, l);
+  return var.type == kBytes ? parse_bytes(var, l) : parse_int(var, l);
 }
 
 Result<double> get_seconds(std::string_view name, const EnvLookup& env) {
   HOOP_ASSIGN_OR_RETURN(Lookup l, resolve(name, kSeconds, env));
-  return parse_seconds(l);
+  return parse_decimal(*find_var(name), l);
+}
+
+Result<std::chrono::milliseconds> get_milliseconds(std::string_view name, const EnvLookup& env) {
+  HOOP_ASSIGN_OR_RETURN(double seconds, get_seconds(name, env));
+  // At most kMaxSeconds * 1000: exact in a double and far inside int64.
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1e3)));
 }
 
 Result<double> get_number(std::string_view name, const EnvLookup& env) {
   HOOP_ASSIGN_OR_RETURN(Lookup l, resolve(name, kNumber, env));
-  return parse_number(l);
+  return parse_decimal(*find_var(name), l);
 }
 
 Result<bool> get_bool(std::string_view name, const EnvLookup& env) {
   HOOP_ASSIGN_OR_RETURN(Lookup l, resolve(name, kBool, env));
-  return parse_bool(l);
+  return parse_bool(*find_var(name), l);
+}
+
+std::string accepted(const Var& var) {
+  switch (var.type) {
+    case kString:
+      return "any string";
+    case kInt:
+      return "an integer in " + range_text(var);
+    case kBytes:
+      return "a byte count (an integer, optionally with a K, M, G or T suffix) in " +
+             range_text(var);
+    case kSeconds:
+      return "a number of seconds in " + range_text(var);
+    case kNumber:
+      return "a number in " + range_text(var);
+    case kBool:
+      return "a boolean (1/0, true/false, yes/no, on/off)";
+    case kEnum:
+      return fmt::format("one of {}", var.choices);
+  }
+  return "?";
 }
 
 Status validate_env(const EnvLookup& env) {
@@ -406,12 +554,11 @@ Status validate_env(const EnvLookup& env) {
 
 std::string markdown_table() {
   std::string out =
-      "| variable | Horovod alias | type | default | meaning |\n|---|---|---|---|---|\n";
+      "| variable | Horovod alias | accepts | default | meaning |\n|---|---|---|---|---|\n";
   for (const Var& v : kVars) {
-    std::string type(type_name(v));
-    if (v.type == kEnum) type = fmt::format("one of {}", v.choices);
     out += fmt::format("| `{}` | {} | {} | {} | {} |\n", v.name,
-                       v.horovod_alias.empty() ? "" : fmt::format("`{}`", v.horovod_alias), type,
+                       v.horovod_alias.empty() ? "" : fmt::format("`{}`", v.horovod_alias),
+                       type_text(v),
                        v.default_value.empty() ? "" : fmt::format("`{}`", v.default_value), v.doc);
   }
   return out;
@@ -421,7 +568,10 @@ std::string help_text() {
   std::string out = "Environment variables (HOROVOD_* aliases are accepted too):\n";
   for (const Var& v : kVars) {
     out += fmt::format("  {:<22} {}", v.name, v.doc);
-    if (!v.default_value.empty()) out += fmt::format(" [default: {}]", v.default_value);
+    std::vector<std::string> notes;
+    if (numeric(v.type)) notes.push_back(type_text(v));
+    if (!v.default_value.empty()) notes.push_back(fmt::format("default: {}", v.default_value));
+    if (!notes.empty()) out += fmt::format(" [{}]", fmt::join(notes, "; "));
     if (!v.horovod_alias.empty()) out += fmt::format(" (alias {})", v.horovod_alias);
     out += '\n';
   }

@@ -56,21 +56,30 @@ void ensure_standard_fds() {
   }
 }
 
-// --start-timeout, else HOOP_START_TIMEOUT (already validated), else the registry's default.
+// --start-timeout, else HOOP_START_TIMEOUT, else the registry's default; the option parser and
+// the registry both hold it to (0, kMaxStartTimeoutS].
 Result<double> start_timeout(const LaunchOptions& options) {
-  double seconds = 0;
-  std::string_view source = "--start-timeout ";
-  if (options.start_timeout_s) {
-    seconds = *options.start_timeout_s;
-  } else {
-    HOOP_ASSIGN_OR_RETURN(seconds, config::get_seconds("HOOP_START_TIMEOUT"));
-    source = "HOOP_START_TIMEOUT=";
+  if (options.start_timeout_s) return *options.start_timeout_s;
+  return config::get_seconds("HOOP_START_TIMEOUT");
+}
+
+// Every declared variable the ranks would get malformed, from hooprun's environment or from
+// -x NAME=VALUE, is an error naming it before any rank starts: otherwise every rank would fail
+// on its own, and hooprun would report only their exit codes.
+Status check_environment(const LaunchOptions& options) {
+  HOOP_RETURN_IF_ERROR(config::validate_env());
+  for (const std::string& var : options.env_vars) {
+    const std::size_t eq = var.find('=');
+    if (eq == std::string::npos) continue;  // -x NAME passes on hooprun's value, checked above
+    const std::string name = var.substr(0, eq);
+    const std::string value = var.substr(eq + 1);
+    const config::EnvLookup only_this = [&](std::string_view n) -> std::optional<std::string> {
+      if (n == name) return value;
+      return std::nullopt;
+    };
+    if (Status s = config::validate_env(only_this); !s.ok()) return s.with_context("-x");
   }
-  if (!(seconds > 0 && seconds <= kMaxStartTimeoutS)) {
-    return invalid_argument(fmt::format("{}{} is out of range: expected seconds in (0, {}]", source,
-                                        seconds, kMaxStartTimeoutS));
-  }
-  return seconds;
+  return Status::success();
 }
 
 // A usage error (exit 2) or the status of a failed program look-up (126 or 127).
@@ -199,10 +208,6 @@ int preflight(const LaunchOptions& options, const JobSpec& spec, double timeout_
 }
 
 int launch(const LaunchOptions& options) {
-  if (Status s = config::validate_env(); !s.ok()) {
-    say(s.message());
-    return kExitUsage;
-  }
   if (Status s = log::init_from_env(); !s.ok()) {
     say(s.message());
     return kExitUsage;
@@ -337,6 +342,10 @@ int main(int argc, char** argv) {
   if (parsed.options->check_build) {
     (void)write_all(STDOUT_FILENO, check_build_report());
     return kExitSuccess;
+  }
+  if (hoop::Status s = check_environment(*parsed.options); !s.ok()) {
+    say(s.message());
+    return kExitUsage;
   }
   if (parsed.options->mpi) return run_with_mpirun(*parsed.options);
   return launch(*parsed.options);

@@ -6,13 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "launch/hosts.h"
 
 namespace hoop::launch {
 
-/// The longest start timeout accepted: far beyond any real start-up, and small enough to
-/// convert to milliseconds exactly.
-inline constexpr double kMaxStartTimeoutS = 1e7;
+/// The longest start timeout accepted, by --start-timeout as by HOOP_START_TIMEOUT: far beyond
+/// any real start-up, and small enough to convert to milliseconds exactly.
+inline constexpr double kMaxStartTimeoutS = static_cast<double>(config::kMaxSeconds);
 
 /// What the user asked for.
 struct LaunchOptions {

@@ -12,8 +12,6 @@
 namespace hoop {
 namespace {
 
-using std::chrono::milliseconds;
-
 // Reads an integer variable set by another launcher (mpirun, Slurm); those are not in hoop's
 // registry, so they are checked here with the same strictness.
 Result<std::optional<int>> foreign_int(const char* name, int min) {
@@ -58,10 +56,6 @@ std::string launcher_of(std::string_view rank_source) {
   if (rank_source.starts_with("SLURM_")) return "slurm";
   if (rank_source == "JOB_COMPLETION_INDEX") return "kubernetes";
   return "none";
-}
-
-milliseconds to_ms(double seconds) {
-  return milliseconds(static_cast<std::int64_t>(seconds * 1e3));
 }
 
 Status check_below(int value, const std::string& value_src, int bound,
@@ -162,10 +156,8 @@ Result<BootstrapInfo> bootstrap_from_env() {
   if (config::is_set("HOOP_JOB_ID") && !info.host_store) {
     HOOP_ASSIGN_OR_RETURN(info.job_id, config::get_string("HOOP_JOB_ID"));
   }
-  HOOP_ASSIGN_OR_RETURN(double start_s, config::get_seconds("HOOP_START_TIMEOUT"));
-  HOOP_ASSIGN_OR_RETURN(double timeout_s, config::get_seconds("HOOP_TIMEOUT_SECONDS"));
-  info.start_timeout = to_ms(start_s);
-  info.timeout = to_ms(timeout_s);
+  HOOP_ASSIGN_OR_RETURN(info.start_timeout, config::get_milliseconds("HOOP_START_TIMEOUT"));
+  HOOP_ASSIGN_OR_RETURN(info.timeout, config::get_milliseconds("HOOP_TIMEOUT_SECONDS"));
   return info;
 }
 

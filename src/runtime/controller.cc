@@ -40,14 +40,13 @@ Result<RuntimeSettings> runtime_settings_from_env() {
   RuntimeSettings s;
   HOOP_ASSIGN_OR_RETURN(std::int64_t fusion, config::get_int("HOOP_FUSION_THRESHOLD"));
   s.fusion_threshold = static_cast<std::size_t>(fusion);
+  // At most a minute (the variable's declared bound), so the microseconds fit.
   HOOP_ASSIGN_OR_RETURN(double cycle_ms, config::get_number("HOOP_CYCLE_TIME_MS"));
   s.cycle = std::chrono::microseconds(static_cast<std::int64_t>(cycle_ms * 1000));
   HOOP_ASSIGN_OR_RETURN(std::int64_t cache, config::get_int("HOOP_CACHE_CAPACITY"));
   s.cache_capacity = static_cast<std::size_t>(cache);
-  HOOP_ASSIGN_OR_RETURN(double check, config::get_seconds("HOOP_STALL_CHECK_SECONDS"));
-  s.stall_check = std::chrono::milliseconds(static_cast<std::int64_t>(check * 1000));
-  HOOP_ASSIGN_OR_RETURN(double stop, config::get_seconds("HOOP_STALL_SHUTDOWN_SECONDS"));
-  s.stall_shutdown = std::chrono::milliseconds(static_cast<std::int64_t>(stop * 1000));
+  HOOP_ASSIGN_OR_RETURN(s.stall_check, config::get_milliseconds("HOOP_STALL_CHECK_SECONDS"));
+  HOOP_ASSIGN_OR_RETURN(s.stall_shutdown, config::get_milliseconds("HOOP_STALL_SHUTDOWN_SECONDS"));
   HOOP_ASSIGN_OR_RETURN(std::int64_t spin, config::get_int("HOOP_SPIN_US"));
   s.spin = std::chrono::microseconds(spin);
   Result<std::string> timeline = config::get_string("HOOP_TIMELINE");

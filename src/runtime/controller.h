@@ -43,8 +43,8 @@ struct RuntimeSettings {
   std::size_t fusion_threshold = std::size_t{128} << 20;
   std::chrono::microseconds cycle{1000};
   std::size_t cache_capacity = 1024;
-  std::chrono::milliseconds stall_check{60000};  // 0: off
-  std::chrono::milliseconds stall_shutdown{0};   // 0: off
+  std::chrono::milliseconds stall_check{60000};      // 0: off
+  std::chrono::milliseconds stall_shutdown{600000};  // 0: off
   std::chrono::microseconds spin{200};
   std::string timeline_path;
   std::size_t timeline_max_bytes = 0;

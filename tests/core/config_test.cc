@@ -3,10 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace hoop::config {
 namespace {
@@ -87,18 +90,107 @@ TEST_P(ConfigBadValue, IsAnErrorNamingVariableAndValue) {
 INSTANTIATE_TEST_SUITE_P(
     Values, ConfigBadValue,
     ::testing::Values(BadValue{"HOOP_RANK", "abc", "integer"},
-                      BadValue{"HOOP_RANK", "-1", "between 0 and"},
+                      BadValue{"HOOP_RANK", "-1", "an integer in [0, 2147483647]"},
                       BadValue{"HOOP_RANK", "1.5", "integer"}, BadValue{"HOOP_RANK", "", "integer"},
-                      BadValue{"HOOP_SIZE", "0", "between 1 and"},
+                      BadValue{"HOOP_SIZE", "0", "an integer in [1, 2147483647]"},
                       BadValue{"HOOP_SIZE", "99999999999999999999", "integer"},
-                      BadValue{"HOOP_RENDEZVOUS_PORT", "70000", "between 1 and 65535"},
-                      BadValue{"HOOP_START_TIMEOUT", "-3", "seconds"},
+                      BadValue{"HOOP_RENDEZVOUS_PORT", "70000", "an integer in [1, 65535]"},
+                      BadValue{"HOOP_START_TIMEOUT", "-3", "seconds in (0, 31536000]"},
                       BadValue{"HOOP_START_TIMEOUT", "soon", "seconds"},
                       BadValue{"HOOP_TIMEOUT_SECONDS", "nan", "seconds"},
-                      BadValue{"HOOP_ALPHA_US", "-1", "non-negative number"},
+                      BadValue{"HOOP_TIMEOUT_SECONDS", "1e300", "seconds in (0, 31536000]"},
+                      BadValue{"HOOP_TIMEOUT_SECONDS", "0", "seconds in (0, 31536000]"},
+                      BadValue{"HOROVOD_GLOO_TIMEOUT_SECONDS", "0", "seconds in (0, 31536000]"},
+                      BadValue{"HOOP_STALL_SHUTDOWN_SECONDS", "inf", "seconds in [0, 31536000]"},
+                      BadValue{"HOOP_ALPHA_US", "-1", "a number in [0, 1000000]"},
+                      BadValue{"HOOP_SHM_RING_BYTES", "65535", "in [64K, 1G]"},
+                      BadValue{"HOOP_FUSION_THRESHOLD", "16777216T", "in [0, 1T]"},
                       BadValue{"HOOP_LOG_LEVEL", "loud", "one of trace"},
                       BadValue{"HOROVOD_LOG_LEVEL", "chatty", "one of"},
                       BadValue{"HOROVOD_RANK", "x", "integer"}));
+
+TEST(Config, TheMessageNamesVariableValueAndRange) {
+  Status s = validate_env(env_of({{"HOOP_TIMEOUT_SECONDS", "1e300"}}));
+  EXPECT_EQ(s.message(),
+            "HOOP_TIMEOUT_SECONDS='1e300' is malformed: expected a number of seconds in "
+            "(0, 31536000]");
+}
+
+bool is_numeric(const Var& v) {
+  return v.type == VarType::kInt || v.type == VarType::kBytes || v.type == VarType::kSeconds ||
+         v.type == VarType::kNumber;
+}
+
+// Values no numeric variable accepts, whatever its range: junk, trailing junk, signs below
+// every range, NaN, infinity, and numbers that overflow every conversion.
+constexpr const char* kNeverNumeric[] = {"abc", "5x",    "-1",    "nan",  "inf",
+                                         "",    "1e300", "1e400", "0x10", "9223372036854775808"};
+
+TEST(Config, EveryNumericVariableRefusesMalformedValuesNamingItAndTheRange) {
+  int checked = 0;
+  for (const Var& v : all_vars()) {
+    if (!is_numeric(v)) continue;
+    std::vector<std::string> bad(std::begin(kNeverNumeric), std::end(kNeverNumeric));
+    // Zero where it means nothing, and just past the top of the range.
+    if (v.min > 0 || v.min_exclusive) bad.push_back("0");
+    const bool integral = v.type == VarType::kInt || v.type == VarType::kBytes;
+    bad.push_back(integral ? std::to_string(v.max + 1) : std::to_string(v.max) + ".5");
+    bad.push_back(std::to_string(v.max) + "1");
+    for (std::string_view spelling : {v.name, v.horovod_alias}) {
+      if (spelling.empty()) continue;
+      for (const std::string& value : bad) {
+        SCOPED_TRACE(std::string(spelling) + "=" + value);
+        const std::string name(spelling);
+        const auto env = env_of({{name, value}});
+        // validate_env and the getter the library reads the variable with say the same.
+        Status s = validate_env(env);
+        Status got = v.type == VarType::kSeconds  ? get_seconds(v.name, env).status()
+                     : v.type == VarType::kNumber ? get_number(v.name, env).status()
+                                                  : get_int(v.name, env).status();
+        for (const Status& status : {s, got}) {
+          ASSERT_FALSE(status.ok());
+          EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+          EXPECT_THAT(status.message(), HasSubstr(name + "='" + value + "'"));
+          EXPECT_THAT(status.message(), HasSubstr(accepted(v)));
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+TEST(Config, EveryNumericVariableAcceptsTheEndsOfItsRange) {
+  for (const Var& v : all_vars()) {
+    if (!is_numeric(v)) continue;
+    std::vector<std::string> good = {std::to_string(v.max)};
+    if (!v.min_exclusive) good.push_back(std::to_string(v.min));
+    for (const std::string& value : good) {
+      EXPECT_TRUE(validate_env(env_of({{std::string(v.name), value}})).ok())
+          << v.name << "=" << value;
+    }
+  }
+}
+
+TEST(Config, SecondsBecomeMillisecondsWithoutOverflowOrRoundingToZero) {
+  auto ms = [](const std::string& value) {
+    return get_milliseconds("HOOP_TIMEOUT_SECONDS", env_of({{"HOOP_TIMEOUT_SECONDS", value}}));
+  };
+  EXPECT_EQ(ms("2.5").value(), std::chrono::milliseconds(2500));
+  EXPECT_EQ(ms(" 1e-9 ").value(), std::chrono::milliseconds(1));
+  EXPECT_EQ(ms("31536000").value(), std::chrono::milliseconds(31536000000));
+  EXPECT_THAT(ms("31536000.5").status().message(), HasSubstr("(0, 31536000]"));
+  EXPECT_EQ(get_milliseconds("HOOP_TIMEOUT_SECONDS", env_of({})).value(), std::chrono::seconds(30));
+}
+
+TEST(Config, AStallEndsTheJobAfterTenMinutesByDefault) {
+  EXPECT_EQ(get_milliseconds("HOOP_STALL_SHUTDOWN_SECONDS", env_of({})).value(),
+            std::chrono::minutes(10));
+  EXPECT_EQ(get_milliseconds("HOOP_STALL_SHUTDOWN_SECONDS",
+                             env_of({{"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0"}}))
+                .value(),
+            std::chrono::milliseconds(0));
+}
 
 TEST(Config, GetterReportsTheSpellingTheUserSet) {
   auto r = get_int("HOOP_RANK", env_of({{"HOROVOD_RANK", "seven"}}));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -104,6 +105,44 @@ INSTANTIATE_TEST_SUITE_P(
                       StartTimeoutCase{{}, {"HOOP_START_TIMEOUT=45"}, "45"},
                       StartTimeoutCase{{}, {"HOROVOD_START_TIMEOUT=50"}, "50"},
                       StartTimeoutCase{{"--start-timeout=9"}, {"HOOP_START_TIMEOUT=45"}, "9"}));
+
+struct MalformedVariableCase {
+  std::vector<std::string> options;
+  std::vector<std::string> env;
+  std::string setting;  // NAME='value' as the error must quote it
+};
+
+// Names the case in test listings instead of dumping its bytes.
+void PrintTo(const MalformedVariableCase& c, std::ostream* os) { *os << c.setting; }
+
+class HooprunMalformedVariableTest : public ::testing::TestWithParam<MalformedVariableCase> {};
+
+// A malformed variable used to pass hooprun and end every rank with an error that named
+// nothing; hooprun must refuse it, by name, before a single rank runs.
+TEST_P(HooprunMalformedVariableTest, IsRefusedByNameBeforeAnyRankStarts) {
+  TempDir dir;
+  const std::string started = dir.file("started");
+  const RunResult r = run_hooprun(
+      sh_job(2, "touch '" + started + ".'$HOOP_RANK", GetParam().options), GetParam().env);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr(GetParam().setting + " is malformed"));
+  EXPECT_THAT(r.err, HasSubstr("a number of seconds in (0, 31536000]"));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "a rank ran";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Timeouts, HooprunMalformedVariableTest,
+    ::testing::Values(
+        MalformedVariableCase{{}, {"HOOP_TIMEOUT_SECONDS=0"}, "HOOP_TIMEOUT_SECONDS='0'"},
+        MalformedVariableCase{{}, {"HOOP_TIMEOUT_SECONDS=1e300"}, "HOOP_TIMEOUT_SECONDS='1e300'"},
+        MalformedVariableCase{
+            {}, {"HOROVOD_GLOO_TIMEOUT_SECONDS=nan"}, "HOROVOD_GLOO_TIMEOUT_SECONDS='nan'"},
+        MalformedVariableCase{
+            {"-x", "HOOP_TIMEOUT_SECONDS=1e300"}, {}, "HOOP_TIMEOUT_SECONDS='1e300'"},
+        MalformedVariableCase{
+            {"-x", "HOOP_TIMEOUT_SECONDS"}, {"HOOP_TIMEOUT_SECONDS=0"}, "HOOP_TIMEOUT_SECONDS='0'"},
+        MalformedVariableCase{{"--mpi"}, {"HOOP_TIMEOUT_SECONDS=0"}, "HOOP_TIMEOUT_SECONDS='0'"}));
 
 TEST(HooprunEnvTest, SecretIsOnNoCommandLine) {
   constexpr int kRanks = 2;

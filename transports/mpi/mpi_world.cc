@@ -142,8 +142,7 @@ Result<MpiOptions> mpi_options_from_env() {
   MpiOptions o;
   HOOP_ASSIGN_OR_RETURN(const std::int64_t spin, config::get_int("HOOP_SPIN_US"));
   o.spin = std::chrono::microseconds(spin);
-  HOOP_ASSIGN_OR_RETURN(const double start, config::get_seconds("HOOP_START_TIMEOUT"));
-  o.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(start * 1e3));
+  HOOP_ASSIGN_OR_RETURN(o.connect_timeout, config::get_milliseconds("HOOP_START_TIMEOUT"));
   return o;
 }
 

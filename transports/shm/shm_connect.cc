@@ -59,18 +59,12 @@ Status check_arguments(int rank, int size, std::span<const int> peers, const std
 
 Result<ShmOptions> shm_options_from_env() {
   ShmOptions o;
+  // The registry's range for the variable starts at kMinRingBytes.
   HOOP_ASSIGN_OR_RETURN(const std::int64_t ring, config::get_int("HOOP_SHM_RING_BYTES"));
-  if (ring < static_cast<std::int64_t>(kMinRingBytes)) {
-    return invalid_argument(fmt::format(
-        "HOOP_SHM_RING_BYTES={} is below the smallest ring the shared-memory transport takes "
-        "(64K = {} bytes)",
-        ring, kMinRingBytes));
-  }
   o.ring_bytes = static_cast<std::size_t>(ring);
   HOOP_ASSIGN_OR_RETURN(const std::int64_t spin, config::get_int("HOOP_SPIN_US"));
   o.spin = std::chrono::microseconds(spin);
-  HOOP_ASSIGN_OR_RETURN(const double start, config::get_seconds("HOOP_START_TIMEOUT"));
-  o.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(start * 1000));
+  HOOP_ASSIGN_OR_RETURN(o.connect_timeout, config::get_milliseconds("HOOP_START_TIMEOUT"));
   return o;
 }
 

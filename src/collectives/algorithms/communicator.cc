@@ -303,7 +303,11 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
   if (static_cast<unsigned>(algorithm) > static_cast<unsigned>(Algorithm::kHierarchical))
     return invalid_argument("algorithm: unknown algorithm value");
   std::chrono::milliseconds timeout = options.timeout.value_or(info.timeout);
-  if (timeout.count() <= 0) return invalid_argument("timeout: must be positive");
+  // HOOP_TIMEOUT_SECONDS is checked where it is read; this catches a value set in code.
+  if (timeout.count() <= 0)
+    return invalid_argument(
+        fmt::format("timeout: {} ms is not positive ({})", timeout.count(),
+                    options.timeout ? "CommunicatorOptions::timeout" : "BootstrapInfo::timeout"));
   HOOP_ASSIGN_OR_RETURN(collectives::CostParams cost, collectives::cost_params_from_env());
   if (info.size < 1 || info.rank < 0 || info.rank >= info.size)
     return invalid_argument(

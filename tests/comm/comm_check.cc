@@ -29,6 +29,7 @@
 
 #include "hoop/communicator.h"
 #include "tests/comm/comm_reference.h"
+#include "tests/comm/simulated_hosts.h"
 
 namespace {
 
@@ -527,16 +528,6 @@ int run_pingpong(Communicator& comm) {
 
 }  // namespace
 
-/// Sets HOOP_HOST_ID so that the ranks form `hosts` simulated hosts of consecutive ranks.
-void simulate_hosts(int hosts) {
-  const char* rank = std::getenv("HOOP_RANK");
-  const char* size = std::getenv("HOOP_SIZE");
-  if (rank == nullptr || size == nullptr || hosts < 1) return;
-  const int n = std::atoi(size);
-  const int per_host = (n + hosts - 1) / hosts;
-  ::setenv("HOOP_HOST_ID", fmt::format("simulated-host-{}", std::atoi(rank) / per_host).c_str(), 1);
-}
-
 int main(int argc, char** argv) {
   int hosts = 0;
   if (argc > 2 && std::string(argv[1]) == "--hosts") {
@@ -558,9 +549,7 @@ int main(int argc, char** argv) {
   if (mode == "check") {
     std::vector<Algorithm> algos = {Algorithm::kRing, Algorithm::kRecursiveDoubling,
                                     Algorithm::kRabenseifner, Algorithm::kTree, Algorithm::kAuto};
-    // The hierarchy needs two or more hosts with the same number (>= 2) of ranks on each.
-    const int n = c.size();
-    if (hosts > 1 && n % hosts == 0 && n / hosts >= 2) algos.push_back(Algorithm::kHierarchical);
+    if (hierarchical_possible(c.size(), hosts)) algos.push_back(Algorithm::kHierarchical);
     std::vector<std::size_t> counts = {0, 1, 7, 1023};
     std::vector<DataType> dtypes(std::begin(hoop::kAllDataTypes), std::end(hoop::kAllDataTypes));
     std::vector<ReduceOp> ops(std::begin(hoop::kAllReduceOps), std::end(hoop::kAllReduceOps));

@@ -1,0 +1,36 @@
+// Runs one fuzz case on this rank: builds its buffers (at the case's odd offsets, guarded),
+// calls the collective, and checks the result bit for bit, the guards around every buffer,
+// and that an input of its own was left as it was.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hoop/communicator.h"
+#include "tests/fuzz/fuzz_case.h"
+
+namespace hoop::fuzz {
+
+class CaseRunner {
+ public:
+  explicit CaseRunner(Communicator& comm) : comm_(comm), n_(comm.size()), me_(comm.rank()) {}
+
+  /// Runs `c` and appends what was wrong with its outcome to `problems`. A non-ok status is
+  /// the collective's own error (the transport is aborted then, so no later case can run).
+  Status run(const Case& c, std::vector<std::string>& problems);
+
+ private:
+  Status allreduce(const Case& c, std::vector<std::string>& problems);
+  Status reduce_scatter(const Case& c, std::vector<std::string>& problems);
+  Status broadcast(const Case& c, std::vector<std::string>& problems);
+  Status allgather(const Case& c, std::vector<std::string>& problems);
+  Status allgatherv(const Case& c, std::vector<std::string>& problems);
+  Status alltoall(const Case& c, std::vector<std::string>& problems);
+  Status alltoallv(const Case& c, std::vector<std::string>& problems);
+
+  Communicator& comm_;
+  int n_;
+  int me_;
+};
+
+}  // namespace hoop::fuzz

@@ -211,11 +211,14 @@ Status CheckedTransport::wait(std::span<const RequestId> ids, Deadline deadline)
   // The separate header messages complete with their payloads.
   std::vector<RequestId>& all = state_.ids_;
   all.assign(ids.begin(), ids.end());
+  bool first_message = false;
   for (const CallCheck::Action& a : actions) {
-    if (a.extra != 0 && std::find(ids.begin(), ids.end(), a.id) != ids.end())
-      all.push_back(a.extra);
+    if (std::find(ids.begin(), ids.end(), a.id) == ids.end()) continue;
+    first_message = true;
+    if (a.extra != 0) all.push_back(a.extra);
   }
-  HOOP_RETURN_IF_ERROR(base_.wait(all, deadline));
+  Status waited = base_.wait(all, deadline);
+  if (!waited.ok()) return first_message ? explain(waited) : waited;
   Status first;
   for (RequestId id : ids) {
     Status s = finish(id);
@@ -230,14 +233,31 @@ Result<bool> CheckedTransport::test(RequestId id) {
                          [id](const CallCheck::Action& a) { return a.id == id; });
   if (it == actions.end()) return base_.test(id);
   if (it->extra != 0) {
-    HOOP_ASSIGN_OR_RETURN(bool header_done, base_.test(it->extra));
-    if (!header_done) return false;
+    Result<bool> header_done = base_.test(it->extra);
+    if (!header_done.ok()) return explain(header_done.status());
+    if (!*header_done) return false;
     it->extra = 0;
   }
-  HOOP_ASSIGN_OR_RETURN(bool done, base_.test(id));
+  Result<bool> tested = base_.test(id);
+  if (!tested.ok()) return explain(tested.status());
+  const bool done = *tested;
   if (!done) return false;
   HOOP_RETURN_IF_ERROR(finish(id));
   return true;
+}
+
+Status CheckedTransport::explain(Status s) const {
+  // A length mismatch on a first message is a disagreement the fingerprint could not show,
+  // since the transport drops a message of the wrong length unread.
+  // A peer's abort may carry its own explanation already.
+  if (s.code() != StatusCode::kProtocolError ||
+      s.message().find("-byte call header") != std::string::npos)
+    return s;
+  const std::string call = describe(decode(header_).fp, static_cast<std::uint32_t>(seq_));
+  return Status(s.code(), fmt::format("{} (both lengths include the {}-byte call header in front "
+                                      "of a call's first message; this rank called {}: the "
+                                      "ranks' counts or collectives differ)",
+                                      s.message(), kHeaderBytes, call));
 }
 
 Status CheckedTransport::finish(RequestId id) {

@@ -61,8 +61,13 @@ class CallCheck {
   /// A first message up to this many bytes travels behind its fingerprint in one message.
   static constexpr std::size_t kInlineBytes = 4096 - 32;
 
+  CallCheck();
+  ~CallCheck();
+
  private:
   friend class CheckedTransport;
+  // A request whose completion needs more than the base's: a separate header message, or the
+  // copy of an inline payload out of its staging slot and the comparison of the fingerprints.
   struct Action;
   std::uint64_t seq_ = 0;
   // Per peer: the call number of the last call that sent / received its first message.
@@ -72,10 +77,6 @@ class CallCheck {
   std::vector<std::unique_ptr<std::byte[]>> staging_;
   std::vector<Action> actions_;
   std::vector<RequestId> ids_;
-
- public:
-  CallCheck();
-  ~CallCheck();
 };
 
 /// One call's view of a transport that adds the fingerprint to the first message to and from
@@ -102,6 +103,8 @@ class CheckedTransport final : public Transport {
   /// Finishes the action of a completed request `id` (copy out, compare); ok when it has none.
   Status finish(RequestId id);
   Status compare(const std::byte* theirs, int peer) const;
+  /// `s`, with a word on the call header when it is a length mismatch of a first message.
+  Status explain(Status s) const;
 
   Transport& base_;
   CallCheck& state_;

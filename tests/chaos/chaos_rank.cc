@@ -118,17 +118,23 @@ void comm_case(const std::string& name) {
     // while the test attacks its listening ports.
     const char* secs = std::getenv("CHAOS_STEADY_SECONDS");
     const auto until = Clock::now() + std::chrono::seconds(secs != nullptr ? std::atoi(secs) : 10);
-    std::vector<float> w(4096);
-    for (int step = 0; Clock::now() < until || step < 10; ++step) {
-      for (std::size_t i = 0; i < w.size(); ++i)
+    // Each rank's clock runs out at another step, and a rank that stopped alone would meet the
+    // others' next allreduce with its barrier. So the last element carries "my time is up"
+    // (0 or 1): every rank reads the same sum and they all stop after the same step.
+    constexpr std::size_t kValues = 4096;
+    std::vector<float> w(kValues + 1);
+    for (int step = 0;; ++step) {
+      for (std::size_t i = 0; i < kValues; ++i)
         w[i] = static_cast<float>((i + step + c.rank()) % 7);
+      w[kValues] = Clock::now() < until ? 0.0f : 1.0f;
       check(allreduce(c, w));
-      for (std::size_t i = 0; i < w.size(); ++i) {
+      for (std::size_t i = 0; i < kValues; ++i) {
         float want = 0;
         for (int r = 0; r < c.size(); ++r) want += static_cast<float>((i + step + r) % 7);
         if (w[i] != want)
           report_failure(fmt::format("step {} element {}: {} instead of {}", step, i, w[i], want));
       }
+      if (w[kValues] > 0 && step >= 9) break;
     }
   } else if (name == "comm_kill") {
     if (odd) kill_self();
@@ -145,6 +151,9 @@ void comm_case(const std::string& name) {
   // A case that fails on some ranks only: the others fail in their next call at the latest.
   start_call();
   check(hoop::barrier(c));
+  // A rank that ends well shuts its transport down in order (a goodbye to every peer): finish()
+  // alone would cut connections a slower peer is still reading its last barrier message from.
+  made->reset();
   finish();
 }
 

@@ -197,7 +197,7 @@ void StoreServerImpl::process_frames(Connection& c) {
 void StoreServerImpl::handle_hello(Connection& c, std::uint8_t op, std::string_view payload) {
   if (op != static_cast<std::uint8_t>(Opcode::kClientHello)) {
     return refuse(c,
-                  protocol_error(fmt::format("expected a client hello, got a {} frame",
+                  protocol_error(fmt::format("expected a client hello frame, got one of type '{}'",
                                              rendezvous::opcode_name(op))),
                   /*auth=*/false);
   }

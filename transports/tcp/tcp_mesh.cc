@@ -368,7 +368,7 @@ class MeshBuilder {
                              ch.rank, p_.rank,  ch.socket_index};
     HOOP_ASSIGN_OR_RETURN(const auto expected, wire::proof(wire::Role::kClient, p_.secret, t));
     if (!crypto::constant_time_equal(crypto::as_view(expected), ch.proof)) {
-      return auth_failed("authentication failed: wrong job secret");
+      return auth_failed("wrong job secret");
     }
     if (ch.rank <= p_.rank || ch.rank >= p_.size || !p_.connects(static_cast<int>(ch.rank)) ||
         ch.socket_index >= static_cast<std::uint32_t>(p_.options.sockets_per_peer)) {

@@ -37,6 +37,11 @@ TEST_P(ShmRingTest, LengthMismatchFailsTheReceiveNamingPeerAndLengthsAndTheStrea
   run_shm_ranks(2, shm_test_options(GetParam()), length_mismatch_then_stream_goes_on);
 }
 
+TEST_P(ShmRingTest, EmptyMessagesInARowComplete) {
+  run_shm_ranks(4, shm_test_options(GetParam()),
+                [](int rank, Transport& t) { empty_messages_in_a_row(rank, 4, t); });
+}
+
 INSTANTIATE_TEST_SUITE_P(RingBytes, ShmRingTest,
                          ::testing::Values(std::size_t{64} << 10, std::size_t{4} << 20));
 

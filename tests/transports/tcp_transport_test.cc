@@ -28,6 +28,11 @@ TEST_P(TcpSocketsTest, AllPairsWithManyMessagesInFlightKeepOrder) {
             [](int rank, Transport& t) { all_pairs_keep_order(rank, 5, t, 40); });
 }
 
+TEST_P(TcpSocketsTest, EmptyMessagesInARowComplete) {
+  run_ranks(4, loopback_options(GetParam()),
+            [](int rank, Transport& t) { empty_messages_in_a_row(rank, 4, t); });
+}
+
 INSTANTIATE_TEST_SUITE_P(SocketsPerPeer, TcpSocketsTest, ::testing::Values(1, 3));
 
 TEST_P(TcpSocketsTest, LengthMismatchFailsTheReceiveNamingPeerAndLengthsAndTheStreamGoesOn) {

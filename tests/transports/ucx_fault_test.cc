@@ -64,6 +64,7 @@ class UcxProcessTest : public ::testing::TestWithParam<const char*> {
   void TearDown() override {
     for (Child& c : children_) {
       ::kill(c.pid, SIGKILL);
+      ::kill(c.pid, SIGCONT);  // a stopped child dies of the SIGKILL once it runs again
       ::waitpid(c.pid, nullptr, 0);
       ::close(c.out);
     }
@@ -155,6 +156,56 @@ TEST_P(UcxProcessTest, RankKilledMidTransferFailsEveryOtherRankNamingIt) {
     ASSERT_FALSE(line.empty()) << "rank " << r << " reported nothing within 15 s";
     EXPECT_NE(line.find("rank 2"), std::string::npos) << "rank " << r << ": " << line;
     EXPECT_EQ(std::atoi(line.c_str() + 2), static_cast<int>(StatusCode::kPeerLost))
+        << "rank " << r << ": " << line;
+    std::printf("[ info ] rank %d reported after %.0f ms (not asserted): %s\n", r, ms,
+                line.c_str());
+  }
+}
+
+// A stopped rank neither exits nor breaks its endpoints: only deadlines notice it, and the
+// first rank to time out may be one waiting on a live rank that itself waits on the stopped
+// one. Here that is forced: each "collective" is a ring of steps under one deadline (as with
+// HOOP_TIMEOUT_SECONDS=3), and rank 0, across the ring from the victim, has a deadline a second
+// shorter (as if it entered the collective first), so it times out waiting for rank 3. Every
+// survivor must still name the stopped rank 2.
+TEST_P(UcxProcessTest, StoppedRankIsNamedByEverySurvivor) {
+  constexpr int kRanks = 4;
+  constexpr int kVictim = 2;
+  start(kRanks, [&](int rank, int out) {
+    auto t = join(rank, kRanks, out);
+    const int right = (rank + 1) % kRanks;
+    const int left = (rank + kRanks - 1) % kRanks;
+    // 256 KiB takes UCX's rendezvous protocol: a send completes only once its receiver has it.
+    std::vector<char> outgoing(256 << 10, 'x'), incoming(256 << 10);
+    for (long iter = 0;; ++iter) {
+      if (iter == 20) (void)!::write(out, "R\n", 2);
+      const Deadline deadline = Clock::now() + milliseconds{rank == 0 ? 2000 : 3000};
+      for (int step = 0; step < kRanks - 1; ++step) {
+        auto r = t->recv(left, incoming.data(), incoming.size());
+        auto s = t->send(right, outgoing.data(), outgoing.size());
+        Status st = r.ok() ? s.status() : r.status();
+        if (st.ok()) {
+          const RequestId ids[] = {*r, *s};
+          st = t->wait(ids, deadline);
+        }
+        if (!st.ok()) {
+          t->abort(st);  // what a collective layer does with its first failure
+          report_status(out, st);
+        }
+      }
+    }
+  });
+  ASSERT_TRUE(all_ready());
+  ASSERT_EQ(::kill(children_[kVictim].pid, SIGSTOP), 0);
+  const auto stopped_at = Clock::now();
+  const Deadline bound = stopped_at + std::chrono::seconds{15};
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == kVictim) continue;
+    const std::string line = read_line(children_[r], bound);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - stopped_at).count();
+    ASSERT_FALSE(line.empty()) << "rank " << r << " reported nothing within 15 s";
+    EXPECT_NE(line.find("rank 2"), std::string::npos) << "rank " << r << ": " << line;
+    EXPECT_EQ(std::atoi(line.c_str() + 2), static_cast<int>(StatusCode::kTimeout))
         << "rank " << r << ": " << line;
     std::printf("[ info ] rank %d reported after %.0f ms (not asserted): %s\n", r, ms,
                 line.c_str());

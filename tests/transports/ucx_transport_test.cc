@@ -72,6 +72,10 @@ TEST_P(UcxTest, AllPairsWithManyMessagesInFlightKeepOrder) {
   run_ucx_ranks(4, [](int rank, Transport& t) { all_pairs_keep_order(rank, 4, t, 30); });
 }
 
+TEST_P(UcxTest, EmptyMessagesInARowComplete) {
+  run_ucx_ranks(4, [](int rank, Transport& t) { empty_messages_in_a_row(rank, 4, t); });
+}
+
 TEST_P(UcxTest, LengthMismatchFailsTheReceiveNamingPeerAndLengthsAndTheStreamGoesOn) {
   run_ucx_ranks(2, length_mismatch_then_stream_goes_on);
 }

@@ -39,6 +39,7 @@ inline int tag_source(ucp_tag_t tag) { return static_cast<int>((tag & ~kControlB
 enum class Control : std::uint8_t {
   kAbort = 1,    // payload: one byte of StatusCode, then the cause's text
   kGoodbye = 2,  // payload: the number of data messages the sender sent, 8 bytes little-endian
+  kAlive = 3,    // no payload: the sender has aborted too, so it is alive and answering
 };
 
 /// Longest abort text sent to peers.
@@ -49,6 +50,9 @@ inline constexpr std::chrono::milliseconds kPeerCheckInterval{10};
 /// How long a peer whose process exited may take to deliver its goodbye (still in flight in
 /// the fabric when the exit is seen) before the exit counts as a crash.
 inline constexpr std::chrono::milliseconds kExitGrace{300};
+/// How long a rank that aborts on a timeout waits for every peer's kAlive before it names the
+/// peers that sent none (a stopped or hung process).
+inline constexpr std::chrono::milliseconds kAnswerGrace{1000};
 /// How long abort and shutdown drive control messages and endpoint closes before giving up.
 inline constexpr std::chrono::milliseconds kFlushTimeout{2000};
 
@@ -92,7 +96,8 @@ struct Peer {
   std::optional<std::uint64_t> goodbye;  // the peer shut down after sending this many messages
   ucs_status_t ep_error = UCS_OK;        // set by UCX's error handler
   std::optional<Clock::time_point> exited_at;
-  Status closed;  // not ok once nothing more can come from or go to this peer
+  bool answered = false;  // a kAlive came: the peer has aborted and its process runs
+  Status closed;          // not ok once nothing more can come from or go to this peer
 };
 
 /// A control message on its way out or in.
@@ -147,6 +152,8 @@ class UcxTransport final : public Transport {
   /// Looks for endpoint errors and exited peer processes.
   void check_peers();
   void close_peer(Peer& p, const Status& why);
+  /// `cause` plus the peers that sent no kAlive within kAnswerGrace (drives UCX meanwhile).
+  Status name_silent_peers(const Status& cause);
   /// Sends a control message to `p` (when its endpoint works) or to every such peer.
   void send_control(Peer& p, Control kind, std::string payload);
   void broadcast_control(Control kind, const std::string& payload);

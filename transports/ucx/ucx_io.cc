@@ -183,6 +183,8 @@ void UcxTransport::on_control(int source, Control kind, const std::string& paylo
       p->closed = peer_lost(fmt::format("ucx: rank {} shut its transport down", p->rank));
     }
     match(*p);
+  } else if (kind == Control::kAlive) {
+    p->answered = true;
   }
 }
 
@@ -230,6 +232,35 @@ void UcxTransport::close_peer(Peer& p, const Status& why) {
   if (p.closed.ok()) p.closed = why;
   for (Request* r : p.recvs) complete(*r, why);
   p.recvs.clear();
+}
+
+Status UcxTransport::name_silent_peers(const Status& cause) {
+  // A peer that said goodbye, whose endpoint failed or whose process exited cannot answer, and
+  // the cause (or its own error) already names it.
+  auto silent = [](const Peer& p) {
+    return !p.answered && p.ep != nullptr && p.ep_error == UCS_OK && p.closed.ok();
+  };
+  const Deadline deadline = Clock::now() + kAnswerGrace;
+  while (std::any_of(peers_.begin(), peers_.end(), [&](const auto& p) { return silent(*p); })) {
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    if (now >= next_peer_check_) check_peers();
+    const bool moved = ucp_worker_progress(ucp_->worker) != 0;
+    if (!read_control() && !moved) {
+      sleep(std::chrono::ceil<std::chrono::microseconds>(
+          std::min<Clock::duration>(deadline - now, kPeerCheckInterval)));
+    }
+  }
+  std::string names;
+  for (const auto& p : peers_) {
+    if (silent(*p))
+      names += fmt::format("{}rank {} (pid {})", names.empty() ? "" : ", ", p->rank, p->pid);
+  }
+  if (names.empty()) return cause;
+  return Status(cause.code(),
+                fmt::format("{}; {} did not answer within {} ms (stopped, hung or not calling into "
+                            "hoop)",
+                            cause.message(), names, kAnswerGrace.count()));
 }
 
 void UcxTransport::send_control(Peer& p, Control kind, std::string payload) {

@@ -190,7 +190,7 @@ Status UcxTransport::timed_out(std::span<const RequestId> ids) {
     release(it->second);
     requests_.erase(it);
   }
-  return timeout;
+  return aborted_;  // the timeout, with the peers that did not answer it
 }
 
 Status UcxTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
@@ -203,7 +203,13 @@ Status UcxTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
     while (next < ids.size() && requests_.at(ids[next]).done) ++next;
     if (next == ids.size()) break;
     const auto now = Clock::now();
-    if (now >= deadline) return timed_out(ids);
+    if (now >= deadline) {
+      // A cause that is already here (a peer's abort, a lost peer) explains the wait better
+      // than this rank's own deadline: it is taken in first.
+      progress();
+      if (aborted_.ok() && !requests_.at(ids[next]).done) return timed_out(ids);
+      continue;
+    }
     if (now >= next_peer_check_) check_peers();
     if (progress()) {
       spin_until = now + spin_;
@@ -254,16 +260,22 @@ void UcxTransport::wake() {
 void UcxTransport::abort(const Status& cause) {
   if (!aborted_.ok()) return;
   aborted_ = cause.ok() ? aborted("ucx: aborted without a cause") : cause;
+  if (forward_abort_) {
+    const std::string text = aborted_.message().substr(0, kMaxAbortText);
+    broadcast_control(Control::kAbort, std::string(1, static_cast<char>(aborted_.code())) + text);
+  }
+  // Every rank that aborts says so. A timeout names the peers a rank waited for, which may be
+  // live ranks waiting in turn for a stopped one; the peers that never say so are the culprits,
+  // and every rank that aborts on a timeout (its own or a peer's) names them.
+  broadcast_control(Control::kAlive, "");
+  if (aborted_.code() == StatusCode::kTimeout) aborted_ = name_silent_peers(aborted_);
   for (auto& [id, req] : requests_) {
     if (req.done) continue;
     complete(req, aborted_);
     release(req);
   }
   for (auto& p : peers_) p->recvs.clear();
-  if (!forward_abort_) return;
-  const std::string text = aborted_.message().substr(0, kMaxAbortText);
-  broadcast_control(Control::kAbort, std::string(1, static_cast<char>(aborted_.code())) + text);
-  // The cause must leave before this rank goes on to exit, which it usually does next.
+  // The cause and the answer must leave before this rank goes on to exit, as it usually does.
   std::vector<void*> none;
   flush(Clock::now() + kFlushTimeout, none);
 }

@@ -35,7 +35,11 @@
 //    1 KiB of text) as a control message to every peer still reachable, whose requests then
 //    fail with "ucx: rank <r> aborted: <cause>" (not passed on again);
 //  - a wait() whose deadline passes returns timeout_error naming the requests and peers still
-//    outstanding and aborts the transport with it.
+//    outstanding and aborts the transport with it, unless a peer's cause is already there;
+//  - every rank that aborts sends its peers an "alive" control message; a rank whose abort is
+//    a timeout (its own or a peer's) waits up to 1 s for every open peer's, and names those
+//    that sent none (a stopped or hung process) in its error. The peers a timeout names may be
+//    live ranks that wait in turn for the stopped one: this way every rank names it.
 //
 // Authentication: UCX has no handshake of its own. Worker addresses come only from the
 // rendezvous store, which every rank joins with the job secret (HMAC), and each record carries

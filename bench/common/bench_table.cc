@@ -193,7 +193,8 @@ std::vector<std::size_t> message_sizes(const BenchOptions& options, std::size_t 
     const std::size_t bytes = count * element_size;
     if (sizes.empty() || sizes.back() != bytes) sizes.push_back(bytes);
     if (!(options.step_factor > 1.0)) break;
-    size *= options.step_factor;
+    // From the size actually measured: a minimum of 0 bytes (one element) must grow too.
+    size = std::max(size, static_cast<double>(bytes)) * options.step_factor;
   }
   return sizes;
 }

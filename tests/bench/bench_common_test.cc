@@ -37,6 +37,10 @@ TEST(BenchTable, SizesAreWholeElementsFromMinToMax) {
   options.min_bytes = 1;
   options.max_bytes = 3;
   EXPECT_EQ(message_sizes(options, 8), std::vector<std::size_t>{8});  // at least one element
+  // -b 0 starts at one element and still grows (it once looped on 0 x factor forever).
+  options.min_bytes = 0;
+  options.max_bytes = 64;
+  EXPECT_EQ(message_sizes(options, 4), (std::vector<std::size_t>{4, 8, 16, 32, 64}));
   options.step_factor = 1;
   EXPECT_FALSE(validate(options).ok());
 }

@@ -208,17 +208,20 @@ Result<RequestId> CheckedTransport::recv(int peer, void* data, std::size_t bytes
 Status CheckedTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
   auto& actions = state_.actions_;
   if (actions.empty()) return base_.wait(ids, deadline);
-  // The separate header messages complete with their payloads.
+  // The separate header messages complete with their payloads; the list is copied only when
+  // there are some (small messages carry theirs inline).
   std::vector<RequestId>& all = state_.ids_;
-  all.assign(ids.begin(), ids.end());
+  all.clear();
   bool first_message = false;
   for (const CallCheck::Action& a : actions) {
     if (std::find(ids.begin(), ids.end(), a.id) == ids.end()) continue;
     first_message = true;
     if (a.extra != 0) all.push_back(a.extra);
   }
-  Status waited = base_.wait(all, deadline);
+  if (!all.empty()) all.insert(all.end(), ids.begin(), ids.end());
+  Status waited = base_.wait(all.empty() ? ids : std::span<const RequestId>(all), deadline);
   if (!waited.ok()) return first_message ? explain(waited) : waited;
+  if (!first_message) return waited;
   Status first;
   for (RequestId id : ids) {
     Status s = finish(id);
@@ -276,6 +279,8 @@ Status CheckedTransport::finish(RequestId id) {
 }
 
 Status CheckedTransport::compare(const std::byte* theirs, int peer) const {
+  // The common case costs one comparison; the texts below are built only for a mismatch.
+  if (std::memcmp(theirs, header_, kHeaderBytes) == 0) return Status::success();
   const Decoded t = decode(theirs);
   const Decoded m = decode(header_);
   if (t.magic != kMagic)

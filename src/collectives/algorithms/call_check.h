@@ -59,7 +59,7 @@ std::uint32_t hash_counts(std::span<const std::size_t> counts);
 class CallCheck {
  public:
   /// A first message up to this many bytes travels behind its fingerprint in one message.
-  static constexpr std::size_t kInlineBytes = 4096 - 32;
+  static constexpr std::size_t kInlineBytes = (std::size_t{16} << 10) - 32;
 
   CallCheck();
   ~CallCheck();

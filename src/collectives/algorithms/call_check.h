@@ -5,7 +5,8 @@
 // The fingerprint travels with the first message of a call to each peer, never as a round of its
 // own: a first message of at most kInlineBytes is sent with the fingerprint in front of it (one
 // copy into a staging slot on each side, which keeps an 8-byte allreduce one message per pair);
-// a longer one is preceded by a fingerprint-only message, whose cost is lost in the payload's.
+// a longer one is preceded by a fingerprint-only message (over TCP that costs 8-30 us a call on
+// the development VM: docs/BENCHMARKS.md, "Call fingerprints").
 // Both sides decide the same way as long as the message lengths agree; when they do not, the
 // transport's own length check fails the call, naming both lengths.
 //

@@ -58,22 +58,6 @@ std::vector<T> parse_list(const std::string& text, const T (&all)[N], Parse pars
 
 }  // namespace
 
-std::string_view collective_name(Collective collective) {
-  switch (collective) {
-    case Collective::kAllreduce:
-      return "allreduce";
-    case Collective::kAllgather:
-      return "allgather";
-    case Collective::kReduceScatter:
-      return "reduce_scatter";
-    case Collective::kAlltoall:
-      return "alltoall";
-    case Collective::kBroadcast:
-      return "broadcast";
-  }
-  return "unknown";
-}
-
 std::optional<Collective> parse_collective(std::string_view name) {
   std::string key = lower(name);
   std::erase(key, '_');
@@ -92,10 +76,13 @@ double bus_factor(Collective collective, int nranks) {
     case Collective::kAllreduce:
       return 2.0 * (n - 1.0) / n;
     case Collective::kAllgather:
+    case Collective::kAllgatherv:
     case Collective::kReduceScatter:
     case Collective::kAlltoall:
+    case Collective::kAlltoallv:
       return (n - 1.0) / n;
     case Collective::kBroadcast:
+    case Collective::kBarrier:
       return 1.0;
   }
   return 1.0;

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hoop/communicator.h"
 #include "hoop/core.h"
 
 namespace CLI {
@@ -24,18 +25,10 @@ class App;
 
 namespace hoop::bench {
 
-/// The collectives the table knows how to weigh (their bus bandwidth factors differ).
-enum class Collective : std::uint8_t {
-  kAllreduce,
-  kAllgather,
-  kReduceScatter,
-  kAlltoall,
-  kBroadcast
-};
+// The collectives are hoop::Collective (hoop/communicator.h), named by hoop::collective_name.
 
-/// Name used on the command line and in reports ("allreduce", "reduce_scatter", ...).
-std::string_view collective_name(Collective collective);
-/// Parses a collective name; accepts "all_reduce" style spellings too.
+/// Parses the name of a collective the table can weigh (allreduce, allgather, reduce_scatter,
+/// alltoall, broadcast); accepts "all_reduce" style spellings too.
 std::optional<Collective> parse_collective(std::string_view name);
 /// busbw / algbw for `collective` on `nranks` ranks, as nccl-tests defines it.
 double bus_factor(Collective collective, int nranks);

@@ -29,6 +29,20 @@
 
 namespace hoop {
 
+/// The collectives of this header, for messages, tools and tests that name or pick one.
+enum class Collective : std::uint8_t {
+  kAllreduce,
+  kBroadcast,
+  kAllgather,
+  kAllgatherv,
+  kReduceScatter,
+  kAlltoall,
+  kAlltoallv,
+  kBarrier
+};
+/// The function's name ("allreduce", "reduce_scatter", ...; "collective N" for other values).
+std::string collective_name(Collective collective);
+
 /// Allreduce algorithms; kAuto lets the cost model choose per call. kHierarchical (reduce-scatter
 /// inside each host, allreduce across hosts, allgather inside each host) needs ranks on two or
 /// more hosts with the same number of ranks on each, at least two. kHierarchical stays last:

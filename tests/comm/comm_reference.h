@@ -124,6 +124,24 @@ void int_fold(ReduceOp op, int n, const std::vector<std::vector<std::byte>>& in,
   std::memcpy(out, &acc, sizeof(T));
 }
 
+/// One step of a reference reduction without wrap-around: acc op x (kAvg sums; the caller
+/// divides once at the end).
+template <typename T>
+T combine(ReduceOp op, T acc, T x) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return acc + x;
+    case ReduceOp::kProd:
+      return acc * x;
+    case ReduceOp::kMin:
+      return std::min(acc, x);
+    case ReduceOp::kMax:
+      return std::max(acc, x);
+  }
+  return acc;
+}
+
 /// The reduction of element i over the ranks' inputs: exact bytes for integers (wrap-around,
 /// truncating avg), a float64 value for floats.
 inline void reference(DataType dt, ReduceOp op, int n,
@@ -144,22 +162,7 @@ inline void reference(DataType dt, ReduceOp op, int n,
   const std::size_t es = hoop::dtype_size(dt);
   double acc = as_double(dt, in[0].data() + i * es);
   for (int r = 1; r < n; ++r) {
-    const double x = as_double(dt, in[r].data() + i * es);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        acc += x;
-        break;
-      case ReduceOp::kProd:
-        acc *= x;
-        break;
-      case ReduceOp::kMin:
-        acc = std::min(acc, x);
-        break;
-      case ReduceOp::kMax:
-        acc = std::max(acc, x);
-        break;
-    }
+    acc = combine(op, acc, as_double(dt, in[r].data() + i * es));
   }
   if (op == ReduceOp::kAvg) acc /= n;
   *approx = acc;

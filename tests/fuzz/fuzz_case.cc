@@ -105,28 +105,6 @@ std::string_view placement_name(Placement p) {
 
 }  // namespace
 
-std::string_view collective_name(Collective c) {
-  switch (c) {
-    case Collective::kAllreduce:
-      return "allreduce";
-    case Collective::kBroadcast:
-      return "broadcast";
-    case Collective::kAllgather:
-      return "allgather";
-    case Collective::kAllgatherv:
-      return "allgatherv";
-    case Collective::kReduceScatter:
-      return "reduce_scatter";
-    case Collective::kAlltoall:
-      return "alltoall";
-    case Collective::kAlltoallv:
-      return "alltoallv";
-    case Collective::kBarrier:
-      return "barrier";
-  }
-  return "?";
-}
-
 Case make_case(std::uint64_t seed, std::uint64_t index, const JobShape& shape) {
   Rng rng(comm_check::mix(comm_check::mix(seed) + index));
   Case c;

@@ -12,22 +12,11 @@
 
 namespace hoop::fuzz {
 
-enum class Collective : std::uint8_t {
-  kAllreduce,
-  kBroadcast,
-  kAllgather,
-  kAllgatherv,
-  kReduceScatter,
-  kAlltoall,
-  kAlltoallv,
-  kBarrier,
-};
+/// Every collective, in the order the cases draw them from.
 inline constexpr Collective kAllCollectives[] = {
     Collective::kAllreduce,  Collective::kBroadcast,     Collective::kAllgather,
     Collective::kAllgatherv, Collective::kReduceScatter, Collective::kAlltoall,
     Collective::kAlltoallv,  Collective::kBarrier};
-
-std::string_view collective_name(Collective c);
 
 /// How a case passes its input: in a buffer of its own, or inside the output (the public API's
 /// in-place forms: the input pointer equal to the output's own block, or null).

@@ -13,6 +13,7 @@
 namespace hoop::fuzz {
 namespace {
 
+using comm_check::combine;
 using comm_check::mix;
 
 std::int64_t exact_limit(DataType dtype) {
@@ -129,24 +130,7 @@ void ExactReduction::expected(std::size_t first, std::size_t count, std::byte* o
   const std::size_t es = dtype_size(dtype_);
   for (std::size_t i = 0; i < count; ++i) {
     std::int64_t acc = units(0, first + i);
-    for (int r = 1; r < size_; ++r) {
-      const std::int64_t x = units(r, first + i);
-      switch (op_) {
-        case ReduceOp::kSum:
-        case ReduceOp::kAvg:
-          acc += x;
-          break;
-        case ReduceOp::kMin:
-          acc = std::min(acc, x);
-          break;
-        case ReduceOp::kMax:
-          acc = std::max(acc, x);
-          break;
-        case ReduceOp::kProd:
-          acc *= x;
-          break;
-      }
-    }
+    for (int r = 1; r < size_; ++r) acc = combine(op_, acc, units(r, first + i));
     if (op_ == ReduceOp::kAvg) acc /= size_;
     encode(acc, out + i * es);
   }

@@ -58,7 +58,7 @@ Decoded decode(const std::byte* in) {
   Decoded d;
   d.magic = get<std::uint32_t>(in);
   d.seq = get<std::uint32_t>(in + 4);
-  d.fp.kind = static_cast<CallKind>(get<std::uint8_t>(in + 8));
+  d.fp.kind = static_cast<Collective>(get<std::uint8_t>(in + 8));
   const auto dtype = get<std::uint8_t>(in + 9);
   const auto op = get<std::uint8_t>(in + 10);
   const auto algo = get<std::uint8_t>(in + 11);
@@ -70,28 +70,6 @@ Decoded decode(const std::byte* in) {
   if (present & kCountsHash) d.fp.counts_hash = get<std::uint32_t>(in + 16);
   if (present & kCount) d.fp.count = get<std::uint64_t>(in + 24);
   return d;
-}
-
-std::string kind_name(CallKind kind) {
-  switch (kind) {
-    case CallKind::kAllreduce:
-      return "allreduce";
-    case CallKind::kBroadcast:
-      return "broadcast";
-    case CallKind::kAllgather:
-      return "allgather";
-    case CallKind::kAllgatherv:
-      return "allgatherv";
-    case CallKind::kReduceScatter:
-      return "reduce_scatter";
-    case CallKind::kAlltoall:
-      return "alltoall";
-    case CallKind::kAlltoallv:
-      return "alltoallv";
-    case CallKind::kBarrier:
-      return "barrier";
-  }
-  return fmt::format("collective {}", static_cast<int>(kind));
 }
 
 std::string dtype_text(std::optional<DataType> d) {
@@ -118,7 +96,7 @@ std::string opt_text(const std::optional<T>& v) {
 
 /// "allreduce (call 3) of 4 f32, sum, ring"
 std::string describe(const CallFingerprint& fp, std::uint32_t seq) {
-  std::string s = fmt::format("{} (call {})", kind_name(fp.kind), seq);
+  std::string s = fmt::format("{} (call {})", collective_name(fp.kind), seq);
   if (fp.count && fp.dtype) s += fmt::format(" of {} {}", *fp.count, dtype_text(fp.dtype));
   if (fp.op) s += ", " + op_text(fp.op);
   if (fp.algorithm) s += ", " + algorithm_text(fp.algorithm);
@@ -294,7 +272,7 @@ Status CheckedTransport::compare(const std::byte* theirs, int peer) const {
       diffs.push_back(fmt::format("{} differs (rank {}: {}, rank {}: {})", name, rank(), mine, peer,
                                   theirs_text));
   };
-  field("collective", kind_name(m.fp.kind), kind_name(t.fp.kind));
+  field("collective", collective_name(m.fp.kind), collective_name(t.fp.kind));
   field("call number", fmt::format("{}", m.seq), fmt::format("{}", t.seq));
   field("dtype", dtype_text(m.fp.dtype), dtype_text(t.fp.dtype));
   field("op", op_text(m.fp.op), op_text(t.fp.op));

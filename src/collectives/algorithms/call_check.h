@@ -28,21 +28,9 @@
 
 namespace hoop::collectives {
 
-/// The collectives a fingerprint names.
-enum class CallKind : std::uint8_t {
-  kAllreduce,
-  kBroadcast,
-  kAllgather,
-  kAllgatherv,
-  kReduceScatter,
-  kAlltoall,
-  kAlltoallv,
-  kBarrier
-};
-
 /// What every rank must pass alike to one collective (fields that do not apply stay unset).
 struct CallFingerprint {
-  CallKind kind = CallKind::kBarrier;
+  Collective kind = Collective::kBarrier;
   std::optional<DataType> dtype = std::nullopt;
   std::optional<ReduceOp> op = std::nullopt;
   std::optional<Algorithm> algorithm = std::nullopt;

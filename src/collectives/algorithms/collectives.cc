@@ -19,7 +19,6 @@ namespace hoop {
 namespace {
 
 using collectives::CallFingerprint;
-using collectives::CallKind;
 using collectives::Context;
 
 /// Runs `body` with a context for `comm` (over transports/cuda, on `part`'s device, when
@@ -141,6 +140,20 @@ void block_layout(std::span<const std::size_t> counts, std::size_t esize,
 
 }  // namespace
 
+std::string collective_name(Collective collective) {
+  switch (collective) {
+    case Collective::kAllreduce: return "allreduce";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kAllgather: return "allgather";
+    case Collective::kAllgatherv: return "allgatherv";
+    case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kAlltoall: return "alltoall";
+    case Collective::kAlltoallv: return "alltoallv";
+    case Collective::kBarrier: return "barrier";
+  }
+  return fmt::format("collective {}", static_cast<int>(collective));
+}
+
 Algorithm allreduce_algorithm(Communicator& comm, std::size_t bytes, Algorithm requested) {
   if (requested == Algorithm::kAuto) requested = comm.forced_algorithm();
   if (requested != Algorithm::kAuto) return requested;
@@ -170,7 +183,7 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
   if (auto done = run_on_device(comm, o, what, &allreduce, &collectives::DeviceBackend::allreduce,
                                 Staged{o.input, bytes, o.output, bytes}, part))
     return *done;
-  const CallFingerprint fp{.kind = CallKind::kAllreduce, .dtype = o.dtype, .op = o.op,
+  const CallFingerprint fp{.kind = Collective::kAllreduce, .dtype = o.dtype, .op = o.op,
                            .algorithm = algo, .count = o.count};
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     std::byte* work = bytes_of(o.output);
@@ -196,7 +209,7 @@ Status broadcast(Communicator& comm, const BroadcastOptions& o) {
                                 Staged{o.buffer, 0, o.buffer, bytes}, part))
     return *done;
   const CallFingerprint fp{
-      .kind = CallKind::kBroadcast, .dtype = o.dtype, .root = o.root, .count = o.count};
+      .kind = Collective::kBroadcast, .dtype = o.dtype, .root = o.root, .count = o.count};
   return run(comm, fp, what, [&](Context& ctx) {
     return collectives::broadcast_bytes(ctx, bytes_of(o.buffer), bytes, o.root);
   }, part);
@@ -216,7 +229,7 @@ Status allgather(Communicator& comm, const AllgatherOptions& o) {
   if (auto done = run_on_device(comm, o, what, &allgather, &collectives::DeviceBackend::allgather,
                                 Staged{o.input, block, o.output, block * comm.size()}, part))
     return *done;
-  const CallFingerprint fp{.kind = CallKind::kAllgather, .dtype = o.dtype, .count = o.count};
+  const CallFingerprint fp{.kind = Collective::kAllgather, .dtype = o.dtype, .count = o.count};
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     HOOP_RETURN_IF_ERROR(copy_in(ctx, bytes_of(o.output) + block * comm.rank(), o.input, block));
     return collectives::ring_allgatherv(ctx, bytes_of(o.output), offsets, lengths);
@@ -235,7 +248,7 @@ Status allgatherv(Communicator& comm, const AllgathervOptions& o) {
   const Staged staged{o.input, lengths[comm.rank()], o.output, total * dtype_size(o.dtype)};
   if (auto done = run_on_device(comm, o, what, &allgatherv, nullptr, staged, part))
     return *done;
-  const CallFingerprint fp{.kind = CallKind::kAllgatherv, .dtype = o.dtype, .count = total,
+  const CallFingerprint fp{.kind = Collective::kAllgatherv, .dtype = o.dtype, .count = total,
                            .counts_hash = collectives::hash_counts(o.counts)};
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     HOOP_RETURN_IF_ERROR(copy_in(ctx, bytes_of(o.output) + offsets[comm.rank()], o.input,
@@ -266,7 +279,7 @@ Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& o) {
                                 Staged{o.input, total, o.output, in_place ? total : block}, part))
     return *done;
   const CallFingerprint fp{
-      .kind = CallKind::kReduceScatter, .dtype = o.dtype, .op = o.op, .count = o.count};
+      .kind = Collective::kReduceScatter, .dtype = o.dtype, .op = o.op, .count = o.count};
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     // The ring reduces in a working copy: the input is const and the output holds one block.
     HOOP_ASSIGN_OR_RETURN(std::byte* work, ctx.scratch_buffer(1, total));
@@ -290,7 +303,7 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
   if (auto done = run_on_device(comm, o, what, &alltoall, &collectives::DeviceBackend::alltoall,
                                 Staged{o.input, total, o.output, total}, part))
     return *done;
-  const CallFingerprint fp{.kind = CallKind::kAlltoall, .dtype = o.dtype, .count = o.count};
+  const CallFingerprint fp{.kind = Collective::kAlltoall, .dtype = o.dtype, .count = o.count};
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     const std::byte* in = bytes_of(o.input);
     if (o.input == nullptr || o.input == o.output) {
@@ -333,7 +346,7 @@ Status alltoallv(Communicator& comm, const AlltoallvOptions& o) {
   const Staged staged{o.input, send_total * es, o.output, recv_total * es};
   if (auto done = run_on_device(comm, o, what, &alltoallv, nullptr, staged, part))
     return *done;
-  const CallFingerprint fp{.kind = CallKind::kAlltoallv, .dtype = o.dtype};
+  const CallFingerprint fp{.kind = Collective::kAlltoallv, .dtype = o.dtype};
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     const std::byte* in = bytes_of(o.input);
     if (in_place) {
@@ -347,7 +360,7 @@ Status alltoallv(Communicator& comm, const AlltoallvOptions& o) {
 
 Status barrier(Communicator& comm) {
   return run(
-      comm, CallFingerprint{.kind = CallKind::kBarrier}, [] { return std::string("barrier"); },
+      comm, CallFingerprint{.kind = Collective::kBarrier}, [] { return std::string("barrier"); },
       [](Context& ctx) { return collectives::dissemination_barrier(ctx); });
 }
 

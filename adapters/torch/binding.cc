@@ -5,17 +5,18 @@
 //
 // Handles are small integers into a table of hoop::Handle; wait() releases the GIL so the
 // runtime's thread and other Python threads keep going while a rank blocks.
+//
+// Tensors carry a device: -1 for host memory, else the CUDA device ordinal. It needs nothing
+// but hoop.h and pybind11, so that it can be compiled on its own for another interpreter
+// (scripts/gpu-check does so on a GPU machine whose Python differs from Debian's).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstdint>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "hoop/hoop.h"
 
@@ -39,18 +40,19 @@ PyObject* g_hoop_error = nullptr;
 
 hoop::DataType dtype_of(const std::string& name) {
   const auto dtype = hoop::parse_dtype(name);
-  if (!dtype) raise(hoop::invalid_argument(fmt::format("unknown dtype '{}'", name)));
+  if (!dtype) raise(hoop::invalid_argument("unknown dtype '" + name + "'"));
   return *dtype;
 }
 
 hoop::ReduceOp op_of(const std::string& name) {
   const auto op = hoop::parse_op(name);
-  if (!op) raise(hoop::invalid_argument(fmt::format("unknown reduce op '{}'", name)));
+  if (!op) raise(hoop::invalid_argument("unknown reduce op '" + name + "'"));
   return *op;
 }
 
-hoop::Tensor tensor_of(std::uintptr_t ptr, const std::string& dtype, const Shape& shape) {
-  return hoop::Tensor{reinterpret_cast<void*>(ptr), dtype_of(dtype), shape, hoop::kCpuDevice};
+hoop::Tensor tensor_of(std::uintptr_t ptr, const std::string& dtype, const Shape& shape,
+                       int device) {
+  return hoop::Tensor{reinterpret_cast<void*>(ptr), dtype_of(dtype), shape, device};
 }
 
 hoop::ReduceOptions reduce_options(const std::string& op, double prescale, double postscale,
@@ -74,7 +76,7 @@ class HandleTable {
     std::lock_guard lock(mu_);
     const auto it = handles_.find(id);
     if (it == handles_.end())
-      raise(hoop::invalid_argument(fmt::format("unknown or released handle {}", id)));
+      raise(hoop::invalid_argument("unknown or released handle " + std::to_string(id)));
     return it->second;
   }
   void release(std::int64_t id) {
@@ -119,10 +121,10 @@ void define_collectives(py::module_& m) {
       "allreduce_async",
       [](const std::string& name, std::uintptr_t in, std::uintptr_t out, const std::string& dtype,
          const Shape& shape, const std::string& op, double prescale, double postscale,
-         int process_set) {
+         int process_set, int device) {
         return guarded([&] {
           return handles().add(hoop::allreduce_async(
-              name, tensor_of(in, dtype, shape), tensor_of(out, dtype, shape),
+              name, tensor_of(in, dtype, shape, device), tensor_of(out, dtype, shape, device),
               reduce_options(op, prescale, postscale, process_set)));
         });
       },
@@ -132,15 +134,15 @@ void define_collectives(py::module_& m) {
       [](const std::vector<std::string>& names, const std::vector<std::uintptr_t>& ins,
          const std::vector<std::uintptr_t>& outs, const std::vector<std::string>& dtypes,
          const std::vector<Shape>& shapes, const std::string& op, double prescale,
-         double postscale, int process_set) {
+         double postscale, int process_set, int device) {
         const std::size_t n = names.size();
         if (ins.size() != n || outs.size() != n || dtypes.size() != n || shapes.size() != n)
           raise(hoop::invalid_argument("grouped_allreduce: names, inputs, outputs, dtypes and "
                                        "shapes must have the same length"));
         std::vector<hoop::Tensor> inputs, outputs;
         for (std::size_t i = 0; i < n; ++i) {
-          inputs.push_back(tensor_of(ins[i], dtypes[i], shapes[i]));
-          outputs.push_back(tensor_of(outs[i], dtypes[i], shapes[i]));
+          inputs.push_back(tensor_of(ins[i], dtypes[i], shapes[i], device));
+          outputs.push_back(tensor_of(outs[i], dtypes[i], shapes[i], device));
         }
         return guarded([&] {
           return handles().add(hoop::grouped_allreduce_async(
@@ -151,30 +153,31 @@ void define_collectives(py::module_& m) {
   m.def(
       "allgather_async",
       [](const std::string& name, std::uintptr_t ptr, const std::string& dtype,
-         const Shape& shape, int process_set) {
+         const Shape& shape, int process_set, int device) {
         return guarded([&] {
           return handles().add(
-              hoop::allgather_async(name, tensor_of(ptr, dtype, shape), process_set));
+              hoop::allgather_async(name, tensor_of(ptr, dtype, shape, device), process_set));
         });
       },
       "Starts an allgather along the first dimension; the result comes from copy_output.");
   m.def(
       "broadcast_async",
       [](const std::string& name, std::uintptr_t ptr, const std::string& dtype,
-         const Shape& shape, int root, int process_set) {
+         const Shape& shape, int root, int process_set, int device) {
         return guarded([&] {
-          return handles().add(
-              hoop::broadcast_async(name, tensor_of(ptr, dtype, shape), root, process_set));
+          return handles().add(hoop::broadcast_async(name, tensor_of(ptr, dtype, shape, device),
+                                                     root, process_set));
         });
       },
       "Starts a broadcast from root into the tensor on every other rank (in place).");
   m.def(
       "alltoall_async",
       [](const std::string& name, std::uintptr_t ptr, const std::string& dtype,
-         const Shape& shape, const std::vector<std::int64_t>& splits, int process_set) {
+         const Shape& shape, const std::vector<std::int64_t>& splits, int process_set,
+         int device) {
         return guarded([&] {
-          return handles().add(
-              hoop::alltoall_async(name, tensor_of(ptr, dtype, shape), splits, process_set));
+          return handles().add(hoop::alltoall_async(name, tensor_of(ptr, dtype, shape, device),
+                                                    splits, process_set));
         });
       },
       "Starts an alltoall of first-dimension rows (splits per rank; empty: even).");
@@ -182,10 +185,10 @@ void define_collectives(py::module_& m) {
       "reducescatter_async",
       [](const std::string& name, std::uintptr_t ptr, const std::string& dtype,
          const Shape& shape, const std::string& op, double prescale, double postscale,
-         int process_set) {
+         int process_set, int device) {
         return guarded([&] {
           return handles().add(hoop::reducescatter_async(
-              name, tensor_of(ptr, dtype, shape),
+              name, tensor_of(ptr, dtype, shape, device),
               reduce_options(op, prescale, postscale, process_set)));
         });
       },
@@ -223,12 +226,13 @@ void define_handles(py::module_& m) {
       "copy_output",
       [](std::int64_t id, std::uintptr_t dst) {
         guarded([&] {
-          const hoop::OwnedTensor& out = handles().get(id).output();
-          if (!out.storage.empty())
-            std::memcpy(reinterpret_cast<void*>(dst), out.storage.data(), out.storage.size());
+          const hoop::Handle h = handles().get(id);
+          py::gil_scoped_release release;
+          h.output().copy_to(reinterpret_cast<void*>(dst));
         });
       },
-      "Copies the result into dst, which must hold product(output_shape) elements.");
+      "Copies the result into dst, which must hold product(output_shape) elements in the "
+      "memory the inputs were in (host, or the same CUDA device).");
   m.def(
       "received_splits",
       [](std::int64_t id) {
@@ -258,6 +262,8 @@ void define_job(py::module_& m) {
       },
       "Finishes the work in flight and stops the runtime.");
   m.def("is_initialized", &hoop::is_initialized, "Whether init() succeeded and shutdown() has not run.");
+  m.def("cuda_built", &hoop::cuda_built, "Whether this build takes CUDA tensors.");
+  m.def("nccl_built", &hoop::nccl_built, "Whether this build has the NCCL device backend.");
   m.def("rank", [] { return guarded(hoop::rank); });
   m.def("size", [] { return guarded(hoop::size); });
   m.def("local_rank", [] { return guarded(hoop::local_rank); });

@@ -37,7 +37,7 @@ inline std::string device_name(int device) {
 inline void require_device(const Tensor& t, int device, const char* what, const char* other,
                            const std::string& layer) {
   if (t.device() == device) return;
-  fail(fmt::format("{}: {} is on {} but {} is on {}", layer, what, device_name(t.device()), other,
+  fail(fmt::format("{}: {} is on {}, {} on {}", layer, what, device_name(t.device()), other,
                    device_name(device)));
 }
 

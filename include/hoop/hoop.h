@@ -58,6 +58,10 @@ struct OwnedTensor {
   std::byte* data();
   /// A Tensor view of the storage.
   Tensor view();
+  /// Copies the elements to `dst`, which holds at least as many bytes: host memory for a host
+  /// tensor; host or device memory for a device tensor. Done when it returns; throws
+  /// hoop::Error when the device copy fails.
+  void copy_to(void* dst) const;
 };
 
 namespace detail {
@@ -113,6 +117,11 @@ void init();
 void shutdown();
 /// Whether init() has succeeded and shutdown() has not been called since.
 bool is_initialized();
+/// Whether this build takes CUDA device tensors (compiled with CUDA; a device may still be
+/// missing at run time).
+bool cuda_built();
+/// Whether this build has the NCCL device backend (HOOP_GPU_BACKEND=nccl).
+bool nccl_built();
 
 /// This rank, the number of ranks, this rank among the ranks of its host, the ranks on its
 /// host, this host's index and the number of hosts. Throw hoop::Error before init().

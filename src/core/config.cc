@@ -185,8 +185,9 @@ constexpr Var kVars[] = {
     {"HOOP_GPU_BACKEND", "", kEnum, "auto",
      "Collectives on CUDA device buffers: nccl hands them to NCCL (a build with NCCL, every "
      "rank on a device of its own); hoop runs hoop's algorithms over CUDA IPC in a one-host job, "
-     "else through host memory; auto takes nccl where it can, else hoop.",
-     "auto,nccl,hoop"},
+     "else through host memory; staging always copies them through host memory and runs the "
+     "host collective; auto takes nccl where it can, else hoop.",
+     "auto,nccl,hoop,staging"},
     // The cost model's bounds are far beyond any network's, and keep predictions finite.
     {"HOOP_ALPHA_US",
      "",

@@ -13,6 +13,9 @@ Status Memory::scale_copy(void* dst, const void* src, std::size_t count, DataTyp
   // In two steps, which compute what the host's one loop does: the device kernel scales in
   // place, and a factor of 1 leaves the bytes as they are on both.
   if (dst != src) HOOP_RETURN_IF_ERROR(device::copy(dst, src, count * dtype_size(dtype), stream_));
+  // A factor of 1 is no scaling: integer tensors (whose factors are always 1) reach this with
+  // every reduction, and device::scale refuses integer dtypes.
+  if (factor == 1.0) return Status::success();
   return device::scale(dst, count, dtype, factor, stream_);
 }
 

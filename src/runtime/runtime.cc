@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -170,6 +171,17 @@ std::byte* OwnedTensor::data() {
 
 Tensor OwnedTensor::view() { return Tensor{data(), dtype, shape, device}; }
 
+void OwnedTensor::copy_to(void* dst) const {
+  if (device == kCpuDevice) {
+    if (!storage.empty()) std::memcpy(dst, storage.data(), storage.size());
+    return;
+  }
+  std::size_t bytes = dtype_size(dtype);
+  for (std::int64_t d : shape) bytes *= static_cast<std::size_t>(d);
+  const Status s = device::copy(dst, device_storage.get(), bytes);
+  if (!s.ok()) throw Error(s);
+}
+
 bool Handle::poll() const {
   if (!state_) return true;
   std::lock_guard<std::mutex> lock(state_->mu);
@@ -286,6 +298,16 @@ int local_rank() { return initialized_global().info.local_rank; }
 int local_size() { return initialized_global().info.local_size; }
 int cross_rank() { return initialized_global().info.cross_rank; }
 int cross_size() { return initialized_global().info.cross_size; }
+
+bool cuda_built() { return device::cuda_built(); }
+
+bool nccl_built() {
+#ifdef HOOP_BUILT_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
 
 Handle allreduce_async(const std::string& name, const Tensor& input, const Tensor& output,
                        const ReduceOptions& options) {

@@ -129,6 +129,17 @@ int collectives() {
                           {ga.on_device(), gb.on_device()});
   expect(ga.same() && gb.same(), "grouped allreduce");
 
+  // An integer tensor: its scales are 1, which the device path must not try to apply. The
+  // floats' bit patterns summed as int32 wrap around alike on host and device.
+  Pair ints({257}, device, me + 3.0f);
+  hoop::ReduceOptions int_sum;
+  int_sum.op = ReduceOp::kSum;
+  hoop::allreduce("i/host", Tensor{ints.host.data(), DataType::kI32, ints.shape, hoop::kCpuDevice},
+                  Tensor{ints.host.data(), DataType::kI32, ints.shape, hoop::kCpuDevice}, int_sum);
+  hoop::allreduce("i/device", Tensor{ints.dev.data(), DataType::kI32, ints.shape, device},
+                  Tensor{ints.dev.data(), DataType::kI32, ints.shape, device}, int_sum);
+  expect(ints.same(), "int32 allreduce");
+
   Pair b({33}, device, me + 9.0f);
   hoop::broadcast("b/host", b.on_host(), n - 1);
   hoop::broadcast("b/device", b.on_device(), n - 1);

@@ -1,6 +1,6 @@
 """hoop.torch's errors: what the runtime reports (mismatches, names in flight twice, sets this
 rank is not in) reaches every rank as hoop.HoopError naming the tensor, and what the adapter
-rejects (non-CPU tensors, unsupported dtypes and ops) is a ValueError before any work starts.
+rejects (tensors on devices other than the CPU and CUDA, unsupported dtypes and ops) is a ValueError before any work starts.
 The job keeps working after each. Run under hooprun -np 2 (or more).
 """
 
@@ -68,14 +68,14 @@ def check_rejected_tensors():
     meta = torch.empty(3, device="meta")  # a non-CPU device that exists without a GPU
     for fn in [lambda: hvd.allreduce(meta), lambda: hvd.allgather(meta),
                lambda: hvd.broadcast_(meta, 0), lambda: hvd.alltoall(meta)]:
-        expect_error(ValueError, fn, "CPU tensors only")
+        expect_error(ValueError, fn, "meta", "CPU and CUDA tensors")
     for dtype in [torch.bool, torch.complex64, torch.int16]:
         expect_error(ValueError, lambda: hvd.allreduce(torch.zeros(3, dtype=dtype)), str(dtype))
     expect_error(ValueError, lambda: hvd.allreduce(torch.ones(3).to_sparse()), "sparse")
     expect_error(ValueError, lambda: hvd.allreduce(torch.ones(3), op=hvd.Adasum), "Adasum")
     expect_error(TypeError, lambda: hvd.allgather([1, 2, 3]), "torch.Tensor")
     still_works("rejected tensors")
-    ok("non-CPU, bool/complex/int16, sparse tensors and Adasum raise ValueError")
+    ok("meta, bool/complex/int16, sparse tensors and Adasum raise ValueError")
 
 
 def check_process_set_errors():

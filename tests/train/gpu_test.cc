@@ -234,7 +234,7 @@ TEST_F(TrainGpuTest, MixingDevicesIsAClearError) {
     FAIL() << "no throw";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(),
-                ::testing::HasSubstr("the input is on cpu but its parameters are on cuda:0"));
+                ::testing::HasSubstr("the input is on cpu, its parameters on cuda:0"));
   }
 }
 

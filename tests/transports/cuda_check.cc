@@ -36,6 +36,10 @@ void run_body(Body body, std::size_t slice_bytes = std::size_t{1} << 20) {
   o.slice_bytes = slice_bytes;
   o.slots = 4;
   o.connect_timeout = std::chrono::seconds(30);
+  // One job, one store, many cases: each case meets under keys of its own, or a rank would
+  // read the rings a peer published for the case before (freed since).
+  o.key_prefix = std::string("hoop/cuda/") +
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name();
   std::vector<int> peers;
   for (int r = 0; r < size; ++r)
     if (r != rank) peers.push_back(r);

@@ -164,7 +164,7 @@ TEST_P(CudaGpuTest, PassesOnEveryRank) {
 INSTANTIATE_TEST_SUITE_P(
     Bodies, CudaGpuTest,
     ::testing::Values(Job{"TwoRankBodies",
-                          "CudaRank.*:-CudaRank.AbortCarries*:CudaRank.KilledPeer*", 2, 10},
+                          "CudaRank.*:-CudaRank.AbortCarries*:CudaRank.KilledPeer*", 2, 9},
                       Job{"AllPairsKeepOrder3Ranks", "CudaRank.AllPairs*", 3, 1},
                       Job{"AbortCarriesTheCause", "CudaRank.AbortCarries*", 3, 1},
                       Job{"KilledPeer", "CudaRank.KilledPeer*", 3, 1}),

@@ -4,7 +4,6 @@
 
 #include <map>
 #include <mutex>
-#include <set>
 
 #include "core/config.h"
 #include "topology/topology.h"
@@ -36,15 +35,24 @@ std::string where(int device) {
   return device == kCpuDevice ? std::string("host memory") : fmt::format("cuda:{}", device);
 }
 
-/// Whether two ranks of the job use the same device of the same host, which NCCL refuses.
-Result<bool> device_shared(const DeviceSetup& setup, const std::string& prefix, int device,
-                           std::chrono::milliseconds timeout) {
+/// Two ranks of the job that use the same device of the same host, which NCCL refuses, named
+/// ("ranks 0 and 1 both use cuda:0 of host h"); empty when every rank has a device of its own.
+Result<std::string> device_shared(const DeviceSetup& setup, const std::string& prefix, int device,
+                                  std::chrono::milliseconds timeout) {
   HOOP_ASSIGN_OR_RETURN(std::string host, topology::local_host_id());
   HOOP_ASSIGN_OR_RETURN(
       std::vector<std::string> all,
       topology::exchange(*setup.store, setup.info.rank, setup.info.size, prefix + "/devices",
                          fmt::format("{}#{}", host, device), timeout));
-  return std::set<std::string>(all.begin(), all.end()).size() != all.size();
+  std::map<std::string, std::size_t> first;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const auto [it, fresh] = first.emplace(all[r], r);
+    if (fresh) continue;
+    const std::size_t hash = all[r].rfind('#');
+    return fmt::format("ranks {} and {} both use cuda:{} of host {}", it->second, r,
+                       all[r].substr(hash + 1), all[r].substr(0, hash));
+  }
+  return std::string();
 }
 
 /// The route of HOOP_GPU_BACKEND for this job; every rank comes to the same answer.
@@ -52,6 +60,7 @@ Result<DeviceRoute> choose_route(const DeviceSetup& setup, const std::string& pr
                                  std::chrono::milliseconds timeout) {
   HOOP_ASSIGN_OR_RETURN(std::string choice, config::get_string("HOOP_GPU_BACKEND"));
   const bool have_nccl = find_backend("nccl") != nullptr;
+  if (choice == "staging") return DeviceRoute::kStaged;
   if (choice == "nccl") {
     if (!have_nccl)
       return invalid_argument(
@@ -60,13 +69,21 @@ Result<DeviceRoute> choose_route(const DeviceSetup& setup, const std::string& pr
       return invalid_argument(
           "HOOP_GPU_BACKEND=nccl: NCCL meets through the rendezvous store, and this job has none "
           "(set HOOP_RENDEZVOUS_ADDR/PORT, or use hoop)");
+    if (setup.store != nullptr && setup.info.size > 1) {
+      HOOP_ASSIGN_OR_RETURN(std::string shared, device_shared(setup, prefix, device, timeout));
+      if (!shared.empty())
+        return invalid_argument(fmt::format(
+            "HOOP_GPU_BACKEND=nccl: {}, and NCCL takes one rank per GPU (use hoop or auto, which "
+            "run hoop's algorithms over CUDA IPC there)",
+            shared));
+    }
     return DeviceRoute::kBackend;
   }
   if (setup.store == nullptr || setup.info.size == 1)
     return have_nccl && choice == "auto" ? DeviceRoute::kBackend : DeviceRoute::kStaged;
   // Both remaining choices depend on the whole job, so every rank takes part in the exchange.
-  HOOP_ASSIGN_OR_RETURN(bool shared, device_shared(setup, prefix, device, timeout));
-  if (choice == "auto" && have_nccl && !shared) return DeviceRoute::kBackend;
+  HOOP_ASSIGN_OR_RETURN(std::string shared, device_shared(setup, prefix, device, timeout));
+  if (choice == "auto" && have_nccl && shared.empty()) return DeviceRoute::kBackend;
 #ifdef HOOP_HAVE_CUDA_TRANSPORT
   if (setup.one_host) return DeviceRoute::kTransport;
 #endif

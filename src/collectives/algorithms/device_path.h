@@ -7,7 +7,8 @@
 //   - hoop: in a one-host job of a build with CUDA, hoop's own algorithms run on the device
 //     buffers over transports/cuda (CUDA IPC), reducing with the device kernels; otherwise, and
 //     for the collectives a backend lacks, the buffers are staged through host memory and the
-//     host collective runs over the communicator's own transport.
+//     host collective runs over the communicator's own transport;
+//   - staging: always the latter (the baseline the other two are measured against).
 // The first device collective is therefore itself collective (it sets up NCCL or CUDA IPC
 // through the store), which every collective is anyway.
 #pragma once

@@ -87,8 +87,8 @@ def is_homogeneous():
     return size() == local_size() * cross_size()
 
 
-# What this build was made with. hoop runs its own CPU transports; none of horovod's optional
-# backends exist here.
+# What this build was made with. hoop runs its own transports; of horovod's optional backends
+# only CUDA and NCCL can exist here, when hoop was built with the CUDA toolkit.
 def mpi_threads_supported():
     return False
 
@@ -110,7 +110,7 @@ def gloo_built():
 
 
 def nccl_built():
-    return False
+    return _hoop.nccl_built()
 
 
 def ddl_built():
@@ -122,7 +122,7 @@ def ccl_built():
 
 
 def cuda_built():
-    return False
+    return _hoop.cuda_built()
 
 
 def rocm_built():

@@ -3,6 +3,11 @@ names, and the table of operations in flight.
 
 The runtime reads and writes tensor memory from its own thread, so every tensor handed to it
 stays referenced in the table until synchronize() has waited for its handle.
+
+CUDA tensors (in a build with CUDA) go to the runtime's device path. The runtime works on a
+stream of its own, so start() waits for the work queued on torch's current stream of each
+tensor's device before the runtime may read it; a handle completes only once the runtime's
+stream has finished, so torch's later work sees the results.
 """
 
 import collections
@@ -32,9 +37,14 @@ def check_tensor(tensor, what):
     """Raises a clear error for tensors the runtime cannot take; returns the dtype name."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{what}: expected a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.device.type != "cpu":
-        raise ValueError(f"{what}: tensor is on {tensor.device}; this build of hoop.torch "
-                         "handles CPU tensors only")
+    if tensor.device.type == "cuda":
+        if not _hoop.cuda_built():
+            raise ValueError(f"{what}: tensor is on {tensor.device}, but this hoop was built "
+                             "without CUDA (no nvcc at build time): move it to the CPU or "
+                             "rebuild hoop on a machine with the CUDA toolkit")
+    elif tensor.device.type != "cpu":
+        raise ValueError(f"{what}: tensor is on {tensor.device}; hoop.torch takes CPU and CUDA "
+                         "tensors")
     if tensor.layout != torch.strided:
         raise ValueError(f"{what}: {tensor.layout} tensors are not supported (dense tensors only)")
     name = _DTYPE_NAMES.get(tensor.dtype)
@@ -65,19 +75,52 @@ def in_place(tensor):
 
 def ptr(tensor):
     """The address the runtime reads or writes for a contiguous tensor."""
-    return tensor.data_ptr() if tensor.numel() > 0 else _EMPTY_STANDIN.data_ptr()
+    if tensor.numel() > 0 or tensor.is_cuda:
+        return tensor.data_ptr()  # may be 0 for an empty CUDA tensor: the runtime allows that
+    return _EMPTY_STANDIN.data_ptr()
 
 
 def shape(tensor):
     return list(tensor.shape)
 
 
-def take_output(hoop_handle, dtype):
-    """A new tensor holding an allgather, alltoall or reducescatter result."""
-    out = torch.empty(_hoop.output_shape(hoop_handle), dtype=dtype)
+def device(tensor):
+    """The runtime's device number: -1 for host memory, else the CUDA ordinal."""
+    return tensor.device.index if tensor.is_cuda else -1
+
+
+def same_device(tensors, what):
+    """The one runtime device of a group of tensors (host if empty); raises if they differ."""
+    devices = {str(t.device) for t in tensors}
+    if len(devices) > 1:
+        raise ValueError(f"{what}: the tensors of one group must be on one device, not on "
+                         f"{', '.join(sorted(devices))}")
+    return device(tensors[0]) if tensors else -1
+
+
+def take_output(hoop_handle, like):
+    """A new tensor holding an allgather, alltoall or reducescatter result, with the dtype
+    and on the device of `like`."""
+    out = torch.empty(_hoop.output_shape(hoop_handle), dtype=like.dtype, device=like.device)
     if out.numel() > 0:
         _hoop.copy_output(hoop_handle, out.data_ptr())
     return out
+
+
+def _cuda_tensors(objects):
+    for o in objects:
+        if isinstance(o, torch.Tensor):
+            if o.is_cuda:
+                yield o
+        elif isinstance(o, (tuple, list)):
+            yield from _cuda_tensors(o)
+
+
+def wait_for_producers(keep_alive):
+    """Blocks until the kernels torch queued on the current stream of each CUDA tensor's
+    device have finished: the runtime reads the tensors from its own stream."""
+    for dev in {t.device for t in _cuda_tensors(keep_alive)}:
+        torch.cuda.current_stream(dev).synchronize()
 
 
 # Auto-generated names: horovod numbers unnamed operations; here each kind counts per
@@ -123,6 +166,7 @@ def start(starters, keep_alive, finish):
     finish(hoop_handles) builds the result once all succeeded. If a later starter raises, the
     ones already started are waited for before the error propagates, as they use the tensors.
     """
+    wait_for_producers(keep_alive)
     started = []
     try:
         for starter in starters:

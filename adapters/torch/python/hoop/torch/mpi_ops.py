@@ -29,7 +29,7 @@ def _start_allreduce(tensor, output, name, op, prescale_factor, postscale_factor
     full_name = handles.op_name("allreduce", name, set_id(process_set))
     return handles.start(
         [lambda: _hoop.allreduce_async(full_name, handles.ptr(tensor), handles.ptr(output), dtype,
-                                       handles.shape(tensor), *args)],
+                                       handles.shape(tensor), *args, handles.device(tensor))],
         (tensor, output), finish)
 
 
@@ -71,10 +71,11 @@ def _start_grouped_allreduce(inputs, outputs, name, op, prescale_factor, postsca
     names = [f"{base}.{i}" for i in range(len(inputs))]
     if not inputs:
         return handles.start([], (), finish)
+    device = handles.same_device(inputs, "grouped_allreduce")
     return handles.start(
         [lambda: _hoop.grouped_allreduce_async(
             names, [handles.ptr(t) for t in inputs], [handles.ptr(t) for t in outputs], dtypes,
-            [handles.shape(t) for t in inputs], *args)],
+            [handles.shape(t) for t in inputs], *args, device)],
         (tuple(inputs), tuple(outputs)), finish)
 
 
@@ -121,7 +122,8 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 def _gather_starter(tensor, full_name, process_set_id):
     dtype = handles.check_tensor(tensor, "allgather")
     return lambda: _hoop.allgather_async(full_name, handles.ptr(tensor), dtype,
-                                         handles.shape(tensor), process_set_id)
+                                         handles.shape(tensor), process_set_id,
+                                         handles.device(tensor))
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
@@ -132,7 +134,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     ps = set_id(process_set)
     starter = _gather_starter(source, handles.op_name("allgather", name, ps), ps)
     return handles.start([starter], (source,),
-                         lambda hs: handles.take_output(hs[0], source.dtype))
+                         lambda hs: handles.take_output(hs[0], source))
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
@@ -145,7 +147,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     starters = [_gather_starter(t, f"{base}.{i}", ps) for i, t in enumerate(sources)]
     return handles.start(
         starters, tuple(sources),
-        lambda hs: [handles.take_output(h, t.dtype) for h, t in zip(hs, sources)])
+        lambda hs: [handles.take_output(h, t) for h, t in zip(hs, sources)])
 
 
 def _start_broadcast(buffer, root_rank, name, process_set, finish):
@@ -155,7 +157,7 @@ def _start_broadcast(buffer, root_rank, name, process_set, finish):
     full_name = handles.op_name("broadcast", name, set_id(process_set))
     return handles.start(
         [lambda: _hoop.broadcast_async(full_name, handles.ptr(buffer), dtype,
-                                       handles.shape(buffer), root, ps)],
+                                       handles.shape(buffer), root, ps, handles.device(buffer))],
         (buffer,), finish)
 
 
@@ -198,20 +200,22 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     full_name = handles.op_name("alltoall", name, set_id(process_set))
 
     def finish(hs):
-        output = handles.take_output(hs[0], source.dtype)
+        output = handles.take_output(hs[0], source)
         received = torch.tensor(_hoop.received_splits(hs[0]), dtype=torch.int32)
         return output, received
 
     return handles.start(
         [lambda: _hoop.alltoall_async(full_name, handles.ptr(source), dtype,
-                                      handles.shape(source), split_list, ps)],
+                                      handles.shape(source), split_list, ps,
+                                      handles.device(source))],
         (source,), finish)
 
 
 def _scatter_starter(tensor, full_name, args):
     dtype = handles.check_tensor(tensor, "reducescatter")
     return lambda: _hoop.reducescatter_async(full_name, handles.ptr(tensor), dtype,
-                                             handles.shape(tensor), *args)
+                                             handles.shape(tensor), *args,
+                                             handles.device(tensor))
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
@@ -225,7 +229,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     full_name = handles.op_name("reducescatter", name, set_id(process_set))
     starter = _scatter_starter(source, full_name, args)
     return handles.start([starter], (source,),
-                         lambda hs: handles.take_output(hs[0], source.dtype))
+                         lambda hs: handles.take_output(hs[0], source))
 
 
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
@@ -239,14 +243,14 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     starters = [_scatter_starter(t, f"{base}.{i}", args) for i, t in enumerate(sources)]
     return handles.start(
         starters, tuple(sources),
-        lambda hs: [handles.take_output(h, t.dtype) for h, t in zip(hs, sources)])
+        lambda hs: [handles.take_output(h, t) for h, t in zip(hs, sources)])
 
 
 def join(device=-1):
     """Declares that this rank has no more tensors this step: until every rank has joined,
     the others' allreduces count zeros from it. Returns the rank that joined last.
 
-    device: accepted for horovod compatibility (CPU only here).
+    device: accepted for horovod compatibility; a joined rank's zeros need no tensor here.
     """
     del device
     h = _hoop.join_async(set_id(global_process_set))

@@ -1,0 +1,223 @@
+// hoop's collectives with every rank a thread of this process, over the loopback transport
+// (loopback_transport.h): each allreduce algorithm at 1-9 ranks over counts (0, 1, 2, primes
+// up to 4099, past every algorithm's small-message switch),
+// every dtype, every op and each placement (a separate input, in place, a null input), the
+// other collectives likewise, in posting order and with shuffled arrival. The loopback
+// transport itself passes the transport conformance bodies first.
+//
+// Results are checked bit for bit by the fuzzer's CaseRunner (tests/fuzz), whose inputs make
+// every reduction exact, and the guards around every buffer with it. The hierarchical
+// allreduce needs a job of several hosts and stays with the process tests (tests/comm).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/algorithms/comm_impl.h"
+#include "tests/collectives/loopback_transport.h"
+#include "tests/fuzz/fuzz_case.h"
+#include "tests/fuzz/fuzz_runner.h"
+#include "tests/transports/transport_conformance.h"
+
+namespace hoop::testing {
+namespace {
+
+constexpr std::size_t kCounts[] = {0, 1, 2, 7, 61, 1031, 4099};
+constexpr DataType kDtypes[] = {DataType::kU8,  DataType::kI8,   DataType::kI32, DataType::kI64,
+                                DataType::kF16, DataType::kBF16, DataType::kF32, DataType::kF64};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kProd};
+constexpr fuzz::Placement kPlacements[] = {fuzz::Placement::kSeparate, fuzz::Placement::kAliased,
+                                           fuzz::Placement::kNullInput};
+
+/// Runs `body(rank, transport)` on a thread per rank of an in-process job.
+void on_threads(int ranks, std::uint64_t shuffle,
+                const std::function<void(int, std::unique_ptr<Transport>)>& body) {
+  auto fabric = make_loopback_fabric(ranks, shuffle);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] { body(r, loopback_transport(fabric, r)); });
+  for (auto& t : threads) t.join();
+}
+
+/// Runs the cases on every rank of an in-process job; returns what went wrong, one line each.
+std::vector<std::string> run_cases(int ranks, std::uint64_t shuffle,
+                                   const std::vector<fuzz::Case>& cases) {
+  std::vector<std::vector<std::string>> problems(static_cast<std::size_t>(ranks));
+  on_threads(ranks, shuffle, [&](int r, std::unique_ptr<Transport> t) {
+    collectives::CommImpl comm(std::move(t), Algorithm::kAuto, std::chrono::seconds(60),
+                               collectives::CostParams{});
+    fuzz::CaseRunner runner(comm);
+    auto& mine = problems[static_cast<std::size_t>(r)];
+    for (const fuzz::Case& c : cases) {
+      std::vector<std::string> found;
+      const Status s = runner.run(c, found);
+      for (const std::string& f : found)
+        mine.push_back(fmt::format("rank {}: {}: {}", r, fuzz::describe(c), f));
+      if (!s.ok()) {
+        mine.push_back(fmt::format("rank {}: {}: {}", r, fuzz::describe(c), s.to_string()));
+        comm.transport().abort(s);  // the other ranks fail at once instead of at the deadline
+        return;
+      }
+    }
+  });
+  std::vector<std::string> all;
+  for (auto& p : problems) all.insert(all.end(), p.begin(), p.end());
+  return all;
+}
+
+/// A case with the varying fields set; offsets vary with the index so buffers sit at odd
+/// addresses too.
+fuzz::Case make(std::uint64_t index, Collective collective, DataType dtype, std::size_t count) {
+  fuzz::Case c;
+  c.seed = 23;
+  c.index = index;
+  c.data_key = 0x9e3779b97f4a7c15ull * (index + 1);
+  c.collective = collective;
+  c.dtype = dtype;
+  c.count = count;
+  c.input_offset = static_cast<int>(index % 5);
+  c.output_offset = static_cast<int>(index % 3) * 4;
+  return c;
+}
+
+std::string report(const std::vector<std::string>& problems) {
+  std::string s = fmt::format("{} problem(s):", problems.size());
+  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) s += "\n  " + problems[i];
+  return s;
+}
+
+struct Job {
+  int ranks;
+  bool shuffled;
+};
+
+std::string job_name(const Job& j) {
+  return fmt::format("{}Ranks{}", j.ranks, j.shuffled ? "Shuffled" : "InOrder");
+}
+
+std::vector<Job> every_job() {
+  std::vector<Job> jobs;
+  for (int n = 1; n <= 9; ++n)
+    for (bool shuffled : {false, true}) jobs.push_back({n, shuffled});
+  return jobs;
+}
+
+std::uint64_t shuffle_seed(const Job& j) {
+  return j.shuffled ? 1000 + static_cast<std::uint64_t>(j.ranks) : 0;
+}
+
+class AllreduceInProcess
+    : public ::testing::TestWithParam<std::tuple<Algorithm, Job>> {};
+
+TEST_P(AllreduceInProcess, EveryCountDtypeOpAndPlacementIsExact) {
+  const auto [algorithm, job] = GetParam();
+  std::vector<fuzz::Case> cases;
+  for (std::size_t count : kCounts)
+    for (DataType dt : kDtypes)
+      for (ReduceOp op : kOps)
+        for (fuzz::Placement p : kPlacements) {
+          fuzz::Case c = make(cases.size(), Collective::kAllreduce, dt, count);
+          c.op = op;
+          c.algorithm = algorithm;
+          c.placement = p;
+          cases.push_back(c);
+        }
+  const auto problems = run_cases(job.ranks, shuffle_seed(job), cases);
+  EXPECT_TRUE(problems.empty()) << report(problems);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Algorithms, AllreduceInProcess,
+    ::testing::Combine(::testing::Values(Algorithm::kRing, Algorithm::kRecursiveDoubling,
+                                         Algorithm::kTree, Algorithm::kRabenseifner,
+                                         Algorithm::kAuto),
+                       ::testing::ValuesIn(every_job())),
+    [](const auto& p) {
+      return std::string(algorithm_name(std::get<0>(p.param))) + "_" +
+             job_name(std::get<1>(p.param));
+    });
+
+class CollectivesInProcess : public ::testing::TestWithParam<Job> {};
+
+// Reduce-scatter over every op, broadcast from every root, allgather and alltoall, each over
+// the counts and dtypes and their placements.
+TEST_P(CollectivesInProcess, EveryCollectiveCountAndDtypeIsExact) {
+  const Job job = GetParam();
+  std::vector<fuzz::Case> cases;
+  for (std::size_t count : kCounts) {
+    for (DataType dt : kDtypes) {
+      for (ReduceOp op : kOps) {
+        for (fuzz::Placement p : kPlacements) {
+          fuzz::Case c = make(cases.size(), Collective::kReduceScatter, dt, count);
+          c.op = op;
+          c.placement = p;
+          cases.push_back(c);
+        }
+      }
+      for (int root = 0; root < job.ranks; ++root) {
+        fuzz::Case c = make(cases.size(), Collective::kBroadcast, dt, count);
+        c.root = root;
+        cases.push_back(c);
+      }
+      for (Collective k : {Collective::kAllgather, Collective::kAlltoall}) {
+        for (fuzz::Placement p : kPlacements) {
+          fuzz::Case c = make(cases.size(), k, dt, count);
+          c.placement = p;
+          cases.push_back(c);
+        }
+      }
+    }
+  }
+  cases.push_back(make(cases.size(), Collective::kBarrier, DataType::kU8, 0));
+  const auto problems = run_cases(job.ranks, shuffle_seed(job), cases);
+  EXPECT_TRUE(problems.empty()) << report(problems);
+}
+
+// The variable-count collectives (allgatherv, alltoallv) with the fuzzer's own random counts
+// (some zero), and a random mix of everything, 300 cases a job.
+TEST_P(CollectivesInProcess, RandomCasesOfEveryCollectiveAreExact) {
+  const Job job = GetParam();
+  fuzz::JobShape shape;
+  shape.size = job.ranks;
+  shape.max_bytes = std::size_t{1} << 18;
+  std::vector<fuzz::Case> cases;
+  for (std::uint64_t k = 0; k < 300; ++k) cases.push_back(fuzz::make_case(77, k, shape));
+  const auto problems = run_cases(job.ranks, shuffle_seed(job), cases);
+  EXPECT_TRUE(problems.empty()) << report(problems);
+}
+
+INSTANTIATE_TEST_SUITE_P(Jobs, CollectivesInProcess, ::testing::ValuesIn(every_job()),
+                         [](const auto& p) { return job_name(p.param); });
+
+// The loopback transport keeps the contract the algorithms rely on: the conformance bodies
+// every real transport passes, with ranks as threads.
+TEST(LoopbackTransport, PassesTheConformanceBodies) {
+  using Body = std::function<void(int, int, Transport&)>;
+  const std::vector<std::pair<int, Body>> bodies = {
+      {2, [](int r, int, Transport& t) { ping_pong_every_size(r, t); }},
+      {3, [](int r, int n, Transport& t) { all_pairs_keep_order(r, n, t, 50); }},
+      {3, [](int r, int n, Transport& t) { empty_messages_in_a_row(r, n, t); }},
+      {2, [](int r, int, Transport& t) { length_mismatch_then_stream_goes_on(r, t); }},
+      {2, [](int r, int, Transport& t) { big_message_long_before_its_receive(r, t); }},
+      {2, [](int r, int, Transport& t) { test_polls_without_blocking_and_consumes(r, t); }},
+      {2, [](int r, int, Transport& t) { bad_arguments_are_refused(r, t); }},
+      {2, [](int r, int, Transport& t) { orderly_shutdown_then_later_receives_fail(r, t); }},
+      {2, [](int r, int, Transport& t) { wait_deadline_names_the_peer_and_aborts(r, t); }},
+      {3, [](int r, int, Transport& t) { abort_carries_the_cause_to_every_peer(r, t); }},
+  };
+  for (std::uint64_t shuffle : {0, 5}) {
+    for (const auto& [ranks, body] : bodies) {
+      on_threads(ranks, shuffle, [&, n = ranks](int r, std::unique_ptr<Transport> t) {
+        body(r, n, *t);
+      });
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hoop::testing

@@ -1,0 +1,29 @@
+// An in-process transport for algorithm tests: the ranks of a job are threads of one process
+// and a message is a copy handed from the sender's thread to the receiver's through a shared
+// LoopbackFabric. It keeps the whole transport contract (hoop/transport.h): per-direction
+// order, equal lengths (a protocol_error naming the peer and both lengths otherwise),
+// deadlines, abort carrying its cause to every rank, and a peer that destroyed its transport
+// failing later receives with peer_lost. Sends complete when posted (the bytes are copied).
+//
+// With a shuffle seed, every message becomes visible to its receiver only after a random
+// number (0-3) of the receiver's progress passes. Order per direction still holds, as on every
+// transport, but messages from different peers arrive in orders that real transports produce
+// only by chance.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "hoop/transport.h"
+
+namespace hoop::testing {
+
+class LoopbackFabric;
+
+/// Makes the fabric of a job of `size` ranks; shuffle_seed 0 delivers in posting order.
+std::shared_ptr<LoopbackFabric> make_loopback_fabric(int size, std::uint64_t shuffle_seed = 0);
+
+/// Rank `rank`'s transport on `fabric`; destroying it is an orderly shutdown of that rank.
+std::unique_ptr<Transport> loopback_transport(std::shared_ptr<LoopbackFabric> fabric, int rank);
+
+}  // namespace hoop::testing

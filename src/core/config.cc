@@ -165,8 +165,9 @@ constexpr Var kVars[] = {
      "Overrides the identity of this rank's host (default: the kernel's boot id and network "
      "namespace), so that ranks with equal values count as one host."},
     {"HOOP_ALGO", "", kEnum, "auto",
-     "Allreduce algorithm; auto lets the alpha-beta cost model choose per call.",
-     "auto,ring,recursive_doubling,rabenseifner,tree,hierarchical"},
+     "Allreduce algorithm; auto lets the alpha-beta cost model choose per call (rd, rab and "
+     "hier are short names of recursive_doubling, rabenseifner and hierarchical).",
+     "auto,ring,recursive_doubling,rd,tree,rabenseifner,rab,hierarchical,hier"},
     {"HOOP_CALL_CHECK", "", kBool, "1",
      "Every collective sends its fingerprint (collective, dtype, op, count, root, algorithm, "
      "call number) with its first message to each peer, and ranks whose calls differ fail naming "

@@ -4,7 +4,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include "collectives/algorithms/allreduce_table.h"
 #include "collectives/algorithms/cost_model.h"
+#include "collectives/algorithms/validate.h"
+#include "core/config.h"
 #include "hoop/communicator.h"
 
 namespace hoop {
@@ -178,6 +181,46 @@ TEST(Communicator, OneRankCollectivesCopyTheInput) {
   // Zero elements: null buffers are fine.
   AllreduceOptions empty;
   EXPECT_TRUE(allreduce(*comm, empty).ok());
+}
+
+// The allreduce table is the one list of algorithm names: every name and alias it holds parses
+// back to its algorithm, is accepted by HOOP_ALGO and by validation, every candidate of the cost
+// model has a prediction, and HOOP_ALGO accepts nothing the table lacks.
+TEST(AllreduceTable, EveryNameIsAcceptedEverywhere) {
+  for (const collectives::AllreduceEntry& e : collectives::allreduce_algorithms()) {
+    EXPECT_EQ(algorithm_name(e.id), e.name);
+    EXPECT_TRUE(collectives::check_algorithm(e.id).ok()) << e.name;
+    EXPECT_EQ(e.run == nullptr, e.id == Algorithm::kHierarchical) << e.name;
+    for (std::string_view name : {e.name, e.alias}) {
+      if (name.empty()) continue;
+      EXPECT_EQ(parse_algorithm(name), e.id) << name;
+      const config::EnvLookup env = [&](std::string_view var) -> std::optional<std::string> {
+        if (var == "HOOP_ALGO") return std::string(name);
+        return std::nullopt;
+      };
+      const Result<std::string> got = config::get_string("HOOP_ALGO", env);
+      EXPECT_TRUE(got.ok()) << name << ": " << got.status().to_string();
+    }
+    if (e.cost_model_candidate) {
+      EXPECT_LT(collectives::predict_allreduce_seconds(e.id, 4, std::size_t{1} << 20,
+                                                       collectives::CostParams{}),
+                1e299)
+          << e.name;
+    }
+  }
+  for (int v = 1; v <= static_cast<int>(Algorithm::kHierarchical); ++v)
+    EXPECT_NE(collectives::find_allreduce(static_cast<Algorithm>(v)), nullptr) << v;
+  const config::Var* var = config::find_var("HOOP_ALGO");
+  ASSERT_NE(var, nullptr);
+  std::string_view rest = var->choices;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view choice = rest.substr(0, comma);
+    EXPECT_TRUE(parse_algorithm(choice).has_value()) << "HOOP_ALGO accepts '" << choice
+                                                     << "', which no algorithm is called";
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  EXPECT_FALSE(parse_algorithm("quadtree").has_value());
 }
 
 }  // namespace

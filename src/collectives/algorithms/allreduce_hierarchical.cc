@@ -15,6 +15,8 @@
 //
 // kAvg sums through all three phases and divides once, by the job's size, on the chunk owner
 // before the allgather, so every rank ends with the same bits.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -24,6 +26,7 @@
 #include <thread>
 
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/allreduce_table.h"
 #include "collectives/algorithms/group.h"
 #include "collectives/patterns/partition.h"
 
@@ -208,17 +211,12 @@ Status allreduce_flat(Context& ctx, Algorithm algorithm, const std::byte* input,
   // The ring reads an out-of-place input where it first needs it; the others start from a copy.
   if (algorithm == Algorithm::kRing || algorithm == Algorithm::kAuto)
     return ring_reduce_scatter_allgather(ctx, work, count, dtype, op, /*allgather=*/true, input);
+  const AllreduceEntry* entry = find_allreduce(algorithm);
+  if (entry == nullptr || entry->run == nullptr)
+    return internal_error(fmt::format("allreduce_flat: {} is not a flat allreduce algorithm",
+                                      algorithm_name(algorithm)));
   if (input != nullptr) HOOP_RETURN_IF_ERROR(ctx.copy(work, input, count * dtype_size(dtype)));
-  switch (algorithm) {
-    case Algorithm::kRecursiveDoubling:
-      return allreduce_recursive_doubling(ctx, work, count, dtype, op);
-    case Algorithm::kRabenseifner:
-      return allreduce_rabenseifner(ctx, work, count, dtype, op);
-    case Algorithm::kTree:
-      return allreduce_tree(ctx, work, count, dtype, op);
-    default:
-      return ring_reduce_scatter_allgather(ctx, work, count, dtype, op, /*allgather=*/true);
-  }
+  return entry->run(ctx, work, count, dtype, op);
 }
 
 Status allreduce_hierarchical(Context& ctx, const Hierarchy& h, const CostParams& cross_cost,

@@ -7,7 +7,9 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "collectives/algorithms/allreduce_table.h"
 #include "collectives/algorithms/comm_impl.h"
+#include "collectives/algorithms/validate.h"
 #include "core/config.h"
 #include "topology/routed_transport.h"
 #include "topology/topology.h"
@@ -236,30 +238,15 @@ Result<std::unique_ptr<Transport>> connect_transports(const BootstrapInfo& info,
 }  // namespace
 
 std::string_view algorithm_name(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::kAuto:
-      return "auto";
-    case Algorithm::kRing:
-      return "ring";
-    case Algorithm::kRecursiveDoubling:
-      return "recursive_doubling";
-    case Algorithm::kTree:
-      return "tree";
-    case Algorithm::kRabenseifner:
-      return "rabenseifner";
-    case Algorithm::kHierarchical:
-      return "hierarchical";
-  }
-  return "unknown";
+  if (algorithm == Algorithm::kAuto) return "auto";
+  const collectives::AllreduceEntry* e = collectives::find_allreduce(algorithm);
+  return e != nullptr ? e->name : "unknown";
 }
 
 std::optional<Algorithm> parse_algorithm(std::string_view name) {
   if (name == "auto") return Algorithm::kAuto;
-  if (name == "ring") return Algorithm::kRing;
-  if (name == "tree") return Algorithm::kTree;
-  if (name == "recursive_doubling" || name == "rd") return Algorithm::kRecursiveDoubling;
-  if (name == "rabenseifner" || name == "rab") return Algorithm::kRabenseifner;
-  if (name == "hierarchical" || name == "hier") return Algorithm::kHierarchical;
+  for (const collectives::AllreduceEntry& e : collectives::allreduce_algorithms())
+    if (name == e.name || (!e.alias.empty() && name == e.alias)) return e.id;
   return std::nullopt;
 }
 
@@ -300,8 +287,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
     if (!parsed) return invalid_argument(fmt::format("HOOP_ALGO: unknown algorithm '{}'", name));
     algorithm = *parsed;
   }
-  if (static_cast<unsigned>(algorithm) > static_cast<unsigned>(Algorithm::kHierarchical))
-    return invalid_argument("algorithm: unknown algorithm value");
+  HOOP_RETURN_IF_ERROR(collectives::check_algorithm(algorithm));
   std::chrono::milliseconds timeout = options.timeout.value_or(info.timeout);
   // HOOP_TIMEOUT_SECONDS is checked where it is read; this catches a value set in code.
   if (timeout.count() <= 0)

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/allreduce_table.h"
 #include "collectives/patterns/tree.h"
 #include "core/config.h"
 
@@ -77,12 +78,14 @@ Algorithm choose_allreduce(int size, std::size_t bytes, const CostParams& params
   if (params.hierarchical && bytes >= kHierarchicalBytes) return Algorithm::kHierarchical;
   if (size == 2 && bytes <= kTwoRankExchangeBytes) return Algorithm::kRecursiveDoubling;
   if (params.crowded && size > 2 && bytes >= kCrowdedTreeBytes) return Algorithm::kTree;
+  // The first candidate wins ties (recursive doubling before the others at equal cost).
   Algorithm best = Algorithm::kRecursiveDoubling;
   double best_t = predict_allreduce_seconds(best, size, bytes, params);
-  for (Algorithm a : {Algorithm::kRabenseifner, Algorithm::kRing, Algorithm::kTree}) {
-    const double t = predict_allreduce_seconds(a, size, bytes, params);
+  for (const AllreduceEntry& e : allreduce_algorithms()) {
+    if (!e.cost_model_candidate) continue;
+    const double t = predict_allreduce_seconds(e.id, size, bytes, params);
     if (t < best_t) {
-      best = a;
+      best = e.id;
       best_t = t;
     }
   }

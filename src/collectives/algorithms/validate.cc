@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "collectives/algorithms/allreduce_table.h"
+
 namespace hoop::collectives {
 
 Status check_dtype(DataType dtype) {
@@ -19,7 +21,7 @@ Status check_op(ReduceOp op) {
 }
 
 Status check_algorithm(Algorithm algorithm) {
-  if (static_cast<unsigned>(algorithm) > static_cast<unsigned>(Algorithm::kHierarchical))
+  if (algorithm != Algorithm::kAuto && find_allreduce(algorithm) == nullptr)
     return invalid_argument(
         fmt::format("algorithm: unknown algorithm {}", static_cast<int>(algorithm)));
   return Status::success();

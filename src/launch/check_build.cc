@@ -11,18 +11,14 @@
 #include <filesystem>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "device/device.h"
 #include "launch/process.h"
 #if HOOP_BUILT_NCCL
 #include "adapters/nccl/nccl_backend.h"
 #endif
-#if HOOP_BUILT_MPI
-#include "transports/mpi/mpi_transport.h"
-#endif
-#ifdef HOOP_HAVE_UCX
-#include "transports/ucx/ucx_transport.h"
-#endif
+#include "transports/registry.h"
 
 namespace hoop::launch {
 namespace {
@@ -47,57 +43,6 @@ Probe on_path(std::string_view program) {
   Result<std::string> found = find_executable(program, path ? path : "");
   if (found.ok()) return {true, *found};
   return {false, fmt::format("{} is not on PATH", program)};
-}
-
-Probe shm_usable() {
-  // The transport creates its segments with shm_open, i.e. files in /dev/shm.
-  const std::string probe = fmt::format("/dev/shm/hoop-check-build-{}", ::getpid());
-  const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return {false,
-            fmt::format("compiled in, but /dev/shm is not writable: {}", std::strerror(errno))};
-  ::close(fd);
-  ::unlink(probe.c_str());
-  return {true, "compiled in, /dev/shm is writable"};
-}
-
-// UCX is usable where a UCP worker opens under this environment's UCX_* variables.
-Probe ucx_probe() {
-#ifdef HOOP_HAVE_UCX
-  const char* tls = std::getenv("UCX_TLS");
-  const std::string built =
-      fmt::format("compiled in, UCX {}, UCX_TLS={}", ucx::ucx_version(), tls ? tls : "(all)");
-  std::string why;
-  if (ucx::ucx_usable(&why)) return {true, built};
-  return {false, fmt::format("{}, but {}", built, why)};
-#else
-  return {false, "not compiled in: libucx-dev was not found at configure time"};
-#endif
-}
-
-// MPI carries a job that mpirun launched: usable when this process is one, or mpirun is there.
-Probe mpi_probe() {
-#if HOOP_BUILT_MPI
-  const std::string built = fmt::format("compiled in, {}", mpi::mpi_library_version());
-  std::string why;
-  if (mpi::mpi_usable(&why)) return {true, built};
-  const Probe mpirun = on_path("mpirun");
-  if (!mpirun.ok) return {false, fmt::format("{}, but {}", built, mpirun.detail)};
-  return {true, fmt::format("{}; for jobs mpirun launches with HOOP_TRANSPORT=mpi", built)};
-#else
-  return {false, "not compiled in: Open MPI (libopenmpi-dev) was not found at configure time"};
-#endif
-}
-
-// CUDA is usable where the runtime finds a device; hoop's GPU paths all go through hoop::device.
-Probe cuda_probe() {
-  if (!device::cuda_built()) {
-    return {false, "not compiled in: no CUDA toolkit (nvcc) at configure time, or -DHOOP_CUDA=OFF"};
-  }
-  if (device::device_count() == 0) {
-    return {false, fmt::format("built, but no usable device: {}", device::unavailable_reason())};
-  }
-  return {true, device::describe()};
 }
 
 fs::path build_dir() {
@@ -159,11 +104,18 @@ Probe nccl_adapter() {
 #endif
 }
 
-// One line per entry; the lead adds a transport or an adapter with one line here.
-const Entry kTransports[] = {
-    {"tcp", compiled_in}, {"shm", shm_usable},  {"ucx", ucx_probe},
-    {"mpi", mpi_probe},   {"cuda", cuda_probe},
-};
+// The transports come from the registry (transports/registry.h); an adapter takes one line here.
+std::vector<Entry> transport_entries() {
+  std::vector<Entry> out;
+  for (const transports::TransportEntry* t : transports::registered_transports()) {
+    out.push_back({t->name, [t] {
+                     const transports::Probe p = t->probe();
+                     return Probe{p.usable, p.detail};
+                   }});
+  }
+  return out;
+}
+
 const Entry kAdapters[] = {
     {"train", compiled_in},
     {"torch", torch_adapter},
@@ -188,7 +140,7 @@ void append(std::string& out, std::string_view title, std::span<const Entry> ent
 
 std::string check_build_report() {
   std::string out = fmt::format("hoop v{}:\n\n", HOOP_VERSION_TEXT);
-  append(out, "transports", kTransports);
+  append(out, "transports", transport_entries());
   append(out, "adapters", kAdapters);
   append(out, "launchers", kLaunchers);
   return out;

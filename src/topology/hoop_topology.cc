@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "connect/connect.h"
 #include "core/config.h"
 #include "hoop/rendezvous.h"
 #include "topology/topology.h"
@@ -91,7 +92,7 @@ Status run() {
   if (info.rank == 0) {
     std::vector<HostHardware> hardware;
     for (const auto& host : layout.host_ranks) hardware.push_back(ranks[host.front()].hardware);
-    const std::string text = summary(layout, hardware, choice);
+    const std::string text = summary(layout, hardware, choice, connect::pair_rule(choice));
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   }

@@ -12,23 +12,6 @@
 
 namespace hoop::topology {
 
-Result<std::string> local_host_id() {
-  // HOOP_HOST_ID has no default, so get_string answers not_found when it is unset.
-  if (config::is_set("HOOP_HOST_ID")) {
-    HOOP_ASSIGN_OR_RETURN(std::string id, config::get_string("HOOP_HOST_ID"));
-    if (!id.empty()) return id;
-  }
-  std::string boot_id;
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  if (!(in >> boot_id) || boot_id.empty())
-    return internal_error("host id: cannot read /proc/sys/kernel/random/boot_id (set HOOP_HOST_ID)");
-  // The network namespace separates simulated hosts (and containers) on one machine.
-  struct stat st {};
-  if (::stat("/proc/self/ns/net", &st) != 0)
-    return internal_error("host id: cannot stat /proc/self/ns/net (set HOOP_HOST_ID)");
-  return fmt::format("{}/{}", boot_id, static_cast<unsigned long long>(st.st_ino));
-}
-
 int Layout::local_rank(int rank) const {
   const auto& ranks = host_ranks[host_of_rank[rank]];
   return static_cast<int>(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin());
@@ -81,33 +64,6 @@ std::vector<int> ring_order(const Layout& layout) {
   order.reserve(layout.size());
   for (const auto& ranks : layout.host_ranks) order.insert(order.end(), ranks.begin(), ranks.end());
   return order;
-}
-
-Result<std::string> pair_transport(const Layout& layout, int a, int b, const std::string& choice,
-                                   bool ucx_across_hosts) {
-  if (choice == "tcp") return std::string("tcp");
-  if (choice == "ucx") {
-    if (!kHaveUcx)
-      return invalid_argument(
-          "HOOP_TRANSPORT=ucx: this hoop was built without UCX (libucx-dev was not found when it "
-          "was configured; use auto or tcp)");
-    return std::string("ucx");
-  }
-  if (choice == "shm") {
-    if (layout.hosts() > 1)
-      return invalid_argument(
-          fmt::format("HOOP_TRANSPORT=shm: the job spans {} hosts; shared memory reaches only the "
-                      "ranks of one host (use auto, tcp or ucx)",
-                      layout.hosts()));
-    return std::string("shm");
-  }
-  if (choice == "mpi") return std::string("mpi");
-  if (choice != "auto")
-    return invalid_argument(
-        fmt::format("HOOP_TRANSPORT: unknown transport '{}' (have: auto, tcp, shm, ucx, mpi)",
-                    choice));
-  if (layout.same_host(a, b)) return std::string("shm");
-  return std::string(ucx_across_hosts && kHaveUcx ? "ucx" : "tcp");
 }
 
 bool rdma_device_present() {

@@ -79,33 +79,28 @@ void append_host(std::string& out, const Layout& layout, int h, const HostHardwa
   out += fmt::format("  gpus: {}\n", device_list(*hw, "gpu"));
 }
 
-// The transport of the first pair within a host and of the first pair across hosts, which
-// pair_transport makes the same for every such pair. Across hosts "auto" takes ucx when every
-// host's hardware is known and has an RDMA device, as connect_transports decides.
+// The transport of the first pair within a host and of the first pair across hosts, which the
+// rule makes the same for every such pair. "Every host has an RDMA device" holds when every
+// host's hardware is known and has one, as src/connect decides.
 std::string transport_line(const Layout& layout, const std::vector<HostHardware>& hardware,
-                           const std::string& choice) {
-  const bool ucx_across =
+                           const std::string& choice, const PairTransportRule& rule) {
+  const bool rdma_everywhere =
       static_cast<int>(hardware.size()) >= layout.hosts() &&
       std::all_of(hardware.begin(), hardware.end(), [](const HostHardware& h) { return h.rdma; });
-  int within_a = -1, within_b = -1, across_b = -1;
-  for (const std::vector<int>& ranks : layout.host_ranks) {
-    if (ranks.size() < 2) continue;
-    within_a = ranks[0], within_b = ranks[1];
-    break;
-  }
-  for (int r = 1; r < layout.size() && across_b < 0; ++r) {
-    if (!layout.same_host(0, r)) across_b = r;
-  }
+  const bool pair_within =
+      std::any_of(layout.host_ranks.begin(), layout.host_ranks.end(),
+                  [](const std::vector<int>& ranks) { return ranks.size() >= 2; });
+  const bool pair_across = layout.hosts() >= 2;
   const std::string env = fmt::format("(HOOP_TRANSPORT={})", choice);
-  if (within_a < 0 && across_b < 0) return fmt::format("transport: none, one rank {}", env);
+  if (!pair_within && !pair_across) return fmt::format("transport: none, one rank {}", env);
   std::string within, across;
-  if (within_a >= 0) {
-    auto t = pair_transport(layout, within_a, within_b, choice);
+  if (pair_within) {
+    auto t = rule(true, rdma_everywhere, layout.hosts());
     if (!t.ok()) return fmt::format("transport: error: {}", t.status().message());
     within = *t;
   }
-  if (across_b >= 0) {
-    auto t = pair_transport(layout, 0, across_b, choice, ucx_across);
+  if (pair_across) {
+    auto t = rule(false, rdma_everywhere, layout.hosts());
     if (!t.ok()) return fmt::format("transport: error: {}", t.status().message());
     across = *t;
   }
@@ -138,14 +133,14 @@ std::string ring_line(const Layout& layout) {
 }  // namespace
 
 std::string summary(const Layout& layout, const std::vector<HostHardware>& hardware,
-                    const std::string& transport_choice) {
+                    const std::string& transport_choice, const PairTransportRule& rule) {
   std::string out = fmt::format("hosts: {}, ranks: {}{}\n", layout.hosts(), layout.size(),
                                 ranks_per_host(layout));
   for (int h = 0; h < layout.hosts(); ++h) {
     const HostHardware* hw = h < static_cast<int>(hardware.size()) ? &hardware[h] : nullptr;
     append_host(out, layout, h, hw);
   }
-  out += transport_line(layout, hardware, transport_choice) + '\n';
+  out += transport_line(layout, hardware, transport_choice, rule) + '\n';
   out += ring_line(layout) + '\n';
   return out;
 }

@@ -1,6 +1,7 @@
-// Where the ranks of a job run: hosts, their hardware (hwloc), the grouping of ranks into hosts,
-// the transport between each pair of ranks and the ring order that crosses hosts the fewest
-// times.
+// Where the ranks of a job run: hosts, their hardware (hwloc), the grouping of ranks into hosts
+// and the ring order that crosses hosts the fewest times. Topology reports facts (same host,
+// RDMA present); which transport serves a pair is the transport registry's business
+// (transports/registry.h, src/connect).
 //
 // A host is what shares memory: ranks whose host ids are equal can use the shm transport. The
 // id is the kernel's boot id plus the inode of the network namespace, so that ranks in two
@@ -10,17 +11,19 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/host_id.h"
 #include "hoop/core.h"
 #include "hoop/rendezvous.h"
 
 namespace hoop::topology {
 
-/// This process's host id: HOOP_HOST_ID when set, else "<boot id>/<netns inode>".
-Result<std::string> local_host_id();
+/// This process's host id (core/host_id.h).
+using hoop::local_host_id;
 
 /// One PCI device of interest (a GPU or a network interface).
 struct PciDevice {
@@ -86,27 +89,19 @@ Result<std::vector<std::string>> exchange(Store& store, int rank, int size,
 /// so it crosses between hosts exactly hosts() times (0 for one host).
 std::vector<int> ring_order(const Layout& layout);
 
-/// Whether this build has the UCX transport (transports/ucx).
-#ifdef HOOP_HAVE_UCX
-inline constexpr bool kHaveUcx = true;
-#else
-inline constexpr bool kHaveUcx = false;
-#endif
-
-/// The transport of each pair: under "auto", "shm" within a host and across hosts "ucx" when
-/// `ucx_across_hosts` (every host of the job has an RDMA device and UCX is built), else "tcp";
-/// a forced "tcp", "shm", "ucx" or "mpi" for every pair ("shm" over several hosts, or "ucx" in a
-/// build without UCX, is invalid_argument naming HOOP_TRANSPORT).
-Result<std::string> pair_transport(const Layout& layout, int a, int b, const std::string& choice,
-                                   bool ucx_across_hosts = false);
-
 /// Whether this host has an RDMA device (an entry in /sys/class/infiniband).
 bool rdma_device_present();
 
+/// The transport HOOP_TRANSPORT gives a pair of ranks, named by the caller (topology knows
+/// no transports): from whether they share a host and whether every host has an RDMA device.
+using PairTransportRule =
+    std::function<Result<std::string>(bool same_host, bool rdma_everywhere, int hosts)>;
+
 /// A printable summary (what `hooprun --topology` shows): each host with its ranks and
-/// hardware, the transport between ranks of one host and across hosts, and the ring order.
-/// hardware[h] is host h's (as its lowest rank saw it); a host without one prints "unknown".
+/// hardware, the transport between ranks of one host and across hosts (by `rule`, under
+/// `transport_choice`), and the ring order. hardware[h] is host h's (as its lowest rank saw
+/// it); a host without one prints "unknown".
 std::string summary(const Layout& layout, const std::vector<HostHardware>& hardware,
-                    const std::string& transport_choice);
+                    const std::string& transport_choice, const PairTransportRule& rule);
 
 }  // namespace hoop::topology

@@ -127,7 +127,9 @@ TEST(ClusterLaunchTest, CheckBuildListsWhatThisBuildCanUse) {
   const RunResult r = run_hooprun({"--check-build"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("hoop v"));
-  for (const char* line : {"Available transports:\n    [X] tcp  (compiled in)\n    [X] shm  (",
+  // Transports in the registry's order: the closest first, then tcp, then the forced-only ones.
+  for (const char* line : {"Available transports:\n    [X] shm  (compiled in, /dev/shm is writable)\n",
+                           "    [X] tcp  (compiled in)\n",
                            "Available adapters:\n    [X] train  (compiled in)\n",
                            "Available launchers:\n    [X] hooprun  (compiled in)\n"})
     EXPECT_THAT(r.out, HasSubstr(line));

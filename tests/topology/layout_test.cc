@@ -3,17 +3,32 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <string>
 
+#include "connect/connect.h"
+#include "core/config.h"
 #include "topology/topology.h"
+#include "transports/registry.h"
 
 namespace hoop::topology {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+
+// The transport src/connect gives ranks a and b of `l` under `choice`.
+Result<std::string> pair_transport(const Layout& l, int a, int b, const std::string& choice,
+                                   bool rdma_everywhere = false) {
+  return connect::pair_rule(choice)(l.same_host(a, b), rdma_everywhere, l.hosts());
+}
+
+bool have_ucx() {
+  const transports::TransportEntry* e = transports::find_transport("ucx");
+  return e != nullptr && e->built;
+}
 
 // Sets an environment variable for one test and restores the old value after it.
 class ScopedEnv {
@@ -98,12 +113,12 @@ TEST(PairTransport, ShmOverSeveralHostsIsRefused) {
 TEST(PairTransport, UcxIsForcedOrTakenAcrossHostsWithRdma) {
   const Layout l = group_by_host({"a", "a", "b"});
   auto forced = pair_transport(l, 0, 1, "ucx");
-  if (kHaveUcx) {
+  if (have_ucx()) {
     EXPECT_EQ(*forced, "ucx");
     EXPECT_EQ(*pair_transport(l, 1, 2, "auto", true), "ucx");
   } else {
     ASSERT_FALSE(forced.ok());
-    EXPECT_THAT(forced.status().message(), HasSubstr("built without UCX"));
+    EXPECT_THAT(forced.status().message(), HasSubstr("built without it"));
   }
   EXPECT_EQ(*pair_transport(l, 0, 1, "auto", true), "shm");
   EXPECT_EQ(*pair_transport(l, 1, 2, "auto", false), "tcp");
@@ -130,6 +145,30 @@ TEST(LocalHostId, DefaultIsTheBootIdAndTheNetworkNamespace) {
   EXPECT_TRUE(id->starts_with(boot_id + "/")) << *id;
   EXPECT_GT(id->size(), boot_id.size() + 1) << *id;
   EXPECT_EQ(*local_host_id(), *id);
+}
+
+// The registry and HOOP_TRANSPORT name the same transports, and every entry can say what it is.
+TEST(TransportRegistry, HoldsWhatHoopTransportAccepts) {
+  std::vector<std::string> registered;
+  for (const transports::TransportEntry* e : transports::registered_transports()) {
+    ASSERT_NE(e->probe, nullptr) << e->name;
+    EXPECT_EQ(e->connect != nullptr, e->built) << e->name;
+    EXPECT_EQ(e->not_built.empty(), e->built) << e->name;
+    if (!e->device_memory) registered.emplace_back(e->name);
+  }
+  std::vector<std::string> accepted;
+  std::string_view rest = config::find_var("HOOP_TRANSPORT")->choices;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    if (rest.substr(0, comma) != "auto") accepted.emplace_back(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  std::sort(registered.begin(), registered.end());
+  std::sort(accepted.begin(), accepted.end());
+  EXPECT_EQ(registered, accepted);
+  // auto serves every pair: within a host and across hosts, with and without RDMA.
+  for (bool same : {true, false})
+    for (bool rdma : {true, false}) EXPECT_TRUE(pair_transport(group_by_host({"a", same ? "a" : "b"}), 0, 1, "auto", rdma).ok());
 }
 
 }  // namespace

@@ -5,12 +5,25 @@
 #include <string>
 #include <vector>
 
+#include "connect/connect.h"
 #include "topology/topology.h"
+#include "transports/registry.h"
 
 namespace hoop::topology {
 namespace {
 
 using ::testing::HasSubstr;
+
+// The summary with the transport registry's rule, as hoop-topology prints it.
+std::string summarize(const Layout& layout, const std::vector<HostHardware>& hardware,
+                      const std::string& choice) {
+  return summary(layout, hardware, choice, connect::pair_rule(choice));
+}
+
+bool have_ucx() {
+  const transports::TransportEntry* e = transports::find_transport("ucx");
+  return e != nullptr && e->built;
+}
 
 HostHardware host(std::string name, int cores, int pus, std::vector<PciDevice> devices = {}) {
   HostHardware hw;
@@ -40,7 +53,7 @@ TEST(Summary, TwoHostsTwoRanksEach) {
             {"gpu", "cuda0", "0000:5e:00.0", -1},
             {"nic", "veth1", "", -1}}),
   };
-  EXPECT_EQ(summary(layout, hw, "auto"),
+  EXPECT_EQ(summarize(layout, hw, "auto"),
             "hosts: 2, ranks: 4 (2 per host)\n"
             "host 0: ns1 (id id-a)\n"
             "  ranks: 0-1\n"
@@ -61,19 +74,19 @@ TEST(Summary, UcxAcrossHostsOnlyWhenEveryHostHasRdma) {
   const Layout layout = group_by_host({"a", "a", "b", "b"});
   HostHardware with = host("ib1", 2, 2), without = host("eth", 2, 2);
   with.rdma = true;
-  const std::string across = kHaveUcx ? "ucx" : "tcp";
-  EXPECT_THAT(summary(layout, {with, with}, "auto"),
+  const std::string across = have_ucx() ? "ucx" : "tcp";
+  EXPECT_THAT(summarize(layout, {with, with}, "auto"),
               HasSubstr("transport: shm within a host, " + across + " across hosts"));
-  EXPECT_THAT(summary(layout, {with, without}, "auto"),
+  EXPECT_THAT(summarize(layout, {with, without}, "auto"),
               HasSubstr("transport: shm within a host, tcp across hosts"));
-  EXPECT_THAT(summary(layout, {with}, "auto"),
+  EXPECT_THAT(summarize(layout, {with}, "auto"),
               HasSubstr("transport: shm within a host, tcp across hosts"));
-  EXPECT_THAT(summary(layout, {with, with}, "tcp"), HasSubstr("transport: tcp between every pair"));
+  EXPECT_THAT(summarize(layout, {with, with}, "tcp"), HasSubstr("transport: tcp between every pair"));
 }
 
 TEST(Summary, InterleavedUnevenHostsAndOversubscription) {
   const Layout layout = group_by_host({"a", "b", "a", "a"});
-  const std::string text = summary(layout, {host("one", 1, 2), host("two", 1, 1)}, "tcp");
+  const std::string text = summarize(layout, {host("one", 1, 2), host("two", 1, 1)}, "tcp");
   EXPECT_THAT(text, HasSubstr("hosts: 2, ranks: 4 (1 to 3 per host)\n"));
   EXPECT_THAT(text, HasSubstr("  ranks: 0,2-3 (3 ranks on 2 PUs: oversubscribed)\n"));
   EXPECT_THAT(text,
@@ -83,18 +96,18 @@ TEST(Summary, InterleavedUnevenHostsAndOversubscription) {
 }
 
 TEST(Summary, OneHostAndOneRank) {
-  const std::string one_host = summary(group_by_host({"a", "a", "a"}), {host("h", 2, 2)}, "shm");
+  const std::string one_host = summarize(group_by_host({"a", "a", "a"}), {host("h", 2, 2)}, "shm");
   EXPECT_THAT(one_host, HasSubstr("hosts: 1, ranks: 3 (3 per host)\n"));
   EXPECT_THAT(one_host, HasSubstr("transport: shm within the host (HOOP_TRANSPORT=shm)\n"));
   EXPECT_THAT(one_host, HasSubstr("ring: 0-2 (within one host)\n"));
 
-  const std::string one_rank = summary(group_by_host({"a"}), {host("h", 2, 2)}, "auto");
+  const std::string one_rank = summarize(group_by_host({"a"}), {host("h", 2, 2)}, "auto");
   EXPECT_THAT(one_rank, HasSubstr("transport: none, one rank (HOOP_TRANSPORT=auto)\n"));
   EXPECT_THAT(one_rank, HasSubstr("ring: 0 (within one host)\n"));
 }
 
 TEST(Summary, ShmAcrossHostsIsShownAsAnError) {
-  const std::string text = summary(group_by_host({"a", "b"}), {}, "shm");
+  const std::string text = summarize(group_by_host({"a", "b"}), {}, "shm");
   EXPECT_THAT(text, HasSubstr("transport: error: HOOP_TRANSPORT=shm"));
   EXPECT_THAT(text, HasSubstr("hardware: unknown"));
 }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "core/config.h"
@@ -72,7 +73,8 @@ std::string mpi_library_version() {
   if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
   std::string v(text, static_cast<std::size_t>(length));
   // Open MPI's string goes on over several lines (repository, release date).
-  v = v.substr(0, v.find_first_of("\r\n"));
+  // Its length counts the terminating NUL too, which used to end up inside the printed line.
+  v = v.substr(0, v.find_first_of(std::string_view("\r\n\0", 3)));
   while (!v.empty() && (v.back() == ' ' || v.back() == ',')) v.pop_back();
   return v;
 }

@@ -12,7 +12,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
-#include "topology/topology.h"
+#include "core/host_id.h"
 #include "transports/ucx/ucx_conn.h"
 
 namespace hoop::ucx {
@@ -190,7 +190,7 @@ Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
   HOOP_ASSIGN_OR_RETURN(std::unique_ptr<Ucp> ucp, open_worker(peers.size()));
   Record own;
   own.job_id = job_id;
-  HOOP_ASSIGN_OR_RETURN(own.host_id, topology::local_host_id());
+  HOOP_ASSIGN_OR_RETURN(own.host_id, local_host_id());
   own.pid = static_cast<int>(::getpid());
   HOOP_ASSIGN_OR_RETURN(own.address, worker_address(ucp->worker));
   HOOP_RETURN_IF_ERROR(store.set(key(options, rank), encode(own)));

@@ -7,9 +7,7 @@
 
 #include "core/config.h"
 #include "topology/topology.h"
-#ifdef HOOP_HAVE_CUDA_TRANSPORT
-#include "transports/cuda/cuda_transport.h"
-#endif
+#include "transports/registry.h"
 
 namespace hoop::collectives {
 namespace {
@@ -29,6 +27,12 @@ DeviceBackendFactory find_backend(std::string_view name) {
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.factories.find(name);
   return it == r.factories.end() ? nullptr : it->second;
+}
+
+/// The registry's CUDA IPC transport, where this build has it.
+const transports::TransportEntry* cuda_ipc() {
+  const transports::TransportEntry* e = transports::find_transport("cuda");
+  return e != nullptr && e->built && e->connect != nullptr ? e : nullptr;
 }
 
 std::string where(int device) {
@@ -84,9 +88,7 @@ Result<DeviceRoute> choose_route(const DeviceSetup& setup, const std::string& pr
   // Both remaining choices depend on the whole job, so every rank takes part in the exchange.
   HOOP_ASSIGN_OR_RETURN(std::string shared, device_shared(setup, prefix, device, timeout));
   if (choice == "auto" && have_nccl && shared.empty()) return DeviceRoute::kBackend;
-#ifdef HOOP_HAVE_CUDA_TRANSPORT
-  if (setup.one_host) return DeviceRoute::kTransport;
-#endif
+  if (setup.one_host && cuda_ipc() != nullptr) return DeviceRoute::kTransport;
   return DeviceRoute::kStaged;
 }
 
@@ -146,12 +148,14 @@ Result<DevicePart*> device_part(std::unique_ptr<DevicePart>& part, const DeviceS
     s.timeout = timeout;
     HOOP_ASSIGN_OR_RETURN(p->backend, find_backend("nccl")(s));
   }
-#ifdef HOOP_HAVE_CUDA_TRANSPORT
   if (p->route == DeviceRoute::kTransport) {
-    HOOP_ASSIGN_OR_RETURN(p->transport, cuda::connect_for_communicator(setup.info, *setup.store,
-                                                                        prefix + "/ipc", device));
+    transports::ConnectSpec spec;
+    spec.info = &setup.info;
+    spec.store = setup.store;
+    spec.key_prefix = prefix + "/ipc";
+    spec.device = device;
+    HOOP_ASSIGN_OR_RETURN(p->transport, cuda_ipc()->connect(spec));
   }
-#endif
   part = std::move(p);
   return part.get();
 }

@@ -10,17 +10,9 @@
 #include "collectives/algorithms/allreduce_table.h"
 #include "collectives/algorithms/comm_impl.h"
 #include "collectives/algorithms/validate.h"
+#include "connect/connect.h"
 #include "core/config.h"
 #include "topology/routed_transport.h"
-#include "topology/topology.h"
-#include "transports/shm/shm_transport.h"
-#include "transports/tcp/tcp_transport.h"
-#ifdef HOOP_HAVE_MPI
-#include "transports/mpi/mpi_transport.h"
-#endif
-#ifdef HOOP_HAVE_UCX
-#include "transports/ucx/ucx_transport.h"
-#endif
 
 namespace hoop {
 namespace {
@@ -101,61 +93,6 @@ std::optional<collectives::Hierarchy> hierarchy_of(const topology::Layout& layou
   return h;
 }
 
-// --- HOOP_TRANSPORT=mpi (kept together to ease merging with other transports) ---
-
-/// Refuses "mpi" where it cannot work: hoop built without MPI, or a job mpirun did not launch.
-Status check_mpi_choice(const BootstrapInfo& info) {
-#ifdef HOOP_HAVE_MPI
-  if (info.launcher == "mpirun") return Status::success();
-  return invalid_argument(fmt::format(
-      "HOOP_TRANSPORT=mpi needs a job launched by mpirun (OMPI_COMM_WORLD_RANK set), but this "
-      "rank's layout came from '{}'; use auto, tcp, shm or ucx",
-      info.launcher));
-#else
-  (void)info;
-  return invalid_argument("HOOP_TRANSPORT=mpi: this build of hoop has no MPI (libopenmpi-dev was "
-                          "not found when it was configured)");
-#endif
-}
-
-/// The MPI transport to every other rank.
-Result<std::unique_ptr<Transport>> connect_mpi(const BootstrapInfo& info) {
-#ifdef HOOP_HAVE_MPI
-  HOOP_ASSIGN_OR_RETURN(mpi::MpiOptions o, mpi::mpi_options_from_env());
-  return mpi::connect(info.rank, info.size, o);
-#else
-  return check_mpi_choice(info);
-#endif
-}
-
-/// Every rank's host identity over MPI itself, for an mpirun job without a rendezvous store.
-Result<std::vector<std::string>> exchange_host_ids_over_mpi(const BootstrapInfo& info,
-                                                            const std::string& host_id) {
-#ifdef HOOP_HAVE_MPI
-  HOOP_RETURN_IF_ERROR(mpi::ensure_world(info.rank, info.size));
-  return mpi::allgather_strings(host_id, info.start_timeout);
-#else
-  (void)host_id;
-  return check_mpi_choice(info);
-#endif
-}
-
-// --- end of HOOP_TRANSPORT=mpi ---
-
-/// Whether the pairs across hosts take UCX under "auto": only when every rank's host has an
-/// RDMA device and UCX is built, so that both ends of every pair choose alike.
-Result<bool> ucx_across_hosts(const BootstrapInfo& info, Store& store,
-                              const topology::Layout& layout, const std::string& choice,
-                              const std::string& key_prefix) {
-  if (choice != "auto" || layout.hosts() < 2 || !topology::kHaveUcx) return false;
-  const std::string key = (key_prefix.empty() ? std::string("hoop") : key_prefix) + "/rdma";
-  HOOP_ASSIGN_OR_RETURN(std::vector<std::string> flags,
-                        topology::exchange(store, info.rank, info.size, key,
-                                           topology::rdma_device_present() ? "1" : "0",
-                                           info.start_timeout));
-  return std::all_of(flags.begin(), flags.end(), [](const std::string& f) { return f == "1"; });
-}
-
 /// The one part of `routed` serving every peer of `group` but `rank`, or null when they are
 /// served by different parts.
 Transport* part_serving(const topology::RoutedTransport& routed, const std::vector<int>& group,
@@ -184,55 +121,6 @@ Status give_parts(collectives::Hierarchy& h, Transport& t, int rank) {
     h.cross_part = cross;
   }
   return Status::success();
-}
-
-/// Connects this rank to every other over the transport `choice` gives each pair (shared memory
-/// within a host, UCX or TCP across hosts for "auto"); several transports are routed per peer.
-Result<std::unique_ptr<Transport>> connect_transports(const BootstrapInfo& info, Store& store,
-                                                      const topology::Layout& layout,
-                                                      const std::string& choice,
-                                                      const std::string& key_prefix) {
-  HOOP_ASSIGN_OR_RETURN(const bool across_ucx,
-                        ucx_across_hosts(info, store, layout, choice, key_prefix));
-  std::vector<int> shm_peers, tcp_peers, ucx_peers;
-  std::vector<int> route(info.size, 0);
-  for (int r = 0; r < info.size; ++r) {
-    if (r == info.rank) continue;
-    HOOP_ASSIGN_OR_RETURN(std::string kind,
-                          topology::pair_transport(layout, info.rank, r, choice, across_ucx));
-    (kind == "shm" ? shm_peers : kind == "ucx" ? ucx_peers : tcp_peers).push_back(r);
-  }
-  const std::string prefix = key_prefix.empty() ? std::string("hoop") : key_prefix;
-  std::vector<std::unique_ptr<Transport>> parts;
-  if (!shm_peers.empty()) {
-    HOOP_ASSIGN_OR_RETURN(shm::ShmOptions o, shm::shm_options_from_env());
-    o.key_prefix = prefix + "/shm";
-    HOOP_ASSIGN_OR_RETURN(auto t, shm::connect(store, info.rank, info.size, shm_peers,
-                                               info.job_id, o));
-    for (int r : shm_peers) route[r] = static_cast<int>(parts.size());
-    parts.push_back(std::move(t));
-  }
-#ifdef HOOP_HAVE_UCX
-  if (!ucx_peers.empty()) {
-    HOOP_ASSIGN_OR_RETURN(ucx::UcxOptions o, ucx::ucx_options_from_env());
-    o.key_prefix = prefix + "/ucx";
-    HOOP_ASSIGN_OR_RETURN(auto t, ucx::connect(store, info.rank, info.size, ucx_peers,
-                                               info.job_id, o));
-    for (int r : ucx_peers) route[r] = static_cast<int>(parts.size());
-    parts.push_back(std::move(t));
-  }
-#endif
-  if (!tcp_peers.empty()) {
-    HOOP_ASSIGN_OR_RETURN(tcp::TcpOptions o, tcp::tcp_options_from_env());
-    if (!key_prefix.empty()) o.key_prefix = key_prefix;
-    if (tcp_peers.size() + 1 != static_cast<std::size_t>(info.size)) o.peers = tcp_peers;
-    HOOP_ASSIGN_OR_RETURN(
-        auto t, tcp::connect_mesh(store, info.rank, info.size, info.secret, info.job_id, o));
-    for (int r : tcp_peers) route[r] = static_cast<int>(parts.size());
-    parts.push_back(std::move(t));
-  }
-  if (parts.size() == 1) return std::move(parts.front());
-  return topology::RoutedTransport::create(std::move(parts), std::move(route));
 }
 
 }  // namespace
@@ -269,15 +157,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
   if (transport.empty()) {
     HOOP_ASSIGN_OR_RETURN(transport, config::get_string("HOOP_TRANSPORT"));
   }
-  if (transport != "auto" && transport != "tcp" && transport != "shm" && transport != "ucx" &&
-      transport != "mpi")
-    return invalid_argument(fmt::format(
-        "transport: unknown transport '{}' (have: auto, tcp, shm, ucx, mpi)", transport));
-  if (transport == "mpi") HOOP_RETURN_IF_ERROR(check_mpi_choice(info));
-  if (transport == "ucx" && !topology::kHaveUcx)
-    return invalid_argument(
-        "HOOP_TRANSPORT=ucx: this hoop was built without UCX (libucx-dev was not found when it "
-        "was configured; use auto or tcp)");
+  HOOP_RETURN_IF_ERROR(connect::check_choice(transport, info));
   Algorithm algorithm = Algorithm::kAuto;
   if (options.algorithm) {
     algorithm = *options.algorithm;
@@ -305,32 +185,17 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
   if (info.size == 1) {
     t = std::make_unique<SelfTransport>();
   } else {
-    if (store == nullptr && transport != "mpi")
+    if (store == nullptr && connect::needs_store(transport))
       return invalid_argument(fmt::format(
           "store: a {}-rank job needs a rendezvous store (set HOOP_RENDEZVOUS_ADDR/PORT and "
           "HOOP_SECRET{})",
           info.size, info.launcher == "mpirun" ? ", or HOOP_TRANSPORT=mpi under mpirun" : ""));
     // Where every rank runs decides the transport of each pair and the hierarchy.
-    HOOP_ASSIGN_OR_RETURN(std::string host_id, topology::local_host_id());
-    const std::string hosts_key =
-        (options.key_prefix.empty() ? std::string("hoop") : options.key_prefix) + "/hosts";
-    std::vector<std::string> ids;
-    if (store == nullptr) {
-      HOOP_ASSIGN_OR_RETURN(ids, exchange_host_ids_over_mpi(info, host_id));
-    } else {
-      HOOP_ASSIGN_OR_RETURN(ids, topology::exchange(*store, info.rank, info.size, hosts_key,
-                                                    host_id, info.start_timeout));
-    }
-    const topology::Layout layout = topology::group_by_host(ids);
-    local_size = layout.local_size(info.rank);
-    // MPI needs no store (an mpirun job may have none); every other transport meets through it.
-    if (transport == "mpi") {
-      HOOP_ASSIGN_OR_RETURN(t, connect_mpi(info));
-    } else {
-      HOOP_ASSIGN_OR_RETURN(
-          t, connect_transports(info, *store, layout, transport, options.key_prefix));
-    }
-    hierarchy = hierarchy_of(layout, info.rank);
+    HOOP_ASSIGN_OR_RETURN(connect::Connection c,
+                          connect::connect_job(info, store, transport, options.key_prefix));
+    t = std::move(c.transport);
+    local_size = c.layout.local_size(info.rank);
+    hierarchy = hierarchy_of(c.layout, info.rank);
     if (hierarchy) HOOP_RETURN_IF_ERROR(give_parts(*hierarchy, *t, info.rank));
   }
   auto comm = std::make_unique<collectives::CommImpl>(std::move(t), algorithm, timeout, cost);

@@ -181,6 +181,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
 
   std::unique_ptr<Transport> t;
   std::optional<collectives::Hierarchy> hierarchy;
+  std::vector<int> ring;
   int local_size = 1;
   if (info.size == 1) {
     t = std::make_unique<SelfTransport>();
@@ -197,11 +198,15 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
     local_size = c.layout.local_size(info.rank);
     hierarchy = hierarchy_of(c.layout, info.rank);
     if (hierarchy) HOOP_RETURN_IF_ERROR(give_parts(*hierarchy, *t, info.rank));
+    ring = topology::ring_order(c.layout);
   }
   auto comm = std::make_unique<collectives::CommImpl>(std::move(t), algorithm, timeout, cost);
   HOOP_ASSIGN_OR_RETURN(bool check_calls, config::get_bool("HOOP_CALL_CHECK"));
   comm->set_call_check(check_calls);
   if (hierarchy) comm->set_hierarchy(std::move(*hierarchy));
+  // Each host's ranks together: the ring crosses between hosts once per host, whatever order
+  // the launcher numbered the ranks in (rank order itself when it did so host by host).
+  if (!std::is_sorted(ring.begin(), ring.end())) comm->set_ring_order(std::move(ring));
   collectives::DeviceSetup device_setup;
   device_setup.info = info;
   device_setup.store = store;

@@ -36,7 +36,7 @@ Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t 
   if (n == 1) {  // kAvg divides by 1: nothing to do but the copy
     return input != nullptr ? ctx.copy(work, input, count * es) : Status::success();
   }
-  const patterns::Ring ring(n);
+  const patterns::Ring ring = ctx.ring();
   const patterns::Partition part(count, n);
   const int rs_steps = ring.steps();
   const int total = allgather ? 2 * rs_steps : rs_steps;

@@ -40,6 +40,14 @@ Status Context::reduce(void* dst, const void* a, const void* b, std::size_t coun
   return device::synchronize(stream, deadline);
 }
 
+patterns::Ring Context::ring() const {
+  if (ring_order != nullptr && static_cast<int>(ring_order->size()) == size) {
+    Result<patterns::Ring> r = patterns::Ring::from_order(*ring_order);
+    if (r.ok()) return *std::move(r);
+  }
+  return patterns::Ring(size);
+}
+
 Status Context::divide(void* buf, std::size_t count, DataType dtype, std::int64_t divisor) {
   if (device == kCpuDevice) return hoop::divide(buf, count, dtype, divisor);
   HOOP_RETURN_IF_ERROR(device::divide(buf, count, dtype, divisor, stream));

@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <vector>
 
+#include "collectives/patterns/ring.h"
 #include "device/device.h"
 #include "hoop/communicator.h"
 #include "hoop/transport.h"
@@ -41,6 +43,12 @@ struct Context {
   int device = kCpuDevice;
   /// The device's work queue for reductions and copies (a cudaStream_t).
   void* stream = nullptr;
+  /// The order the ring visits the ranks in (topology's ring_order: each host's ranks
+  /// together); null or of another size: rank order.
+  const std::vector<int>* ring_order = nullptr;
+
+  /// The ring of this collective's ranks, in ring_order.
+  patterns::Ring ring() const;
 
   /// At least `bytes` bytes of scratch slot `slot` where the buffers live.
   Result<std::byte*> scratch_buffer(int slot, std::size_t bytes) {

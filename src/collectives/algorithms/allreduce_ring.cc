@@ -1,4 +1,5 @@
-// Ring reduce-scatter + allgather, chunked and pipelined.
+// Ring reduce-scatter + allgather, chunked and pipelined, as one RingPipeline whose steps are
+// the reduce-scatter phase followed (for an allreduce) by the allgather phase.
 //
 // Every chunk transfer is cut into slices (patterns::slice). Receives of the next step are
 // posted one step ahead into a double-buffered staging area, and as soon as slice j of step t
@@ -25,131 +26,188 @@ namespace {
 // shared L3 while keeping the pipeline as deep as the transports need.
 constexpr std::size_t kStageSlices = 8;
 
+/// One rank's ring pipeline over `total` steps: the reduce-scatter phase (steps
+/// [0, rs_steps)), then, for an allreduce, the allgather phase. A step moves one chunk, slice by
+/// slice; the named state below says how far posting and finishing have got.
+class RingPipeline {
+ public:
+  RingPipeline(Context& ctx, std::byte* work, std::size_t count, DataType dtype, ReduceOp op,
+               bool allgather, const std::byte* input)
+      : ctx_(ctx),
+        work_(work),
+        input_(input),
+        dtype_(dtype),
+        op_(op),
+        es_(dtype_size(dtype)),
+        me_(ctx.rank),
+        ring_(ctx.ring()),
+        part_(count, ctx.size),
+        rs_steps_(ring_.steps()),
+        total_(allgather ? 2 * rs_steps_ : rs_steps_),
+        left_(ring_.left(me_)),
+        right_(ring_.right(me_)),
+        sends_(static_cast<std::size_t>(ctx.size)) {}
+
+  Status run() {
+    HOOP_RETURN_IF_ERROR(prepare());
+    // Receives first, so that the left neighbour's early slices land in place rather than in
+    // the transport's unexpected-message buffer.
+    HOOP_RETURN_IF_ERROR(post_receives());
+    for (std::size_t j = 0; j < slices_of_chunk(step_at(0).send_chunk); ++j)
+      HOOP_RETURN_IF_ERROR(send_slice(0, j));
+    for (int t = 0; t < total_; ++t) {
+      cur_t_ = t;
+      cur_done_ = 0;
+      HOOP_RETURN_IF_ERROR(post_receives());
+      for (std::size_t j = 0; j < slices_of(t); ++j) {
+        HOOP_RETURN_IF_ERROR(wait_one(ctx_.transport, recvs_[t % 2][j], ctx_.deadline));
+        if (t < rs_steps_) HOOP_RETURN_IF_ERROR(reduce_slice(t, j));
+        cur_done_ = j + 1;
+        if (t + 1 < total_) HOOP_RETURN_IF_ERROR(send_slice(t + 1, j));
+        HOOP_RETURN_IF_ERROR(post_receives());
+      }
+    }
+    return drain();
+  }
+
+ private:
+  patterns::RingStep step_at(int t) const {
+    return t < rs_steps_ ? ring_.reduce_scatter_step(me_, t)
+                         : ring_.allgather_step(me_, t - rs_steps_);
+  }
+  std::size_t slices_of_chunk(int c) const {
+    return patterns::slice_count(part_.chunk(c), max_slice_);
+  }
+  std::size_t slices_of(int t) const { return slices_of_chunk(step_at(t).recv_chunk); }
+  std::byte* stage_slot(int t, std::size_t j) const {
+    return stage_[t % 2] + (j % slots_) * max_slice_ * es_;
+  }
+
+  /// Checks the schedule and sizes the slices and the staging window.
+  Status prepare() {
+    // The pipeline forwards what it just received; the ring pattern promises that chain.
+    for (int t = 0; t + 1 < total_; ++t) {
+      if (step_at(t).recv_chunk != step_at(t + 1).send_chunk)
+        return internal_error("ring schedule does not forward the received chunk");
+    }
+    // Partition puts the longer chunks first.
+    const std::size_t max_chunk_bytes = part_.chunk(0).length * es_;
+    max_slice_ = std::max<std::size_t>(1, ring_slice_bytes(max_chunk_bytes) / es_);
+    // Reduce-scatter slices land in a window of kStageSlices slots per step, reused as the
+    // reductions free them, so a received slice is still in cache when it is reduced (a
+    // staging area as large as the chunk made every reduction read it back from memory).
+    slots_ = std::min<std::size_t>(
+        kStageSlices, std::max<std::size_t>(1, patterns::slice_count(part_.chunk(0), max_slice_)));
+    const std::size_t stage_bytes = slots_ * max_slice_ * es_;
+    HOOP_ASSIGN_OR_RETURN(std::byte* staging, ctx_.scratch_buffer(0, 2 * stage_bytes));
+    stage_[0] = staging;
+    stage_[1] = staging + stage_bytes;
+    return Status::success();
+  }
+
+  /// Posts receives strictly in the order the left neighbour sends (per-pair FIFO matching):
+  /// all of step t's slices before any of step t + 1's, at most one step ahead. A
+  /// reduce-scatter slice waits for its staging slot, freed when slice j - slots of the same
+  /// step has been reduced.
+  Status post_receives() {
+    while (post_t_ < total_ && post_t_ <= cur_t_ + 1) {
+      if (post_j_ == slices_of(post_t_)) {
+        ++post_t_;
+        post_j_ = 0;
+        continue;
+      }
+      const int c = step_at(post_t_).recv_chunk;
+      if (post_j_ == 0) {
+        recvs_[post_t_ % 2].clear();
+        // The allgather must not overwrite a chunk that is still being sent.
+        if (post_t_ >= rs_steps_ && !sends_[c].empty()) {
+          HOOP_RETURN_IF_ERROR(ctx_.wait(sends_[c]));
+          sends_[c].clear();
+        }
+      }
+      const bool rs = post_t_ < rs_steps_;
+      if (rs && post_j_ >= slots_ && (post_t_ > cur_t_ || cur_done_ + slots_ <= post_j_)) break;
+      const patterns::Range s = patterns::slice(part_.chunk(c), max_slice_, post_j_);
+      std::byte* dst = rs ? stage_slot(post_t_, post_j_) : work_ + s.offset * es_;
+      HOOP_ASSIGN_OR_RETURN(RequestId id, ctx_.recv(left_, dst, s.length * es_));
+      recvs_[post_t_ % 2].push_back(id);
+      ++post_j_;
+    }
+    return Status::success();
+  }
+
+  /// Sends slice j of step t's chunk: the first step sends this rank's own contribution, every
+  /// later one what it reduced or received.
+  Status send_slice(int t, std::size_t j) {
+    const int c = step_at(t).send_chunk;
+    const patterns::Range s = patterns::slice(part_.chunk(c), max_slice_, j);
+    const std::byte* src = t == 0 && input_ != nullptr ? input_ : work_;
+    HOOP_ASSIGN_OR_RETURN(RequestId id, ctx_.send(right_, src + s.offset * es_, s.length * es_));
+    sends_[c].push_back(id);
+    return Status::success();
+  }
+
+  /// Reduces received slice j of reduce-scatter step t into the work buffer.
+  Status reduce_slice(int t, std::size_t j) {
+    const patterns::Range s = patterns::slice(part_.chunk(step_at(t).recv_chunk), max_slice_, j);
+    std::byte* dst = work_ + s.offset * es_;
+    const std::byte* got = stage_slot(t, j);
+    // Every chunk is reduced once per rank in the reduce-scatter, so an out-of-place input is
+    // read there and never copied (same operand order, same bits).
+    HOOP_RETURN_IF_ERROR(input_ != nullptr
+                             ? ctx_.reduce(dst, input_ + s.offset * es_, got, s.length, dtype_, op_)
+                             : ctx_.reduce_into(dst, got, s.length, dtype_, op_));
+    // The last reduce-scatter step completes this rank's own chunk: the owner divides, once,
+    // before anyone copies it.
+    if (t == rs_steps_ - 1 && op_ == ReduceOp::kAvg)
+      HOOP_RETURN_IF_ERROR(ctx_.divide(dst, s.length, dtype_, ctx_.size));
+    return Status::success();
+  }
+
+  /// Waits for the sends still in flight.
+  Status drain() {
+    std::vector<RequestId> pending;
+    for (auto& ids : sends_) pending.insert(pending.end(), ids.begin(), ids.end());
+    return ctx_.wait(pending);
+  }
+
+  Context& ctx_;
+  std::byte* work_;
+  const std::byte* input_;
+  DataType dtype_;
+  ReduceOp op_;
+  std::size_t es_;
+  int me_;
+  patterns::Ring ring_;
+  patterns::Partition part_;
+  int rs_steps_;
+  int total_;
+  int left_;
+  int right_;
+  std::size_t max_slice_ = 1;
+  std::size_t slots_ = 1;
+  std::byte* stage_[2] = {nullptr, nullptr};
+  // Sends still in flight, per chunk; the receives of the current and the next step.
+  std::vector<std::vector<RequestId>> sends_;
+  std::vector<RequestId> recvs_[2];
+  // Posting: the next receive is slice post_j_ of step post_t_. Finishing: step cur_t_, with
+  // cur_done_ of its slices done.
+  int post_t_ = 0;
+  std::size_t post_j_ = 0;
+  int cur_t_ = 0;
+  std::size_t cur_done_ = 0;
+};
+
 }  // namespace
 
 Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t count,
                                      DataType dtype, ReduceOp op, bool allgather,
                                      const std::byte* input) {
-  const int n = ctx.size;
-  const int me = ctx.rank;
-  const std::size_t es = dtype_size(dtype);
-  if (n == 1) {  // kAvg divides by 1: nothing to do but the copy
-    return input != nullptr ? ctx.copy(work, input, count * es) : Status::success();
+  if (ctx.size == 1) {  // kAvg divides by 1: nothing to do but the copy
+    return input != nullptr ? ctx.copy(work, input, count * dtype_size(dtype))
+                            : Status::success();
   }
-  const patterns::Ring ring = ctx.ring();
-  const patterns::Partition part(count, n);
-  const int rs_steps = ring.steps();
-  const int total = allgather ? 2 * rs_steps : rs_steps;
-  auto step_at = [&](int t) {
-    return t < rs_steps ? ring.reduce_scatter_step(me, t) : ring.allgather_step(me, t - rs_steps);
-  };
-  // The pipeline forwards what it just received; the ring pattern promises that chain.
-  for (int t = 0; t + 1 < total; ++t) {
-    if (step_at(t).recv_chunk != step_at(t + 1).send_chunk)
-      return internal_error("ring schedule does not forward the received chunk");
-  }
-  const int left = ring.left(me);
-  const int right = ring.right(me);
-  // Partition puts the longer chunks first.
-  const std::size_t max_chunk_bytes = part.chunk(0).length * es;
-  const std::size_t max_slice = std::max<std::size_t>(1, ring_slice_bytes(max_chunk_bytes) / es);
-  // Reduce-scatter slices land in a window of kStageSlices slots per step, reused as the
-  // reductions free them, so a received slice is still in cache when it is reduced (a staging
-  // area as large as the chunk made every reduction read it back from memory).
-  const std::size_t slots = std::min<std::size_t>(
-      kStageSlices, std::max<std::size_t>(1, patterns::slice_count(part.chunk(0), max_slice)));
-  const std::size_t stage_bytes = slots * max_slice * es;
-  HOOP_ASSIGN_OR_RETURN(std::byte* staging, ctx.scratch_buffer(0, 2 * stage_bytes));
-  std::byte* stage[2] = {staging, staging + stage_bytes};
-  auto stage_slot = [&](int t, std::size_t j) { return stage[t % 2] + (j % slots) * max_slice * es; };
-
-  // Sends still in flight, per chunk: the allgather must not overwrite a chunk being sent.
-  std::vector<std::vector<RequestId>> sends(n);
-  std::vector<RequestId> recvs[2];
-  auto slices_of = [&](int t) {
-    return patterns::slice_count(part.chunk(step_at(t).recv_chunk), max_slice);
-  };
-
-  // Receives are posted strictly in the order the left neighbour sends (per-pair FIFO
-  // matching): all of step t's slices before any of step t + 1's. (post_t, post_j) is the next
-  // one; a reduce-scatter slice waits for its staging slot, freed when slice j - slots of the
-  // same step has been reduced. The current step is cur_t, with cur_done slices finished.
-  int post_t = 0;
-  std::size_t post_j = 0;
-  int cur_t = 0;
-  std::size_t cur_done = 0;
-  auto post_recvs = [&]() -> Status {
-    while (post_t < total && post_t <= cur_t + 1) {
-      if (post_j == slices_of(post_t)) {
-        ++post_t;
-        post_j = 0;
-        continue;
-      }
-      const int c = step_at(post_t).recv_chunk;
-      if (post_j == 0) {
-        recvs[post_t % 2].clear();
-        if (post_t >= rs_steps && !sends[c].empty()) {
-          HOOP_RETURN_IF_ERROR(ctx.wait(sends[c]));
-          sends[c].clear();
-        }
-      }
-      const bool rs = post_t < rs_steps;
-      if (rs && post_j >= slots && (post_t > cur_t || cur_done + slots <= post_j)) break;
-      const patterns::Range s = patterns::slice(part.chunk(c), max_slice, post_j);
-      std::byte* dst = rs ? stage_slot(post_t, post_j) : work + s.offset * es;
-      HOOP_ASSIGN_OR_RETURN(RequestId id, ctx.recv(left, dst, s.length * es));
-      recvs[post_t % 2].push_back(id);
-      ++post_j;
-    }
-    return Status::success();
-  };
-  // The first step sends this rank's own contribution; every later one what it reduced or got.
-  auto post_send = [&](int t, std::size_t j) -> Status {
-    const int c = step_at(t).send_chunk;
-    const patterns::Range s = patterns::slice(part.chunk(c), max_slice, j);
-    const std::byte* src = t == 0 && input != nullptr ? input : work;
-    HOOP_ASSIGN_OR_RETURN(RequestId id, ctx.send(right, src + s.offset * es, s.length * es));
-    sends[c].push_back(id);
-    return Status::success();
-  };
-
-  // Receives first, so that the left neighbour's early slices land in place rather than in
-  // the transport's unexpected-message buffer.
-  HOOP_RETURN_IF_ERROR(post_recvs());
-  {
-    const std::size_t first = patterns::slice_count(part.chunk(step_at(0).send_chunk), max_slice);
-    for (std::size_t j = 0; j < first; ++j) HOOP_RETURN_IF_ERROR(post_send(0, j));
-  }
-  for (int t = 0; t < total; ++t) {
-    cur_t = t;
-    cur_done = 0;
-    HOOP_RETURN_IF_ERROR(post_recvs());
-    const patterns::Range chunk = part.chunk(step_at(t).recv_chunk);
-    const std::size_t count_t = slices_of(t);
-    for (std::size_t j = 0; j < count_t; ++j) {
-      HOOP_RETURN_IF_ERROR(wait_one(ctx.transport, recvs[t % 2][j], ctx.deadline));
-      const patterns::Range s = patterns::slice(chunk, max_slice, j);
-      if (t < rs_steps) {
-        std::byte* dst = work + s.offset * es;
-        const std::byte* got = stage_slot(t, j);
-        // Every chunk is reduced once per rank in the reduce-scatter, so an out-of-place input
-        // is read there and never copied (same operand order, same bits).
-        HOOP_RETURN_IF_ERROR(input != nullptr
-                                 ? ctx.reduce(dst, input + s.offset * es, got, s.length, dtype, op)
-                                 : ctx.reduce_into(dst, got, s.length, dtype, op));
-        // The last reduce-scatter step completes this rank's own chunk: the owner divides,
-        // once, before anyone copies it.
-        if (t == rs_steps - 1 && op == ReduceOp::kAvg)
-          HOOP_RETURN_IF_ERROR(ctx.divide(dst, s.length, dtype, n));
-      }
-      cur_done = j + 1;
-      if (t + 1 < total) HOOP_RETURN_IF_ERROR(post_send(t + 1, j));
-      HOOP_RETURN_IF_ERROR(post_recvs());
-    }
-  }
-  std::vector<RequestId> pending;
-  for (auto& ids : sends) pending.insert(pending.end(), ids.begin(), ids.end());
-  return ctx.wait(pending);
+  return RingPipeline(ctx, work, count, dtype, op, allgather, input).run();
 }
 
 }  // namespace hoop::collectives

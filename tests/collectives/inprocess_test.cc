@@ -102,10 +102,12 @@ std::string job_name(const Job& j) {
   return fmt::format("{}Ranks{}", j.ranks, j.shuffled ? "Shuffled" : "InOrder");
 }
 
+// Every size in posting order; shuffled arrival at a pair, odd sizes, a power of two and the
+// largest (the suite's time on 2 cores is the budget).
 std::vector<Job> every_job() {
   std::vector<Job> jobs;
-  for (int n = 1; n <= 9; ++n)
-    for (bool shuffled : {false, true}) jobs.push_back({n, shuffled});
+  for (int n = 1; n <= 9; ++n) jobs.push_back({n, false});
+  for (int n : {2, 3, 5, 8, 9}) jobs.push_back({n, true});
   return jobs;
 }
 
@@ -136,8 +138,7 @@ TEST_P(AllreduceInProcess, EveryCountDtypeOpAndPlacementIsExact) {
 INSTANTIATE_TEST_SUITE_P(
     Algorithms, AllreduceInProcess,
     ::testing::Combine(::testing::Values(Algorithm::kRing, Algorithm::kRecursiveDoubling,
-                                         Algorithm::kTree, Algorithm::kRabenseifner,
-                                         Algorithm::kAuto),
+                                         Algorithm::kTree, Algorithm::kRabenseifner),
                        ::testing::ValuesIn(every_job())),
     [](const auto& p) {
       return std::string(algorithm_name(std::get<0>(p.param))) + "_" +

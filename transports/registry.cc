@@ -45,6 +45,16 @@ const TransportEntry* find_transport(std::string_view name) {
   return nullptr;
 }
 
+bool transport_built(std::string_view name) {
+  const TransportEntry* e = find_transport(name);
+  return e != nullptr && e->built;
+}
+
+Probe probe(const TransportEntry& entry) {
+  if (!entry.built || entry.probe == nullptr) return {false, std::string(entry.not_built)};
+  return entry.probe();
+}
+
 std::string transport_names(bool host_memory_only) {
   std::string out;
   for (const TransportEntry* e : registered_transports()) {

@@ -50,7 +50,8 @@ struct TransportEntry {
   /// Compiled into this hoop; when not, `not_built` says why (for errors and --check-build).
   bool built = false;
   std::string_view not_built;
-  /// Looks at this machine (may take a moment); for --check-build.
+  /// Looks at this machine (may take a moment); for --check-build, through probe() below,
+  /// which answers not_built for an entry this build lacks (null there).
   Probe (*probe)() = nullptr;
   /// Whether HOOP_TRANSPORT=auto gives it the pair; null: auto never picks it. Entries are
   /// asked in ascending auto_order.
@@ -78,6 +79,11 @@ void register_transport(const TransportEntry& entry);
 std::vector<const TransportEntry*> registered_transports();
 /// The entry called `name`, or null.
 const TransportEntry* find_transport(std::string_view name);
+/// Whether `name` is registered and compiled into this hoop.
+bool transport_built(std::string_view name);
+/// What `hooprun --check-build` says of `entry`: its probe, or not_built for a transport this
+/// build lacks.
+Probe probe(const TransportEntry& entry);
 /// The registered names, comma-separated, for error messages ("tcp, shm, ucx, mpi").
 std::string transport_names(bool host_memory_only = true);
 

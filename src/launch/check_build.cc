@@ -109,7 +109,7 @@ std::vector<Entry> transport_entries() {
   std::vector<Entry> out;
   for (const transports::TransportEntry* t : transports::registered_transports()) {
     out.push_back({t->name, [t] {
-                     const transports::Probe p = t->probe();
+                     const transports::Probe p = transports::probe(*t);
                      return Probe{p.usable, p.detail};
                    }});
   }

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/executable.h"
 #include "core/fd.h"
 #include "hoop/core.h"
 
@@ -30,10 +31,10 @@ struct ExitStatus {
 /// "SIGINT", "SIGKILL", ...; "signal N" for a number without a name.
 std::string signal_name(int signo);
 
-/// Resolves `program` the way execvp would: a name with a slash is used as is, anything else
-/// is searched in `path_env` (colon-separated; empty entries mean the current directory).
-/// not_found when nothing matches; invalid_argument when the match is not executable.
-Result<std::string> find_executable(std::string_view program, std::string_view path_env);
+/// find_executable and cannot_execute live in core/executable.h (the transports' probes use
+/// them too).
+using hoop::cannot_execute;
+using hoop::find_executable;
 
 /// What to start.
 struct SpawnRequest {

@@ -20,11 +20,6 @@ std::string summarize(const Layout& layout, const std::vector<HostHardware>& har
   return summary(layout, hardware, choice, connect::pair_rule(choice));
 }
 
-bool have_ucx() {
-  const transports::TransportEntry* e = transports::find_transport("ucx");
-  return e != nullptr && e->built;
-}
-
 HostHardware host(std::string name, int cores, int pus, std::vector<PciDevice> devices = {}) {
   HostHardware hw;
   hw.hostname = std::move(name);
@@ -74,7 +69,7 @@ TEST(Summary, UcxAcrossHostsOnlyWhenEveryHostHasRdma) {
   const Layout layout = group_by_host({"a", "a", "b", "b"});
   HostHardware with = host("ib1", 2, 2), without = host("eth", 2, 2);
   with.rdma = true;
-  const std::string across = have_ucx() ? "ucx" : "tcp";
+  const std::string across = transports::transport_built("ucx") ? "ucx" : "tcp";
   EXPECT_THAT(summarize(layout, {with, with}, "auto"),
               HasSubstr("transport: shm within a host, " + across + " across hosts"));
   EXPECT_THAT(summarize(layout, {with, without}, "auto"),

@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 
+#include "core/executable.h"
 #include "transports/registry.h"
 #ifdef HOOP_HAVE_MPI
 #include "transports/mpi/mpi_transport.h"
@@ -14,9 +14,6 @@
 
 namespace hoop::mpi {
 namespace {
-
-constexpr std::string_view kNotBuilt =
-    "not compiled in: Open MPI (libopenmpi-dev) was not found at configure time";
 
 #ifdef HOOP_HAVE_MPI
 Result<std::unique_ptr<Transport>> connect_spec(const transports::ConnectSpec& s) {
@@ -29,25 +26,14 @@ Result<std::vector<std::string>> gather(const BootstrapInfo& info, const std::st
   return allgather_strings(mine, info.start_timeout);
 }
 
-bool mpirun_on_path() {
-  const char* path = std::getenv("PATH");
-  std::string_view rest = path ? path : "";
-  while (!rest.empty()) {
-    const std::size_t colon = rest.find(':');
-    const std::filesystem::path dir(std::string(rest.substr(0, colon)));
-    std::error_code ec;
-    if (!dir.empty() && std::filesystem::exists(dir / "mpirun", ec)) return true;
-    rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
-  }
-  return false;
-}
-
 // Usable when this process is an MPI rank, or mpirun is there to launch one.
 transports::Probe probe() {
   const std::string built = fmt::format("compiled in, {}", mpi_library_version());
   std::string why;
   if (mpi_usable(&why)) return {true, built};
-  if (!mpirun_on_path()) return {false, fmt::format("{}, but mpirun is not on PATH", built)};
+  const char* path = std::getenv("PATH");
+  if (!find_executable("mpirun", path ? path : "").ok())
+    return {false, fmt::format("{}, but mpirun is not on PATH", built)};
   return {true, fmt::format("{}; for jobs mpirun launches with HOOP_TRANSPORT=mpi", built)};
 }
 
@@ -69,8 +55,7 @@ const bool registered = [] {
   e.connect = &connect_spec;
   e.gather_without_store = &gather;
 #else
-  e.not_built = kNotBuilt;
-  e.probe = [] { return transports::Probe{false, std::string(kNotBuilt)}; };
+  e.not_built = "not compiled in: Open MPI (libopenmpi-dev) was not found at configure time";
 #endif
   e.needs_store = false;
   e.auto_order = 40;

@@ -13,8 +13,6 @@
 namespace hoop::ucx {
 namespace {
 
-constexpr std::string_view kNotBuilt = "not compiled in: libucx-dev was not found at configure time";
-
 #ifdef HOOP_HAVE_UCX
 Result<std::unique_ptr<Transport>> connect_spec(const transports::ConnectSpec& s) {
   HOOP_ASSIGN_OR_RETURN(UcxOptions o, ucx_options_from_env());
@@ -43,8 +41,7 @@ const bool registered = [] {
   e.auto_wants_rdma = true;
   e.connect = &connect_spec;
 #else
-  e.not_built = kNotBuilt;
-  e.probe = [] { return transports::Probe{false, std::string(kNotBuilt)}; };
+  e.not_built = "not compiled in: libucx-dev was not found at configure time";
 #endif
   e.auto_order = 20;
   transports::register_transport(e);

@@ -206,7 +206,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
   if (hierarchy) comm->set_hierarchy(std::move(*hierarchy));
   // Each host's ranks together: the ring crosses between hosts once per host, whatever order
   // the launcher numbered the ranks in (rank order itself when it did so host by host).
-  if (!std::is_sorted(ring.begin(), ring.end())) comm->set_ring_order(std::move(ring));
+  if (!std::is_sorted(ring.begin(), ring.end()))
+    HOOP_RETURN_IF_ERROR(comm->set_ring_order(std::move(ring)));
   collectives::DeviceSetup device_setup;
   device_setup.info = info;
   device_setup.store = store;

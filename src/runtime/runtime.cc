@@ -176,9 +176,7 @@ void OwnedTensor::copy_to(void* dst) const {
     if (!storage.empty()) std::memcpy(dst, storage.data(), storage.size());
     return;
   }
-  std::size_t bytes = dtype_size(dtype);
-  for (std::int64_t d : shape) bytes *= static_cast<std::size_t>(d);
-  const Status s = device::copy(dst, device_storage.get(), bytes);
+  const Status s = device::copy(dst, device_storage.get(), Tensor{nullptr, dtype, shape}.bytes());
   if (!s.ok()) throw Error(s);
 }
 

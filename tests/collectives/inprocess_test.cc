@@ -52,7 +52,9 @@ std::vector<std::string> run_cases(int ranks, std::uint64_t shuffle,
   on_threads(ranks, shuffle, [&](int r, std::unique_ptr<Transport> t) {
     collectives::CommImpl comm(std::move(t), Algorithm::kAuto, std::chrono::seconds(60),
                                collectives::CostParams{});
-    if (!ring_order.empty()) comm.set_ring_order(ring_order);
+    if (!ring_order.empty()) {
+      ASSERT_TRUE(comm.set_ring_order(ring_order).ok());
+    }
     fuzz::CaseRunner runner(comm);
     auto& mine = problems[static_cast<std::size_t>(r)];
     for (const fuzz::Case& c : cases) {

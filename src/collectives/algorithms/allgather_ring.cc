@@ -7,7 +7,7 @@ namespace hoop::collectives {
 
 Status ring_allgatherv(Context& ctx, std::byte* out, std::span<const std::size_t> offsets,
                        std::span<const std::size_t> lengths) {
-  const patterns::Ring ring = ctx.ring();
+  const patterns::Ring& ring = ctx.ring();
   const int left = ring.left(ctx.rank);
   const int right = ring.right(ctx.rank);
   for (int step = 0; step < ring.steps(); ++step) {

@@ -59,9 +59,11 @@ class RingPipeline {
       cur_t_ = t;
       cur_done_ = 0;
       HOOP_RETURN_IF_ERROR(post_receives());
-      for (std::size_t j = 0; j < slices_of(t); ++j) {
+      const patterns::Range chunk = part_.chunk(step_at(t).recv_chunk);
+      const std::size_t slices = patterns::slice_count(chunk, max_slice_);
+      for (std::size_t j = 0; j < slices; ++j) {
         HOOP_RETURN_IF_ERROR(wait_one(ctx_.transport, recvs_[t % 2][j], ctx_.deadline));
-        if (t < rs_steps_) HOOP_RETURN_IF_ERROR(reduce_slice(t, j));
+        if (t < rs_steps_) HOOP_RETURN_IF_ERROR(reduce_slice(t, chunk, j));
         cur_done_ = j + 1;
         if (t + 1 < total_) HOOP_RETURN_IF_ERROR(send_slice(t + 1, j));
         HOOP_RETURN_IF_ERROR(post_receives());
@@ -147,9 +149,9 @@ class RingPipeline {
     return Status::success();
   }
 
-  /// Reduces received slice j of reduce-scatter step t into the work buffer.
-  Status reduce_slice(int t, std::size_t j) {
-    const patterns::Range s = patterns::slice(part_.chunk(step_at(t).recv_chunk), max_slice_, j);
+  /// Reduces received slice j of reduce-scatter step t (of `chunk`) into the work buffer.
+  Status reduce_slice(int t, const patterns::Range& chunk, std::size_t j) {
+    const patterns::Range s = patterns::slice(chunk, max_slice_, j);
     std::byte* dst = work_ + s.offset * es_;
     const std::byte* got = stage_slot(t, j);
     // Every chunk is reduced once per rank in the reduce-scatter, so an out-of-place input is
@@ -178,7 +180,7 @@ class RingPipeline {
   ReduceOp op_;
   std::size_t es_;
   int me_;
-  patterns::Ring ring_;
+  const patterns::Ring& ring_;
   patterns::Partition part_;
   int rs_steps_;
   int total_;

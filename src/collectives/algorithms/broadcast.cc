@@ -31,7 +31,7 @@ Status broadcast_binomial(Context& ctx, std::byte* buffer, std::size_t bytes, in
 }
 
 Status broadcast_chain(Context& ctx, std::byte* buffer, std::size_t bytes, int root) {
-  const patterns::Ring ring = ctx.ring();
+  const patterns::Ring& ring = ctx.ring();
   const int prev = ring.chain_prev(ctx.rank, root);
   const int next = ring.chain_next(ctx.rank, root);
   const patterns::Range whole{0, bytes};

@@ -40,7 +40,7 @@ Status run(Communicator& comm, const CallFingerprint& fp, const std::function<st
     ctx.device = part->device;
     ctx.stream = part->stream.handle();
   }
-  if (impl != nullptr) ctx.ring_order = impl->ring_order();
+  if (impl != nullptr) ctx.laid_out_ring = impl->ring();
   const std::uint64_t call = impl != nullptr ? impl->next_call() : 0;
   Status status = body(ctx);
   if (status.ok()) return status;

@@ -40,11 +40,15 @@ class CommImpl final : public Communicator {
   const Hierarchy* hierarchy() const { return hierarchy_ ? &*hierarchy_ : nullptr; }
   /// The scratch buffers reused across collectives.
   Scratch& scratch() { return scratch_; }
-  /// The ring's order over the job's hosts (empty: rank order), for every ring collective.
-  void set_ring_order(std::vector<int> order) { ring_order_ = std::move(order); }
-  const std::vector<int>* ring_order() const {
-    return ring_order_.empty() ? nullptr : &ring_order_;
+  /// Lays every ring collective's ring out in `order` (a permutation of the ranks; topology's
+  /// ring order); invalid_argument otherwise.
+  Status set_ring_order(std::vector<int> order) {
+    HOOP_ASSIGN_OR_RETURN(patterns::Ring ring, patterns::Ring::from_order(std::move(order)));
+    ring_.emplace(std::move(ring));
+    return Status::success();
   }
+  /// That ring, or null for rank order.
+  const patterns::Ring* ring() const { return ring_ ? &*ring_ : nullptr; }
   /// The call fingerprints' state (call_check.h), or null when HOOP_CALL_CHECK turned them off.
   CallCheck* call_check() { return check_calls_ ? &call_check_ : nullptr; }
   void set_call_check(bool on) { check_calls_ = on; }
@@ -74,7 +78,7 @@ class CommImpl final : public Communicator {
   std::uint64_t calls_ = 0;
   Scratch cross_scratch_;  // the hierarchical allreduce's cross-host thread
   std::optional<Hierarchy> hierarchy_;
-  std::vector<int> ring_order_;
+  std::optional<patterns::Ring> ring_;
   DeviceSetup device_setup_;
   std::unique_ptr<DevicePart> device_part_;
 };

@@ -40,12 +40,10 @@ Status Context::reduce(void* dst, const void* a, const void* b, std::size_t coun
   return device::synchronize(stream, deadline);
 }
 
-patterns::Ring Context::ring() const {
-  if (ring_order != nullptr && static_cast<int>(ring_order->size()) == size) {
-    Result<patterns::Ring> r = patterns::Ring::from_order(*ring_order);
-    if (r.ok()) return *std::move(r);
-  }
-  return patterns::Ring(size);
+const patterns::Ring& Context::ring() {
+  if (laid_out_ring != nullptr && laid_out_ring->size() == size) return *laid_out_ring;
+  if (!rank_order_ring) rank_order_ring.emplace(size);
+  return *rank_order_ring;
 }
 
 Status Context::divide(void* buf, std::size_t count, DataType dtype, std::int64_t divisor) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -43,12 +44,14 @@ struct Context {
   int device = kCpuDevice;
   /// The device's work queue for reductions and copies (a cudaStream_t).
   void* stream = nullptr;
-  /// The order the ring visits the ranks in (topology's ring_order: each host's ranks
-  /// together); null or of another size: rank order.
-  const std::vector<int>* ring_order = nullptr;
+  /// The communicator's ring in topology's order (each host's ranks together), built once per
+  /// communicator; null or of another size (a sub-group's context): rank order.
+  const patterns::Ring* laid_out_ring = nullptr;
 
-  /// The ring of this collective's ranks, in ring_order.
-  patterns::Ring ring() const;
+  /// The ring of this collective's ranks: laid_out_ring, else rank order (built on first use).
+  const patterns::Ring& ring();
+  /// ring()'s rank-order ring, once built.
+  std::optional<patterns::Ring> rank_order_ring = std::nullopt;
 
   /// At least `bytes` bytes of scratch slot `slot` where the buffers live.
   Result<std::byte*> scratch_buffer(int slot, std::size_t bytes) {

@@ -31,8 +31,7 @@ DeviceBackendFactory find_backend(std::string_view name) {
 
 /// The registry's CUDA IPC transport, where this build has it.
 const transports::TransportEntry* cuda_ipc() {
-  const transports::TransportEntry* e = transports::find_transport("cuda");
-  return e != nullptr && e->built && e->connect != nullptr ? e : nullptr;
+  return transports::transport_built("cuda") ? transports::find_transport("cuda") : nullptr;
 }
 
 std::string where(int device) {

@@ -442,16 +442,31 @@ int scenario(const std::string& name, const std::vector<std::string>& args) {
   if (name == "collectives") return collectives_scenario();
   if (name == "mismatch") return mismatch_scenario(args.at(0));
   if (name == "duplicate") {
+    // Each rank in turn submits a name no other rank has submitted yet, so it is still
+    // pending when the same rank submits it again; the others wait on a gate meanwhile.
     hoop::init();
-    Buf a(DataType::kF32, {4});
-    hoop::Handle h = hoop::allreduce_async("twice", a.tensor(), a.tensor());
-    try {
-      hoop::allreduce_async("twice", a.tensor(), a.tensor());
-      expect(false, "a second submission of a pending name must throw");
-    } catch (const hoop::Error& e) {
-      fmt::print("rank {}: duplicate: {}\n", hoop::rank(), e.status().to_string());
+    std::vector<Buf> bufs;
+    std::vector<hoop::Handle> handles;
+    for (int r = 0; r < hoop::size(); ++r) bufs.emplace_back(DataType::kF32, std::vector<int64_t>{4});
+    const auto name_of = [](int r) { return fmt::format("twice{}", r); };
+    for (int r = 0; r < hoop::size(); ++r) {
+      if (r == hoop::rank()) {
+        handles.push_back(hoop::allreduce_async(name_of(r), bufs[r].tensor(), bufs[r].tensor()));
+        try {
+          hoop::allreduce_async(name_of(r), bufs[r].tensor(), bufs[r].tensor());
+          expect(false, "a second submission of a pending name must throw");
+        } catch (const hoop::Error& e) {
+          fmt::print("rank {}: duplicate: {}\n", hoop::rank(), e.status().to_string());
+        }
+      }
+      Buf gate(DataType::kF32, {1});
+      hoop::allreduce(fmt::format("gate{}", r), gate.tensor(), gate.tensor());
     }
-    h.wait();
+    for (int r = 0; r < hoop::size(); ++r) {
+      if (r != hoop::rank())
+        handles.push_back(hoop::allreduce_async(name_of(r), bufs[r].tensor(), bufs[r].tensor()));
+    }
+    for (hoop::Handle& h : handles) h.wait();
     hoop::shutdown();
     return 0;
   }

@@ -199,6 +199,55 @@ TEST_P(CollectivesInProcess, RandomCasesOfEveryCollectiveAreExact) {
 INSTANTIATE_TEST_SUITE_P(Jobs, CollectivesInProcess, ::testing::ValuesIn(every_job()),
                          [](const auto& p) { return job_name(p.param); });
 
+// Buffers of a million elements and more, past every pipeline's slice and staging window:
+// each allreduce algorithm and every other collective at a few rank counts (the process tests
+// keep one such job per transport). The sanitizer build runs the 3-rank job.
+class LargeBuffersInProcess : public ::testing::TestWithParam<Job> {};
+
+TEST_P(LargeBuffersInProcess, EveryAlgorithmAndCollectiveIsExact) {
+  const Job job = GetParam();
+  constexpr std::size_t kBig = (std::size_t{1} << 20) + 3;
+  constexpr std::size_t kPerRank = (std::size_t{1} << 17) + 3;
+  std::vector<fuzz::Case> cases;
+  const auto add = [&](Collective k, DataType dt, std::size_t count, ReduceOp op,
+                       fuzz::Placement p) {
+    fuzz::Case c = make(cases.size(), k, dt, count);
+    c.op = op;
+    c.placement = p;
+    cases.push_back(c);
+    return &cases.back();
+  };
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kTree,
+                      Algorithm::kRabenseifner}) {
+    add(Collective::kAllreduce, DataType::kF32, kBig, ReduceOp::kSum, fuzz::Placement::kSeparate)
+        ->algorithm = a;
+    add(Collective::kAllreduce, DataType::kF32, kBig, ReduceOp::kSum, fuzz::Placement::kAliased)
+        ->algorithm = a;
+    add(Collective::kAllreduce, DataType::kBF16, kBig, ReduceOp::kAvg, fuzz::Placement::kSeparate)
+        ->algorithm = a;
+    add(Collective::kAllreduce, DataType::kI32, kBig, ReduceOp::kProd, fuzz::Placement::kNullInput)
+        ->algorithm = a;
+  }
+  add(Collective::kReduceScatter, DataType::kF32, kPerRank, ReduceOp::kSum,
+      fuzz::Placement::kSeparate);
+  add(Collective::kReduceScatter, DataType::kF64, kPerRank, ReduceOp::kMax,
+      fuzz::Placement::kAliased);
+  add(Collective::kAllgather, DataType::kF32, kPerRank, ReduceOp::kSum,
+      fuzz::Placement::kSeparate);
+  add(Collective::kAlltoall, DataType::kF32, kPerRank / 4, ReduceOp::kSum,
+      fuzz::Placement::kAliased);
+  for (int root : {0, job.ranks - 1}) {
+    add(Collective::kBroadcast, DataType::kF32, kBig, ReduceOp::kSum, fuzz::Placement::kSeparate)
+        ->root = root;
+  }
+  const auto problems = run_cases(job.ranks, shuffle_seed(job), cases);
+  EXPECT_TRUE(problems.empty()) << report(problems);
+}
+
+INSTANTIATE_TEST_SUITE_P(Jobs, LargeBuffersInProcess,
+                         ::testing::Values(Job{3, true}, Job{5, true}, Job{8, false}),
+                         [](const auto& p) { return job_name(p.param); });
+
 // A ring that visits the ranks out of rank order (as topology lays it over interleaved hosts:
 // here the even ranks, then the odd): the ring allreduce, reduce-scatter (chunk r still ends on
 // rank r), allgather and the ring broadcast chain stay exact.

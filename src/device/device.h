@@ -1,6 +1,6 @@
 // hoop::device: CUDA device memory, streams, events and the reduction kernels, for the parts of
 // hoop that take GPU buffers (the Communicator's device path, the runtime's device fusion
-// buffer, transports/cuda, adapters/nccl).
+// buffer, transports/cuda, collectives/nccl).
 //
 // The header compiles without CUDA: streams and events are opaque handles (cudaStream_t and
 // cudaEvent_t cast to void*). A build without CUDA links device_none.cc, where cuda_built() is

@@ -16,7 +16,7 @@
 #include "device/device.h"
 #include "launch/process.h"
 #if HOOP_BUILT_NCCL
-#include "adapters/nccl/nccl_backend.h"
+#include "collectives/nccl/nccl_backend.h"
 #endif
 #include "transports/registry.h"
 

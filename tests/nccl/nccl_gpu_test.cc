@@ -1,4 +1,4 @@
-// adapters/nccl on a GPU: a 1-rank NCCL communicator runs every collective in each of its forms
+// collectives/nccl on a GPU: a 1-rank NCCL communicator runs every collective in each of its forms
 // (out of place, input null, input equal to the output) and must leave exactly what hoop's host
 // collectives leave. Skips, naming the reason, where no CUDA device is usable.
 #include <fmt/format.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "adapters/nccl/nccl_backend.h"
+#include "collectives/nccl/nccl_backend.h"
 #include "device/device.h"
 #include "hoop/communicator.h"
 #include "tests/comm/comm_reference.h"

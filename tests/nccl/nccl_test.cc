@@ -1,4 +1,4 @@
-// adapters/nccl without a GPU: hoop's dtypes, ops and errors in NCCL's terms, the backend's
+// collectives/nccl without a GPU: hoop's dtypes, ops and errors in NCCL's terms, the backend's
 // registration when libhoop loads, and the set-up errors that come before any device is touched.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "adapters/nccl/nccl_backend.h"
-#include "adapters/nccl/nccl_types.h"
+#include "collectives/nccl/nccl_backend.h"
+#include "collectives/nccl/nccl_types.h"
 #include "collectives/algorithms/device_path.h"
 #include "device/device.h"
 #include "hoop/rendezvous.h"
@@ -79,7 +79,7 @@ TEST(NcclTypes, ErrorsNameTheCallAndTheRankWithACodeForTheCause) {
 }
 
 // HOOP_GPU_BACKEND=nccl finds the backend in a build with CUDA and NCCL (this test exists only
-// there), without any call into adapters/nccl first: loading libhoop registered it.
+// there), without any call into collectives/nccl first: loading libhoop registered it.
 TEST(NcclBackend, IsRegisteredWhenLibhoopLoads) {
   EXPECT_TRUE(collectives::device_backend_registered("nccl"));
   EXPECT_FALSE(library_version().empty());

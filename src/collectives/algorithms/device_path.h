@@ -1,7 +1,7 @@
 // Collectives on CUDA device buffers. Every public collective accepts device pointers (all of
 // one call's buffers on one device); how the call then runs is decided once per communicator,
 // at its first device collective, by HOOP_GPU_BACKEND:
-//   - nccl: a registered device backend (adapters/nccl) runs every collective it has on the
+//   - nccl: a registered device backend (collectives/nccl) runs every collective it has on the
 //     device; auto picks it when it is built and no two ranks of the job share a device (NCCL
 //     refuses a communicator with one GPU twice);
 //   - hoop: in a one-host job of a build with CUDA, hoop's own algorithms run on the device
@@ -60,7 +60,7 @@ struct DeviceBackendSetup {
 /// Builds a backend; called collectively by every rank.
 using DeviceBackendFactory = Result<std::unique_ptr<DeviceBackend>> (*)(const DeviceBackendSetup&);
 
-/// Makes `factory` the backend named `name` for HOOP_GPU_BACKEND; adapters/nccl registers
+/// Makes `factory` the backend named `name` for HOOP_GPU_BACKEND; collectives/nccl registers
 /// "nccl" when libhoop is loaded. A second registration of a name replaces the first.
 void register_device_backend(std::string_view name, DeviceBackendFactory factory);
 /// Whether a backend named `name` is registered.

@@ -1,4 +1,4 @@
-// The pure part of adapters/nccl: hoop's dtypes, ops and errors in NCCL's terms. Kept apart from
+// The pure part of collectives/nccl: hoop's dtypes, ops and errors in NCCL's terms. Kept apart from
 // the communicator so that it is tested without a GPU.
 #pragma once
 

@@ -1,4 +1,4 @@
-// adapters/nccl: hoop's device backend "nccl" (see collectives/algorithms/device_path.h). Linked
+// collectives/nccl: hoop's device backend "nccl" (see collectives/algorithms/device_path.h). Linked
 // into libhoop in a build with CUDA and NCCL, where loading libhoop registers it, so that
 // HOOP_GPU_BACKEND=nccl (or auto) runs the device collectives through NCCL.
 //

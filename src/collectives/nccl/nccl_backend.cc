@@ -1,4 +1,4 @@
-#include "adapters/nccl/nccl_backend.h"
+#include "collectives/nccl/nccl_backend.h"
 
 #include <fmt/format.h>
 #include <nccl.h>
@@ -8,8 +8,8 @@
 #include <string_view>
 #include <utility>
 
-#include "adapters/nccl/nccl_comm.h"
-#include "adapters/nccl/nccl_types.h"
+#include "collectives/nccl/nccl_comm.h"
+#include "collectives/nccl/nccl_types.h"
 #include "device/device.h"
 
 namespace hoop::nccl {

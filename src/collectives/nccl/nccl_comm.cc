@@ -1,4 +1,4 @@
-#include "adapters/nccl/nccl_comm.h"
+#include "collectives/nccl/nccl_comm.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "adapters/nccl/nccl_types.h"
+#include "collectives/nccl/nccl_types.h"
 #include "core/log.h"
 
 namespace hoop::nccl {

@@ -1,4 +1,4 @@
-#include "adapters/nccl/nccl_types.h"
+#include "collectives/nccl/nccl_types.h"
 
 #include <fmt/format.h>
 

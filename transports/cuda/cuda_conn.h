@@ -22,26 +22,18 @@
 #include "transports/cuda/cuda_framing.h"
 #include "transports/cuda/cuda_transport.h"
 #include "transports/shm/shm_segment.h"
+#include "transports/skeleton.h"
 
 namespace hoop::cuda {
 
-/// How often a rank that waits looks for peers that exited or said goodbye; sleeps on the
-/// doorbell last no longer than this either.
-inline constexpr std::chrono::milliseconds kPeerCheckInterval{10};
+using transports::kPeerCheckInterval;
 
 /// invalid_argument naming `operand` ("send buffer", "receive buffer") unless `data` is memory
 /// a CUDA copy reaches as device memory; a zero-byte buffer may be anything, null included.
 Status check_device_buffer(const void* data, std::size_t bytes, std::string_view operand);
 
 /// One posted send or receive.
-struct Request {
-  int peer = -1;
-  bool is_send = false;
-  bool done = false;
-  char* data = nullptr;
-  std::size_t bytes = 0;
-  Status status;
-};
+struct Request : transports::RequestBase {};
 
 /// A peer's device allocation opened through cudaIpcOpenMemHandle, closed on destruction.
 class IpcMapping {
@@ -109,7 +101,7 @@ struct Peer {
 };
 
 /// The Transport over the rings of a finished set-up.
-class CudaTransport final : public Transport {
+class CudaTransport final : public transports::Skeleton<Request> {
  public:
   CudaTransport(int rank, int size, int device, const CudaOptions& options, shm::Segment own,
                 device::Buffer rings, std::vector<std::unique_ptr<Peer>> peers);
@@ -121,9 +113,6 @@ class CudaTransport final : public Transport {
   bool accepts_device_memory() const override { return true; }
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
-  Status wait(std::span<const RequestId> ids, Deadline deadline) override;
-  Result<bool> test(RequestId id) override;
-  void poll(std::chrono::microseconds timeout) override;
   void wake() override;
   void abort(const Status& cause) override;
 
@@ -132,24 +121,24 @@ class CudaTransport final : public Transport {
   Result<Peer*> check_peer(int peer, const void* data, std::size_t bytes, bool is_send);
   RequestId add_request(int peer, bool is_send, const void* data, std::size_t bytes);
   void complete(Request& req, const Status& why = Status::success());
-  Status timed_out(std::span<const RequestId> ids);
-  /// Whether a copy of this rank is queued on the device and not yet seen complete.
-  bool copies_in_flight() const;
+  /// Whether a copy of this rank is queued on the device and not yet seen complete: nobody
+  /// rings the doorbell when one completes, so a wait polls its event meanwhile.
+  bool must_poll() const override;
   /// Waits for every copy this rank queued, so none writes a caller's buffer once its request
   /// has failed; bounded, since a failing peer must not hang this rank.
   void settle_copies();
 
   // cuda_io.cc
   /// Moves what every lane allows now; true when a slice moved or a request completed.
-  bool progress();
+  bool progress() override;
   bool publish_out(Peer& p);
   bool issue_out(Peer& p);
   bool release_in(Peer& p);
   bool issue_in(Peer& p);
   /// Sleeps on the own doorbell up to `timeout_us` unless progress() moves something first.
-  bool sleep(std::int64_t timeout_us, bool stop_on_wake);
+  bool sleep(Clock::duration max, bool stop_on_wake) override;
   void check_remote_abort();
-  void check_peers();
+  void check_peers() override;
   /// Delivers what `p` left in its ring, then fails what can no longer complete on it.
   void close_peer(Peer& p, const Status& why);
   /// Copies out what `p` has published for the posted receives and waits for those copies.
@@ -158,17 +147,13 @@ class CudaTransport final : public Transport {
   int rank_;
   int size_;
   int device_;
-  std::chrono::microseconds spin_;
   shm::Segment own_;
   shm::SegmentHeader* own_header_;
   device::Buffer rings_;  // this rank's device rings, one per sender; outlives the peers
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<Peer*> by_rank_;  // size_ entries, null for ranks not in `peers`
-  std::unordered_map<RequestId, Request> requests_;
   RequestId next_id_ = 1;
   Status aborted_;
-  std::atomic<bool> wake_pending_{false};
-  Clock::time_point next_peer_check_{};
 };
 
 }  // namespace hoop::cuda

@@ -171,7 +171,8 @@ bool CudaTransport::issue_in(Peer& p) {
   return moved;
 }
 
-bool CudaTransport::sleep(std::int64_t timeout_us, bool stop_on_wake) {
+bool CudaTransport::sleep(Clock::duration max, bool stop_on_wake) {
+  const auto timeout_us = std::chrono::ceil<std::chrono::microseconds>(max).count();
   return shm::doze(*own_header_, timeout_us, [&] {
     return progress() || (stop_on_wake && wake_pending_.load(std::memory_order_relaxed));
   });
@@ -185,7 +186,6 @@ void CudaTransport::check_remote_abort() {
 }
 
 void CudaTransport::check_peers() {
-  next_peer_check_ = Clock::now() + kPeerCheckInterval;
   check_remote_abort();
   for (auto& p : peers_) {
     if (!p->closed.ok()) continue;

@@ -1,12 +1,10 @@
 // The CUDA IPC transport's requests: argument checks, posting, wait/test/poll, abort and
 // shutdown.
 #include <fmt/format.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <utility>
 
-#include "core/requests.h"
 #include "transports/cuda/cuda_conn.h"
 
 namespace hoop::cuda {
@@ -34,13 +32,13 @@ CudaTransport::CudaTransport(int rank, int size, int device, const CudaOptions& 
     : rank_(rank),
       size_(size),
       device_(device),
-      spin_(options.spin),
       own_(std::move(own)),
       own_header_(own_.header()),
       rings_(std::move(rings)),
       peers_(std::move(peers)),
       by_rank_(static_cast<std::size_t>(size), nullptr) {
   for (auto& p : peers_) by_rank_[static_cast<std::size_t>(p->rank)] = p.get();
+  spin_ = options.spin;
 }
 
 CudaTransport::~CudaTransport() {
@@ -125,25 +123,7 @@ Result<RequestId> CudaTransport::recv(int peer, void* data, std::size_t bytes) {
   return id;
 }
 
-Status CudaTransport::timed_out(std::span<const RequestId> ids) {
-  std::string outstanding;
-  std::size_t count = 0;
-  for (RequestId id : ids) {
-    const Request& r = requests_.at(id);
-    if (r.done || count++ >= 8) continue;
-    outstanding += fmt::format("{}{} {} bytes {} rank {}", outstanding.empty() ? "" : "; ",
-                               r.is_send ? "send of" : "receive of", r.bytes,
-                               r.is_send ? "to" : "from", r.peer);
-  }
-  const Status timeout = timeout_error(
-      fmt::format("cuda: rank {}: {} request(s) did not complete before the deadline: {}{}", rank_,
-                  count, outstanding, count > 8 ? "; ..." : ""));
-  abort(timeout);
-  for (RequestId id : ids) requests_.erase(id);
-  return timeout;
-}
-
-bool CudaTransport::copies_in_flight() const {
+bool CudaTransport::must_poll() const {
   for (const auto& p : peers_) {
     if (p->closed.ok() && (p->out.finished < p->out.issued || p->in.finished < p->in.issued))
       return true;
@@ -157,64 +137,6 @@ void CudaTransport::settle_copies() {
   for (auto& p : peers_) {
     (void)device::synchronize(p->out.stream.handle(), deadline);
     (void)device::synchronize(p->in.stream.handle(), deadline);
-  }
-}
-
-Status CudaTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
-  HOOP_RETURN_IF_ERROR(check_requests_known(requests_, ids, "cuda"));
-  std::size_t next = 0;  // requests before `next` are known complete
-  auto spin_until = Clock::now() + spin_;
-  while (true) {
-    while (next < ids.size() && requests_.at(ids[next]).done) ++next;
-    if (next == ids.size()) break;
-    const auto now = Clock::now();
-    if (now >= deadline) return timed_out(ids);
-    if (now >= next_peer_check_) check_peers();
-    if (progress()) {
-      spin_until = now + spin_;
-      continue;
-    }
-    // Nobody rings the doorbell when a copy of this rank's own completes: while one is queued,
-    // poll its event (yielding the core to a rank that shares it).
-    if (now < spin_until || copies_in_flight()) {
-      ::sched_yield();
-      continue;
-    }
-    const auto slice = std::min<Clock::duration>(deadline - now, kPeerCheckInterval);
-    if (sleep(std::chrono::ceil<std::chrono::microseconds>(slice).count(), false)) {
-      spin_until = Clock::now() + spin_;
-    }
-  }
-  return consume_requests(requests_, ids);
-}
-
-Result<bool> CudaTransport::test(RequestId id) {
-  return test_request(
-      requests_, id, "cuda", [](const Request& r) { return r.done; },
-      [&] {
-        progress();
-        if (Clock::now() >= next_peer_check_) check_peers();
-      });
-}
-
-void CudaTransport::poll(std::chrono::microseconds timeout) {
-  const Deadline deadline = Clock::now() + timeout;
-  if (progress() || wake_pending_.exchange(false)) return;
-  while (true) {
-    const auto now = Clock::now();
-    if (now >= next_peer_check_) check_peers();
-    if (now >= deadline) return;
-    if (copies_in_flight()) {
-      ::sched_yield();
-      if (progress() || wake_pending_.exchange(false)) return;
-      continue;
-    }
-    const auto slice = std::min<Clock::duration>(deadline - now, kPeerCheckInterval);
-    const bool rang = sleep(std::chrono::ceil<std::chrono::microseconds>(slice).count(), true);
-    if (rang || wake_pending_.exchange(false)) {
-      progress();
-      return;
-    }
   }
 }
 

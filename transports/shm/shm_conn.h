@@ -16,23 +16,15 @@
 #include "core/fd.h"
 #include "hoop/transport.h"
 #include "transports/shm/shm_segment.h"
+#include "transports/skeleton.h"
 #include "transports/shm/shm_transport.h"
 
 namespace hoop::shm {
 
-/// How often a rank that waits looks for peers that exited or said goodbye; sleeps on the
-/// doorbell last no longer than this either.
-inline constexpr std::chrono::milliseconds kPeerCheckInterval{10};
+using transports::kPeerCheckInterval;
 
 /// One posted send or receive.
-struct Request {
-  int peer = -1;
-  bool is_send = false;
-  bool done = false;
-  char* data = nullptr;
-  std::size_t bytes = 0;
-  Status status;
-};
+struct Request : transports::RequestBase {};
 
 /// This rank's end of the ring it writes in a peer's segment.
 struct OutRing {
@@ -73,7 +65,7 @@ struct Peer {
 };
 
 /// The Transport over the mapped segments of a finished set-up.
-class ShmTransport final : public Transport {
+class ShmTransport final : public transports::Skeleton<Request> {
  public:
   ShmTransport(int rank, int size, const ShmOptions& options, Segment own,
                std::vector<std::unique_ptr<Peer>> peers);
@@ -85,9 +77,6 @@ class ShmTransport final : public Transport {
   bool accepts_device_memory() const override { return false; }
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
-  Status wait(std::span<const RequestId> ids, Deadline deadline) override;
-  Result<bool> test(RequestId id) override;
-  void poll(std::chrono::microseconds timeout) override;
   void wake() override;
   void abort(const Status& cause) override;
 
@@ -96,37 +85,31 @@ class ShmTransport final : public Transport {
   Result<Peer*> check_peer(int peer, const void* data, std::size_t bytes);
   RequestId add_request(int peer, bool is_send, const void* data, std::size_t bytes);
   void complete(Request& req, const Status& why = Status::success());
-  std::string describe(const Request& req) const;
-  Status timed_out(std::span<const RequestId> ids);
 
   // shm_io.cc
   /// Moves what every ring allows now; true when bytes moved or a request completed.
-  bool progress();
+  bool progress() override;
   bool pump_out(Peer& p);
   bool pump_in(Peer& p);
   /// Sleeps on the own doorbell up to `timeout_us`, unless progress() moves something after
   /// the sleeping flag is raised (then returns true at once).
-  bool sleep(std::int64_t timeout_us, bool stop_on_wake);
+  bool sleep(Clock::duration max, bool stop_on_wake) override;
   /// Adopts an abort cause a peer wrote into the own header.
   void check_remote_abort();
   /// Looks for peers that said goodbye or whose process exited.
-  void check_peers();
+  void check_peers() override;
   /// Fails what can no longer complete on `p`: all of it after a crash, or what its rings do
   /// not hold after a goodbye.
   void close_peer(Peer& p, const Status& why);
 
   int rank_;
   int size_;
-  std::chrono::microseconds spin_;
   Segment own_;
   SegmentHeader* own_header_;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<Peer*> by_rank_;  // size_ entries, null for ranks not in `peers`
-  std::unordered_map<RequestId, Request> requests_;
   RequestId next_id_ = 1;
   Status aborted_;
-  std::atomic<bool> wake_pending_{false};
-  Clock::time_point next_peer_check_{};
 };
 
 }  // namespace hoop::shm

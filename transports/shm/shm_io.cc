@@ -168,7 +168,8 @@ bool ShmTransport::pump_in(Peer& p) {
   return moved;
 }
 
-bool ShmTransport::sleep(std::int64_t timeout_us, bool stop_on_wake) {
+bool ShmTransport::sleep(Clock::duration max, bool stop_on_wake) {
+  const auto timeout_us = std::chrono::ceil<std::chrono::microseconds>(max).count();
   return doze(*own_header_, timeout_us, [&] {
     return progress() || (stop_on_wake && wake_pending_.load(std::memory_order_relaxed));
   });
@@ -183,7 +184,6 @@ void ShmTransport::check_remote_abort() {
 }
 
 void ShmTransport::check_peers() {
-  next_peer_check_ = Clock::now() + kPeerCheckInterval;
   // A peer that aborts and then exits posted its cause first: that cause, not its exit, is
   // what this rank reports.
   check_remote_abort();

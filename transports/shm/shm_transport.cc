@@ -1,11 +1,9 @@
 // The shared-memory transport's requests: posting, wait/test/poll, abort and shutdown.
 #include <fmt/format.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <utility>
 
-#include "core/requests.h"
 #include "transports/shm/shm_conn.h"
 
 namespace hoop::shm {
@@ -14,12 +12,12 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segmen
                            std::vector<std::unique_ptr<Peer>> peers)
     : rank_(rank),
       size_(size),
-      spin_(options.spin),
       own_(std::move(own)),
       own_header_(own_.header()),
       peers_(std::move(peers)),
       by_rank_(static_cast<std::size_t>(size), nullptr) {
   for (auto& p : peers_) by_rank_[static_cast<std::size_t>(p->rank)] = p.get();
+  spin_ = options.spin;
 }
 
 ShmTransport::~ShmTransport() {
@@ -98,85 +96,6 @@ Result<RequestId> ShmTransport::recv(int peer, void* data, std::size_t bytes) {
   p->in.recvs.push_back(&req);
   if (p->in.recvs.size() == 1 && !p->in.in_message) pump_in(*p);
   return id;
-}
-
-std::string ShmTransport::describe(const Request& req) const {
-  return fmt::format("{} {} bytes {} rank {}", req.is_send ? "send of" : "receive of", req.bytes,
-                     req.is_send ? "to" : "from", req.peer);
-}
-
-Status ShmTransport::timed_out(std::span<const RequestId> ids) {
-  std::string outstanding;
-  std::size_t count = 0;
-  for (RequestId id : ids) {
-    const Request& r = requests_.at(id);
-    if (r.done) continue;
-    if (count++ < 8) outstanding += (outstanding.empty() ? "" : "; ") + describe(r);
-  }
-  const Status timeout = timeout_error(
-      fmt::format("shm: rank {}: {} request(s) did not complete before the deadline: {}{}", rank_,
-                  count, outstanding, count > 8 ? "; ..." : ""));
-  abort(timeout);
-  for (RequestId id : ids) requests_.erase(id);
-  return timeout;
-}
-
-Status ShmTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
-  HOOP_RETURN_IF_ERROR(check_requests_known(requests_, ids, "shm"));
-  std::size_t next = 0;  // requests before `next` are known complete
-  // Polling goes on while bytes keep moving and for spin_ after they stop: a futex sleep costs
-  // a scheduler wake-up, which is longer than most transfers between ranks of one host.
-  auto spin_until = Clock::now() + spin_;
-  while (true) {
-    while (next < ids.size() && requests_.at(ids[next]).done) ++next;
-    if (next == ids.size()) break;
-    const auto now = Clock::now();
-    if (now >= deadline) return timed_out(ids);
-    // Also while bytes move: other peers' traffic must not hide one that died.
-    if (now >= next_peer_check_) check_peers();
-    if (progress()) {
-      spin_until = now + spin_;
-      continue;
-    }
-    if (now < spin_until) {
-      // Yielding hands the core to a rank that shares it (more ranks than cores), which is
-      // usually the one this rank waits for; alone on a core it returns at once.
-      ::sched_yield();
-      continue;
-    }
-    const auto slice = std::min<Clock::duration>(deadline - now, kPeerCheckInterval);
-    if (sleep(std::chrono::ceil<std::chrono::microseconds>(slice).count(), false)) {
-      spin_until = Clock::now() + spin_;
-    }
-  }
-  return consume_requests(requests_, ids);
-}
-
-Result<bool> ShmTransport::test(RequestId id) {
-  return test_request(
-      requests_, id, "shm", [](const Request& r) { return r.done; },
-      [&] {
-        progress();
-        if (Clock::now() >= next_peer_check_) check_peers();
-      });
-}
-
-void ShmTransport::poll(std::chrono::microseconds timeout) {
-  const Deadline deadline = Clock::now() + timeout;
-  bool woken = wake_pending_.exchange(false);
-  if (progress() || woken) return;
-  while (true) {
-    const auto now = Clock::now();
-    if (now >= next_peer_check_) check_peers();
-    if (now >= deadline) return;
-    const auto slice = std::min<Clock::duration>(deadline - now, kPeerCheckInterval);
-    const bool rang = sleep(std::chrono::ceil<std::chrono::microseconds>(slice).count(), true);
-    woken = wake_pending_.exchange(false);
-    if (rang || woken) {
-      progress();
-      return;
-    }
-  }
 }
 
 void ShmTransport::wake() {

@@ -14,6 +14,7 @@
 
 #include "core/fd.h"
 #include "hoop/transport.h"
+#include "transports/skeleton.h"
 #include "transports/tcp/tcp_mesh.h"
 #include "transports/tcp/tcp_transport.h"
 #include "transports/tcp/tcp_wire.h"
@@ -21,13 +22,8 @@
 namespace hoop::tcp {
 
 /// One posted send or receive; complete once no socket holds a piece of it.
-struct Request {
-  int peer = -1;
-  bool is_send = false;
-  char* data = nullptr;
-  std::size_t bytes = 0;
-  int parts_left = 0;
-  Status status;  // the first failure of any part
+struct Request : transports::RequestBase {
+  int parts_left = 0;  // a request spans sockets: it is done when this reaches 0
 };
 
 /// One socket's part of a message to send, or an owned control frame (req == nullptr).
@@ -91,7 +87,7 @@ struct Conn {
 };
 
 /// The Transport over the sockets of a finished mesh.
-class TcpTransport final : public Transport {
+class TcpTransport final : public transports::Skeleton<Request> {
  public:
   /// Takes over the mesh's sockets; fails when the epoll set cannot be made.
   static Result<std::unique_ptr<Transport>> create(std::vector<PeerSocket> sockets,
@@ -104,9 +100,6 @@ class TcpTransport final : public Transport {
   bool accepts_device_memory() const override { return false; }
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
-  Status wait(std::span<const RequestId> ids, Deadline deadline) override;
-  Result<bool> test(RequestId id) override;
-  void poll(std::chrono::microseconds timeout) override;
   void wake() override;
   void abort(const Status& cause) override;
 
@@ -118,8 +111,14 @@ class TcpTransport final : public Transport {
   RequestId add_request(int peer, bool is_send, const void* data, std::size_t bytes);
   void fail_part(Request& req, const Status& why);
   void post_recv_piece(Conn& c, RecvPiece piece);
-  std::string describe(const Request& req) const;
-  std::string peer_name(int peer) const;
+  /// "rank P (host:port)".
+  std::string peer_name(int peer) const override;
+  bool finished(const Request& r) const override { return r.parts_left == 0; }
+  void begin_wait(std::span<const RequestId> ids) override { sole_ = sole_conn(ids); }
+  bool spin_once() override { return sole_ != nullptr ? poll_conn(*sole_) : progress(0); }
+  /// epoll_wait moves the bytes itself: a sleep ends once a socket (or wake()) is ready.
+  bool sleep(Clock::duration max, bool stop_on_wake) override;
+  Clock::duration sleep_slice() const override { return std::chrono::seconds(1); }
 
   /// The one socket that every unfinished request of `ids` uses, when no other socket has
   /// bytes to send: polling it directly saves the epoll_wait per message. Else null.
@@ -131,6 +130,7 @@ class TcpTransport final : public Transport {
   /// Waits up to `timeout_ms` for socket events and moves bytes for every ready socket;
   /// true when some socket was ready.
   bool progress(int timeout_ms);
+  bool progress() override { return progress(0); }
   /// Writes as much of `c`'s queue as the socket takes now.
   Status flush_conn(Conn& c);
   /// Reads everything `c`'s socket holds now, delivering frames.
@@ -157,7 +157,7 @@ class TcpTransport final : public Transport {
   int size_;
   int sockets_per_peer_;
   std::size_t unexpected_cap_;
-  std::chrono::microseconds spin_{0};
+  Conn* sole_ = nullptr;  // the wait in progress: sole_conn() of its requests
   std::vector<std::string> spare_;  // empty buffers with capacity, for unexpected frames
   std::size_t spare_bytes_ = 0;
   std::uint64_t io_calls_ = 0;  // sendmsg and readv calls that moved bytes
@@ -165,7 +165,6 @@ class TcpTransport final : public Transport {
   Fd wake_;                                   // an eventfd in the epoll set: wake() ends a poll()
   std::vector<std::unique_ptr<Conn>> conns_;  // peer-major: conns_[slot_[peer] * k + index]
   std::vector<int> slot_;                     // peer -> its connections' slot, -1: none
-  std::unordered_map<RequestId, Request> requests_;
   RequestId next_id_ = 1;
   Status aborted_;
 };

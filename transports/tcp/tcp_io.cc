@@ -46,10 +46,10 @@ bool TcpTransport::progress(int timeout_ms) {
   return n > 0;
 }
 
-void TcpTransport::poll(std::chrono::microseconds timeout) {
-  // epoll counts milliseconds: round up, so that a short poll still sleeps rather than spins.
-  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
-  progress(static_cast<int>(std::clamp<std::int64_t>(ms, 0, 60000)));
+bool TcpTransport::sleep(Clock::duration max, bool /*stop_on_wake*/) {
+  // epoll counts milliseconds: round up, so that a short sleep still sleeps rather than spins.
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(max).count();
+  return progress(static_cast<int>(std::clamp<std::int64_t>(ms, 0, 60000)));
 }
 
 void TcpTransport::wake() {

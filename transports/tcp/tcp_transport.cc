@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -13,7 +12,6 @@
 #include <set>
 
 #include "core/config.h"
-#include "core/requests.h"
 #include "core/socket.h"
 #include "transports/tcp/tcp_conn.h"
 
@@ -227,53 +225,6 @@ void TcpTransport::post_recv_piece(Conn& c, RecvPiece piece) {
   resume_if_drained(c);
 }
 
-std::string TcpTransport::describe(const Request& req) const {
-  return fmt::format("{} {} bytes {} {}", req.is_send ? "send of" : "receive of", req.bytes,
-                     req.is_send ? "to" : "from", peer_name(req.peer));
-}
-
-Status TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
-  HOOP_RETURN_IF_ERROR(check_requests_known(requests_, ids, "tcp"));
-  std::size_t next = 0;  // requests before `next` are known complete
-  // Polling goes on while bytes keep moving and for spin_ after they stop: a sleep in
-  // epoll_wait costs a scheduler wake-up, which on loopback is longer than the transfer.
-  auto spin_until = Clock::now() + spin_;
-  Conn* sole = sole_conn(ids);
-  while (true) {
-    while (next < ids.size() && requests_.at(ids[next]).parts_left == 0) ++next;
-    if (next == ids.size()) break;
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      std::string outstanding;
-      std::size_t count = 0;
-      for (RequestId id : ids) {
-        const Request& r = requests_.at(id);
-        if (r.parts_left == 0) continue;
-        if (count++ < 8) outstanding += (outstanding.empty() ? "" : "; ") + describe(r);
-      }
-      const Status timeout = timeout_error(
-          fmt::format("tcp: rank {}: {} request(s) did not complete before the deadline: {}{}",
-                      rank_, count, outstanding, count > 8 ? "; ..." : ""));
-      abort(timeout);
-      for (RequestId id : ids) requests_.erase(id);
-      return timeout;
-    }
-    if (now < spin_until) {
-      // Yielding between polls hands the core to a rank that shares it (more ranks than
-      // cores), which is usually the one this rank waits for; alone on a core it returns at once.
-      if (sole != nullptr ? poll_conn(*sole) : progress(0)) {
-        spin_until = Clock::now() + spin_;
-      } else {
-        ::sched_yield();
-      }
-      continue;
-    }
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
-    progress(static_cast<int>(std::min<std::int64_t>(left, 1000)));
-  }
-  return consume_requests(requests_, ids);
-}
-
 Conn* TcpTransport::sole_conn(std::span<const RequestId> ids) {
   if (sockets_per_peer_ != 1) return nullptr;
   int peer = -1;
@@ -297,12 +248,6 @@ bool TcpTransport::poll_conn(Conn& c) {
   if (!c.sends.empty()) on_conn_result(c, flush_conn(c));
   on_conn_result(c, read_conn(c));
   return io_calls_ != before;
-}
-
-Result<bool> TcpTransport::test(RequestId id) {
-  return test_request(
-      requests_, id, "tcp", [](const Request& r) { return r.parts_left == 0; },
-      [&] { progress(0); });
 }
 
 void TcpTransport::abort(const Status& cause) {

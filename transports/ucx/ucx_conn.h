@@ -17,6 +17,7 @@
 
 #include "core/fd.h"
 #include "hoop/transport.h"
+#include "transports/skeleton.h"
 #include "transports/ucx/ucx_transport.h"
 
 namespace hoop::ucx {
@@ -45,8 +46,7 @@ enum class Control : std::uint8_t {
 /// Longest abort text sent to peers.
 inline constexpr std::size_t kMaxAbortText = 1024;
 
-/// How often a rank that waits looks at its peers' processes; sleeps last no longer.
-inline constexpr std::chrono::milliseconds kPeerCheckInterval{10};
+using transports::kPeerCheckInterval;
 /// How long a peer whose process exited may take to deliver its goodbye (still in flight in
 /// the fabric when the exit is seen) before the exit counts as a crash.
 inline constexpr std::chrono::milliseconds kExitGrace{300};
@@ -72,16 +72,10 @@ struct Ucp {
 };
 
 /// One posted send or receive.
-struct Request {
-  int peer = -1;
-  bool is_send = false;
-  bool done = false;
-  char* data = nullptr;
-  std::size_t bytes = 0;
+struct Request : transports::RequestBase {
   std::uint64_t seq = 0;
   void* ucp = nullptr;        // the UCP request while UCX works on it
   std::vector<char> discard;  // where a message of the wrong length is drained
-  Status status;
 };
 
 /// One peer.
@@ -108,7 +102,7 @@ struct ControlMessage {
 };
 
 /// The Transport over a finished set-up.
-class UcxTransport final : public Transport {
+class UcxTransport final : public transports::Skeleton<Request> {
  public:
   UcxTransport(int rank, int size, const UcxOptions& options, std::unique_ptr<Ucp> ucp,
                std::vector<std::unique_ptr<Peer>> peers);
@@ -120,9 +114,6 @@ class UcxTransport final : public Transport {
   bool accepts_device_memory() const override { return false; }
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
-  Status wait(std::span<const RequestId> ids, Deadline deadline) override;
-  Result<bool> test(RequestId id) override;
-  void poll(std::chrono::microseconds timeout) override;
   void wake() override;
   void abort(const Status& cause) override;
 
@@ -131,15 +122,15 @@ class UcxTransport final : public Transport {
   Result<Peer*> check_peer(int peer, const void* data, std::size_t bytes);
   void complete(Request& req, const Status& why = Status::success());
   /// Hands a request's UCP request back (cancelling a receive first).
-  void release(Request& req);
-  std::string describe(const Request& req) const;
-  Status timed_out(std::span<const RequestId> ids);
+  void release(Request& req) override;
+  /// A timed-out wait returns the abort's cause, which names the peers that never answered it.
+  Status timeout_status(const Status& timeout) override;
   void shut_down();
   void drain_unclaimed();
 
   // ucx_io.cc
   /// Drives UCX and hoop's matching once; true when something moved or completed.
-  bool progress();
+  bool progress() override;
   /// Posts the receives of `p` whose message is there, in order.
   bool match(Peer& p);
   /// Completes the requests UCX has finished.
@@ -150,7 +141,7 @@ class UcxTransport final : public Transport {
   /// Fails the receives of `p` that can no longer be matched (after a goodbye).
   void fail_unmatchable(Peer& p);
   /// Looks for endpoint errors and exited peer processes.
-  void check_peers();
+  void check_peers() override;
   void close_peer(Peer& p, const Status& why);
   /// `cause` plus the peers that sent no kAlive within kAnswerGrace (drives UCX meanwhile).
   Status name_silent_peers(const Status& cause);
@@ -160,15 +151,15 @@ class UcxTransport final : public Transport {
   /// Drives UCX until every control message and endpoint close is done or `deadline` passes.
   void flush(Deadline deadline, std::vector<void*>& closing);
   /// Sleeps on the worker's event fd up to `timeout`; true unless it timed out.
-  bool sleep(std::chrono::microseconds timeout);
+  bool sleep_on_fd(std::chrono::microseconds timeout);
+  /// An event fd wake-up that moves nothing (UCX's own traffic) counts as none.
+  bool sleep(Clock::duration max, bool stop_on_wake) override;
 
   int rank_;
   int size_;
-  std::chrono::microseconds spin_;
   std::unique_ptr<Ucp> ucp_;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<Peer*> by_rank_;  // size_ entries, null for ranks not in `peers`
-  std::unordered_map<RequestId, Request> requests_;
   std::vector<Request*> in_flight_;  // requests with a UCP request
   std::deque<ControlMessage> control_out_;
   std::deque<ControlMessage> control_in_;
@@ -176,8 +167,6 @@ class UcxTransport final : public Transport {
   Status aborted_;
   bool forward_abort_ = true;  // false when the cause came from a peer (every rank has it)
   bool in_progress_ = false;
-  std::atomic<bool> wake_pending_{false};
-  Clock::time_point next_peer_check_{};
 };
 
 }  // namespace hoop::ucx

@@ -198,7 +198,6 @@ void UcxTransport::fail_unmatchable(Peer& p) {
 
 void UcxTransport::check_peers() {
   const auto now = Clock::now();
-  next_peer_check_ = now + kPeerCheckInterval;
   std::vector<pollfd> fds;
   std::vector<Peer*> watched;
   for (auto& p : peers_) {
@@ -244,10 +243,10 @@ Status UcxTransport::name_silent_peers(const Status& cause) {
   while (std::any_of(peers_.begin(), peers_.end(), [&](const auto& p) { return silent(*p); })) {
     const auto now = Clock::now();
     if (now >= deadline) break;
-    if (now >= next_peer_check_) check_peers();
+    check_peers_if_due(now);
     const bool moved = ucp_worker_progress(ucp_->worker) != 0;
     if (!read_control() && !moved) {
-      sleep(std::chrono::ceil<std::chrono::microseconds>(
+      sleep_on_fd(std::chrono::ceil<std::chrono::microseconds>(
           std::min<Clock::duration>(deadline - now, kPeerCheckInterval)));
     }
   }
@@ -304,7 +303,11 @@ void UcxTransport::flush(Deadline deadline, std::vector<void*>& closing) {
   }
 }
 
-bool UcxTransport::sleep(std::chrono::microseconds timeout) {
+bool UcxTransport::sleep(Clock::duration max, bool /*stop_on_wake*/) {
+  return sleep_on_fd(std::chrono::ceil<std::chrono::microseconds>(max)) && progress();
+}
+
+bool UcxTransport::sleep_on_fd(std::chrono::microseconds timeout) {
   if (ucp_->event_fd < 0) {
     std::this_thread::sleep_for(std::min(timeout, std::chrono::microseconds{200}));
     return true;

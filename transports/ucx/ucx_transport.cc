@@ -1,11 +1,9 @@
 // The UCX transport's requests: posting, wait/test/poll, abort and shutdown.
 #include <fmt/format.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <utility>
 
-#include "core/requests.h"
 #include "transports/ucx/ucx_conn.h"
 
 namespace hoop::ucx {
@@ -14,11 +12,11 @@ UcxTransport::UcxTransport(int rank, int size, const UcxOptions& options, std::u
                            std::vector<std::unique_ptr<Peer>> peers)
     : rank_(rank),
       size_(size),
-      spin_(options.spin),
       ucp_(std::move(ucp)),
       peers_(std::move(peers)),
       by_rank_(static_cast<std::size_t>(size), nullptr) {
   for (auto& p : peers_) by_rank_[static_cast<std::size_t>(p->rank)] = p.get();
+  spin_ = options.spin;
 }
 
 UcxTransport::~UcxTransport() { shut_down(); }
@@ -167,90 +165,7 @@ Result<RequestId> UcxTransport::recv(int peer, void* data, std::size_t bytes) {
   return id;
 }
 
-std::string UcxTransport::describe(const Request& req) const {
-  return fmt::format("{} {} bytes {} rank {}", req.is_send ? "send of" : "receive of", req.bytes,
-                     req.is_send ? "to" : "from", req.peer);
-}
-
-Status UcxTransport::timed_out(std::span<const RequestId> ids) {
-  std::string outstanding;
-  std::size_t count = 0;
-  for (RequestId id : ids) {
-    const Request& r = requests_.at(id);
-    if (r.done) continue;
-    if (count++ < 8) outstanding += (outstanding.empty() ? "" : "; ") + describe(r);
-  }
-  const Status timeout = timeout_error(
-      fmt::format("ucx: rank {}: {} request(s) did not complete before the deadline: {}{}", rank_,
-                  count, outstanding, count > 8 ? "; ..." : ""));
-  abort(timeout);
-  for (RequestId id : ids) {
-    auto it = requests_.find(id);
-    if (it == requests_.end()) continue;
-    release(it->second);
-    requests_.erase(it);
-  }
-  return aborted_;  // the timeout, with the peers that did not answer it
-}
-
-Status UcxTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
-  HOOP_RETURN_IF_ERROR(check_requests_known(requests_, ids, "ucx"));
-  std::size_t next = 0;  // requests before `next` are known complete
-  // Polling goes on while something moves and for spin_ after it stops: sleeping on the event
-  // fd costs a scheduler wake-up, longer than most small transfers.
-  auto spin_until = Clock::now() + spin_;
-  while (true) {
-    while (next < ids.size() && requests_.at(ids[next]).done) ++next;
-    if (next == ids.size()) break;
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      // A cause that is already here (a peer's abort, a lost peer) explains the wait better
-      // than this rank's own deadline: it is taken in first.
-      progress();
-      if (aborted_.ok() && !requests_.at(ids[next]).done) return timed_out(ids);
-      continue;
-    }
-    if (now >= next_peer_check_) check_peers();
-    if (progress()) {
-      spin_until = now + spin_;
-      continue;
-    }
-    if (now < spin_until) {
-      ::sched_yield();
-      continue;
-    }
-    const auto slice = std::min<Clock::duration>(deadline - now, kPeerCheckInterval);
-    if (sleep(std::chrono::ceil<std::chrono::microseconds>(slice))) {
-      spin_until = Clock::now() + spin_;
-    }
-  }
-  return consume_requests(requests_, ids);
-}
-
-Result<bool> UcxTransport::test(RequestId id) {
-  return test_request(
-      requests_, id, "ucx", [](const Request& r) { return r.done; },
-      [&] {
-        progress();
-        if (Clock::now() >= next_peer_check_) check_peers();
-      });
-}
-
-void UcxTransport::poll(std::chrono::microseconds timeout) {
-  const Deadline deadline = Clock::now() + timeout;
-  bool woken = wake_pending_.exchange(false);
-  if (progress() || woken) return;
-  while (true) {
-    const auto now = Clock::now();
-    if (now >= next_peer_check_) check_peers();
-    if (now >= deadline) return;
-    const auto slice = std::min<Clock::duration>(deadline - now, kPeerCheckInterval);
-    sleep(std::chrono::ceil<std::chrono::microseconds>(slice));
-    woken = wake_pending_.exchange(false);
-    // A wake-up of the event fd that moved nothing (UCX's own traffic) sleeps on.
-    if (progress() || woken) return;
-  }
-}
+Status UcxTransport::timeout_status(const Status& /*timeout*/) { return aborted_; }
 
 void UcxTransport::wake() {
   wake_pending_.store(true);

@@ -32,15 +32,17 @@ inline std::size_t ring_slice_bytes(std::size_t chunk_bytes) {
 /// at 128 KiB a step's transfer still outweighs its per-message latency several times over.
 inline constexpr std::size_t kTreeSliceBytes = std::size_t{128} << 10;
 
-/// Ring reduce-scatter of `work` (`count` elements cut by Partition(count, size)); chunk `rank`
-/// ends fully reduced (and divided for kAvg). With `allgather`, the allgather follows in the
-/// same pipeline and every chunk ends reduced on every rank (the ring allreduce). With `input`,
-/// this rank's contribution is read from there and `work` is only written, which saves an
-/// out-of-place call the copy of its input (without the allgather, the chunks of `work` other
-/// than chunk `rank` are then left partly reduced or unwritten); null: `work` holds it.
-Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t count,
-                                     DataType dtype, ReduceOp op, bool allgather,
-                                     const std::byte* input = nullptr);
+/// Ring reduce-scatter of `work` (`count` elements cut by Partition(count, size)); chunk
+/// `rank` ends fully reduced (and divided for kAvg). With `input`, this rank's contribution is
+/// read from there and `work` is only written (its chunks other than chunk `rank` are then left
+/// partly reduced or unwritten), which saves the copy of an out-of-place input; null: `work`
+/// holds it.
+Status ring_reduce_scatter(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
+                           ReduceOp op, const std::byte* input = nullptr);
+/// Ring allreduce: the reduce-scatter and the allgather phases in one pipeline, so every chunk
+/// ends reduced on every rank with the bits of its owner; `input` as for ring_reduce_scatter.
+Status ring_allreduce(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
+                      ReduceOp op, const std::byte* input = nullptr);
 /// Recursive-doubling allreduce of `work` in place, with the fold for non-powers of two.
 Status allreduce_recursive_doubling(Context& ctx, std::byte* work, std::size_t count,
                                     DataType dtype, ReduceOp op);
@@ -80,8 +82,9 @@ Status allreduce_hierarchical(Context& ctx, const Hierarchy& h, const CostParams
 
 /// Broadcast of `bytes` bytes from `root`: binomial tree for small, pipelined chain for large.
 Status broadcast_bytes(Context& ctx, std::byte* buffer, std::size_t bytes, int root);
-/// Ring allgather: block r (at offsets[r], lengths[r] bytes) of `out` is already in place on
-/// rank r; afterwards every rank holds every block.
+/// Ring allgather, the ring pipeline's allgather phase: block r (at offsets[r], lengths[r]
+/// bytes) of `out` is already in place on rank r; afterwards every rank holds every block.
+/// Each block is forwarded slice by slice as it arrives.
 Status ring_allgatherv(Context& ctx, std::byte* out, std::span<const std::size_t> offsets,
                        std::span<const std::size_t> lengths);
 /// Pairwise alltoallv in bytes: block j of `in` goes to rank j, block j of `out` comes from it.

@@ -90,8 +90,7 @@ struct Segment {
 Status reduce_in_host(Context& lctx, const Segment& seg, DataType dtype, ReduceOp sum_op) {
   // The allgather overwrites every chunk but this rank's, so the reduce-scatter may read an
   // out-of-place input directly.
-  return ring_reduce_scatter_allgather(lctx, seg.work, seg.count, dtype, sum_op,
-                                       /*allgather=*/false, seg.input);
+  return ring_reduce_scatter(lctx, seg.work, seg.count, dtype, sum_op, seg.input);
 }
 
 /// Phase 2: this rank's chunk of `seg`, reduced across the hosts (and divided for kAvg).
@@ -210,7 +209,7 @@ Status allreduce_flat(Context& ctx, Algorithm algorithm, const std::byte* input,
   if (input == work) input = nullptr;
   // The ring reads an out-of-place input where it first needs it; the others start from a copy.
   if (algorithm == Algorithm::kRing || algorithm == Algorithm::kAuto)
-    return ring_reduce_scatter_allgather(ctx, work, count, dtype, op, /*allgather=*/true, input);
+    return ring_allreduce(ctx, work, count, dtype, op, input);
   const AllreduceEntry* entry = find_allreduce(algorithm);
   if (entry == nullptr || entry->run == nullptr)
     return internal_error(fmt::format("allreduce_flat: {} is not a flat allreduce algorithm",

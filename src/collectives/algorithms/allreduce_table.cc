@@ -6,13 +6,12 @@ namespace hoop::collectives {
 
 namespace {
 
-Status ring_allreduce(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
-                      ReduceOp op) {
-  return ring_reduce_scatter_allgather(ctx, work, count, dtype, op, /*allgather=*/true);
+Status ring(Context& ctx, std::byte* work, std::size_t count, DataType dtype, ReduceOp op) {
+  return ring_allreduce(ctx, work, count, dtype, op);
 }
 
 constexpr AllreduceEntry kAllreduce[] = {
-    {Algorithm::kRing, "ring", "", &ring_allreduce, true},
+    {Algorithm::kRing, "ring", "", &ring, true},
     {Algorithm::kRecursiveDoubling, "recursive_doubling", "rd", &allreduce_recursive_doubling,
      true},
     {Algorithm::kTree, "tree", "", &allreduce_tree, true},

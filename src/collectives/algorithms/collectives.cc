@@ -285,8 +285,7 @@ Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& o) {
     // The ring reduces in a working copy: the input is const and the output holds one block.
     HOOP_ASSIGN_OR_RETURN(std::byte* work, ctx.scratch_buffer(1, total));
     HOOP_RETURN_IF_ERROR(ctx.copy(work, input, total));
-    HOOP_RETURN_IF_ERROR(collectives::ring_reduce_scatter_allgather(
-        ctx, work, o.count * comm.size(), o.dtype, o.op, /*allgather=*/false));
+    HOOP_RETURN_IF_ERROR(collectives::ring_reduce_scatter(ctx, work, o.count * comm.size(), o.dtype, o.op));
     return ctx.copy(o.output, work + block * comm.rank(), block);
   }, part);
 }

@@ -1,5 +1,7 @@
-// Ring reduce-scatter + allgather, chunked and pipelined, as one RingPipeline whose steps are
-// the reduce-scatter phase followed (for an allreduce) by the allgather phase.
+// The ring collectives as one RingPipeline of up to two phases: the reduce-scatter phase
+// (ring_reduce_scatter), the allgather phase (ring_allgatherv) and both in one pipeline
+// (ring_allreduce: the allgather's first slices leave while the reduce-scatter's last ones
+// are still being reduced, which two calls in a row would not allow).
 //
 // Every chunk transfer is cut into slices (patterns::slice). Receives of the next step are
 // posted one step ahead into a double-buffered staging area, and as soon as slice j of step t
@@ -26,13 +28,16 @@ namespace {
 // shared L3 while keeping the pipeline as deep as the transports need.
 constexpr std::size_t kStageSlices = 8;
 
+enum class Phases { kReduceScatter, kAllgather, kBoth };
+
 /// One rank's ring pipeline over `total` steps: the reduce-scatter phase (steps
-/// [0, rs_steps)), then, for an allreduce, the allgather phase. A step moves one chunk, slice by
-/// slice; the named state below says how far posting and finishing have got.
+/// [0, rs_steps)), then the allgather phase, or either alone. `chunks` (in elements) are the
+/// blocks the ring moves, one per rank. A step moves one chunk, slice by slice; the named state
+/// below says how far posting and finishing have got.
 class RingPipeline {
  public:
-  RingPipeline(Context& ctx, std::byte* work, std::size_t count, DataType dtype, ReduceOp op,
-               bool allgather, const std::byte* input)
+  RingPipeline(Context& ctx, std::byte* work, std::vector<patterns::Range> chunks,
+               DataType dtype, ReduceOp op, Phases phases, const std::byte* input)
       : ctx_(ctx),
         work_(work),
         input_(input),
@@ -41,9 +46,9 @@ class RingPipeline {
         es_(dtype_size(dtype)),
         me_(ctx.rank),
         ring_(ctx.ring()),
-        part_(count, ctx.size),
-        rs_steps_(ring_.steps()),
-        total_(allgather ? 2 * rs_steps_ : rs_steps_),
+        chunks_(std::move(chunks)),
+        rs_steps_(phases == Phases::kAllgather ? 0 : ring_.steps()),
+        total_(rs_steps_ + (phases == Phases::kReduceScatter ? 0 : ring_.steps())),
         left_(ring_.left(me_)),
         right_(ring_.right(me_)),
         sends_(static_cast<std::size_t>(ctx.size)) {}
@@ -59,7 +64,7 @@ class RingPipeline {
       cur_t_ = t;
       cur_done_ = 0;
       HOOP_RETURN_IF_ERROR(post_receives());
-      const patterns::Range chunk = part_.chunk(step_at(t).recv_chunk);
+      const patterns::Range chunk = chunk_at(step_at(t).recv_chunk);
       const std::size_t slices = patterns::slice_count(chunk, max_slice_);
       for (std::size_t j = 0; j < slices; ++j) {
         HOOP_RETURN_IF_ERROR(wait_one(ctx_.transport, recvs_[t % 2][j], ctx_.deadline));
@@ -77,8 +82,9 @@ class RingPipeline {
     return t < rs_steps_ ? ring_.reduce_scatter_step(me_, t)
                          : ring_.allgather_step(me_, t - rs_steps_);
   }
+  const patterns::Range& chunk_at(int c) const { return chunks_[static_cast<std::size_t>(c)]; }
   std::size_t slices_of_chunk(int c) const {
-    return patterns::slice_count(part_.chunk(c), max_slice_);
+    return patterns::slice_count(chunk_at(c), max_slice_);
   }
   std::size_t slices_of(int t) const { return slices_of_chunk(step_at(t).recv_chunk); }
   std::byte* stage_slot(int t, std::size_t j) const {
@@ -92,14 +98,16 @@ class RingPipeline {
       if (step_at(t).recv_chunk != step_at(t + 1).send_chunk)
         return internal_error("ring schedule does not forward the received chunk");
     }
-    // Partition puts the longer chunks first.
-    const std::size_t max_chunk_bytes = part_.chunk(0).length * es_;
-    max_slice_ = std::max<std::size_t>(1, ring_slice_bytes(max_chunk_bytes) / es_);
+    patterns::Range longest;
+    for (const patterns::Range& c : chunks_)
+      if (c.length > longest.length) longest = c;
+    max_slice_ = std::max<std::size_t>(1, ring_slice_bytes(longest.length * es_) / es_);
+    if (rs_steps_ == 0) return Status::success();  // the allgather receives in place
     // Reduce-scatter slices land in a window of kStageSlices slots per step, reused as the
     // reductions free them, so a received slice is still in cache when it is reduced (a
     // staging area as large as the chunk made every reduction read it back from memory).
     slots_ = std::min<std::size_t>(
-        kStageSlices, std::max<std::size_t>(1, patterns::slice_count(part_.chunk(0), max_slice_)));
+        kStageSlices, std::max<std::size_t>(1, patterns::slice_count(longest, max_slice_)));
     const std::size_t stage_bytes = slots_ * max_slice_ * es_;
     HOOP_ASSIGN_OR_RETURN(std::byte* staging, ctx_.scratch_buffer(0, 2 * stage_bytes));
     stage_[0] = staging;
@@ -129,7 +137,7 @@ class RingPipeline {
       }
       const bool rs = post_t_ < rs_steps_;
       if (rs && post_j_ >= slots_ && (post_t_ > cur_t_ || cur_done_ + slots_ <= post_j_)) break;
-      const patterns::Range s = patterns::slice(part_.chunk(c), max_slice_, post_j_);
+      const patterns::Range s = patterns::slice(chunk_at(c), max_slice_, post_j_);
       std::byte* dst = rs ? stage_slot(post_t_, post_j_) : work_ + s.offset * es_;
       HOOP_ASSIGN_OR_RETURN(RequestId id, ctx_.recv(left_, dst, s.length * es_));
       recvs_[post_t_ % 2].push_back(id);
@@ -142,7 +150,7 @@ class RingPipeline {
   /// later one what it reduced or received.
   Status send_slice(int t, std::size_t j) {
     const int c = step_at(t).send_chunk;
-    const patterns::Range s = patterns::slice(part_.chunk(c), max_slice_, j);
+    const patterns::Range s = patterns::slice(chunk_at(c), max_slice_, j);
     const std::byte* src = t == 0 && input_ != nullptr ? input_ : work_;
     HOOP_ASSIGN_OR_RETURN(RequestId id, ctx_.send(right_, src + s.offset * es_, s.length * es_));
     sends_[c].push_back(id);
@@ -181,7 +189,7 @@ class RingPipeline {
   std::size_t es_;
   int me_;
   const patterns::Ring& ring_;
-  patterns::Partition part_;
+  std::vector<patterns::Range> chunks_;
   int rs_steps_;
   int total_;
   int left_;
@@ -200,16 +208,44 @@ class RingPipeline {
   std::size_t cur_done_ = 0;
 };
 
-}  // namespace
+/// `count` elements cut by Partition(count, size): the chunks of a reduce-scatter.
+std::vector<patterns::Range> partition_chunks(std::size_t count, int size) {
+  const patterns::Partition part(count, size);
+  std::vector<patterns::Range> chunks(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) chunks[static_cast<std::size_t>(r)] = part.chunk(r);
+  return chunks;
+}
 
-Status ring_reduce_scatter_allgather(Context& ctx, std::byte* work, std::size_t count,
-                                     DataType dtype, ReduceOp op, bool allgather,
-                                     const std::byte* input) {
+Status reduce_on_ring(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
+                      ReduceOp op, Phases phases, const std::byte* input) {
   if (ctx.size == 1) {  // kAvg divides by 1: nothing to do but the copy
     return input != nullptr ? ctx.copy(work, input, count * dtype_size(dtype))
                             : Status::success();
   }
-  return RingPipeline(ctx, work, count, dtype, op, allgather, input).run();
+  return RingPipeline(ctx, work, partition_chunks(count, ctx.size), dtype, op, phases, input)
+      .run();
+}
+
+}  // namespace
+
+Status ring_reduce_scatter(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
+                           ReduceOp op, const std::byte* input) {
+  return reduce_on_ring(ctx, work, count, dtype, op, Phases::kReduceScatter, input);
+}
+
+Status ring_allreduce(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
+                      ReduceOp op, const std::byte* input) {
+  return reduce_on_ring(ctx, work, count, dtype, op, Phases::kBoth, input);
+}
+
+Status ring_allgatherv(Context& ctx, std::byte* out, std::span<const std::size_t> offsets,
+                       std::span<const std::size_t> lengths) {
+  if (ctx.size == 1) return Status::success();
+  std::vector<patterns::Range> chunks(static_cast<std::size_t>(ctx.size));
+  for (std::size_t r = 0; r < chunks.size(); ++r) chunks[r] = {offsets[r], lengths[r]};
+  return RingPipeline(ctx, out, std::move(chunks), DataType::kU8, ReduceOp::kSum,
+                      Phases::kAllgather, nullptr)
+      .run();
 }
 
 }  // namespace hoop::collectives

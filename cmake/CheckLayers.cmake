@@ -6,9 +6,9 @@
 #   core < device, rendezvous < transports (the registry and each transport)
 #        < topology < collectives < connect (Communicator::create) < runtime, launch
 #
-# Adapters use the public API only. Two exceptions stay listed here until the public API
-# offers what they use: the training core's float16 conversion, configuration and CUDA memory,
-# and the NCCL backend, which plugs into the collectives' device path from inside libhoop.
+# Adapters use the public API only. One exception stays listed here until the public API
+# offers what it uses: the NCCL backend, which plugs into the collectives' device path from
+# inside libhoop.
 #
 # Usage: cmake -DROOT=<source dir> [-DONLY=<folder>] -P CheckLayers.cmake
 if(NOT ROOT)
@@ -27,7 +27,7 @@ set(rules
   "src/runtime|core/,device/"
   "src/launch|core/,device/,rendezvous/,transports/,topology/,collectives/,connect/,runtime/,adapters/nccl/nccl_backend.h"
   "adapters/torch|"
-  "adapters/train|core/config.h,core/half.h,core/log.h,device/device.h"
+  "adapters/train|"
   "adapters/nccl|core/,device/,collectives/algorithms/device_path.h"
 )
 

@@ -15,7 +15,6 @@
 #include <system_error>
 #include <vector>
 
-#include "core/config.h"
 #include "hoop/train.h"
 
 namespace hoop::train {
@@ -151,11 +150,9 @@ void check_length(const IdxFile& f, std::uint64_t expected, const std::string& l
 std::string default_data_dir() {
   // The registry (src/core/config.cc) holds the default, Debian's location; an empty value
   // means the default too.
-  const std::string dir = config::get_string("HOOP_DATA_DIR").value();
+  const std::string dir = config_value("HOOP_DATA_DIR").value();
   if (!dir.empty()) return dir;
-  return config::get_string("HOOP_DATA_DIR",
-                            [](std::string_view) { return std::optional<std::string>(); })
-      .value();
+  return config_default("HOOP_DATA_DIR").value();
 }
 
 Dataset load_fashion_mnist(const std::string& dir, bool train) {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/half.h"
 #include "gpu.h"
 #include "hoop/train.h"
 
@@ -91,13 +90,17 @@ void DistributedOptimizer::start_layer(std::size_t layer, int passes) {
     if (options_.compression == Compression::kFp16) {
       // Scaled before narrowing: a sum of passes could overflow f16 where its mean does not.
       const float scale = 1.0f / static_cast<float>(passes);
-      const float* g = p->grad.data();
+      float* g = p->grad.data();
       if (p->grad.is_cuda()) {
         auto* half = e.gpu_half.data<std::uint16_t>();
         detail::gpu(p->grad.device()).to_half(g, scale, half, p->grad.size());
         view.data = half;
       } else {
-        for (std::size_t i = 0; i < e.half.size(); ++i) e.half[i] = float_to_half(g[i] * scale);
+        // In place: the gradient is the average's to overwrite from here on (step()).
+        if (scale != 1.0f) {
+          for (std::size_t i = 0; i < e.half.size(); ++i) g[i] *= scale;
+        }
+        f32_to_f16(g, e.half.data(), e.half.size());
         view.data = e.half.data();
       }
       view.dtype = DataType::kF16;
@@ -139,8 +142,7 @@ void DistributedOptimizer::step() {
             .from_half(e->gpu_half.data<std::uint16_t>(), grad.data(), grad.size());
         continue;
       }
-      float* g = grad.data();
-      for (std::size_t i = 0; i < e->half.size(); ++i) g[i] = half_to_float(e->half[i]);
+      f16_to_f32(e->half.data(), grad.data(), e->half.size());
     }
   }
   inner_.step();

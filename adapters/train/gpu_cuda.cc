@@ -14,9 +14,9 @@
 #include <memory>
 #include <mutex>
 
-#include "device/device.h"
 #include "gpu.h"
 #include "gpu_kernels.h"
+#include "hoop/hoop.h"
 
 namespace hoop::train::detail {
 namespace {
@@ -271,11 +271,11 @@ Gpu& gpu(int device) {
   static constexpr int kMaxDevices = 64;
   static std::array<std::atomic<CudaGpu*>, kMaxDevices> backends{};
   static std::mutex creating;
-  if (device < 0 || device >= device::device_count() || device >= kMaxDevices) {
+  if (device < 0 || device >= cuda_device_count() || device >= kMaxDevices) {
     throw unusable_device(
-        device, device::device_count() == 0
-                    ? device::unavailable_reason()
-                    : fmt::format("this process sees {} CUDA device(s)", device::device_count()));
+        device, cuda_device_count() == 0
+                    ? cuda_unavailable_reason()
+                    : fmt::format("this process sees {} CUDA device(s)", cuda_device_count()));
   }
   CudaGpu* backend = backends[device].load(std::memory_order_acquire);
   if (backend != nullptr) return *backend;

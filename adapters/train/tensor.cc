@@ -7,8 +7,8 @@
 #include <charconv>
 #include <utility>
 
-#include "device/device.h"
 #include "gpu.h"
+#include "hoop/hoop.h"
 #include "hoop/train.h"
 
 namespace hoop::train {
@@ -152,10 +152,10 @@ int parse_device(const std::string& spec, int local_rank) {
           invalid_argument(fmt::format("device \"{}\": expected cpu, cuda or cuda:N", spec)));
     }
   }
-  const int count = device::device_count();
+  const int count = cuda_device_count();
   if (count == 0) {
-    throw Error(invalid_argument(fmt::format("device \"{}\": no usable CUDA device: {}", spec,
-                                             device::unavailable_reason())));
+    throw Error(invalid_argument(
+        fmt::format("device \"{}\": no usable CUDA device: {}", spec, cuda_unavailable_reason())));
   }
   if (index >= count) {
     throw Error(invalid_argument(

@@ -45,6 +45,15 @@ std::optional<DataType> parse_dtype(std::string_view name);
 /// Parses an op name (also accepts "average", "product").
 std::optional<ReduceOp> parse_op(std::string_view name);
 
+/// Converts `count` floats to f16 or bf16 bit patterns and back, as hoop's reductions do (for
+/// callers that compress to 16 bits themselves, such as fp16 gradient compression): narrowing
+/// rounds to nearest even whatever the floating-point environment, NaN stays NaN, values
+/// beyond the format become Inf, and widening is exact. `src` and `dst` must not overlap.
+void f32_to_f16(const float* src, std::uint16_t* dst, std::size_t count);
+void f16_to_f32(const std::uint16_t* src, float* dst, std::size_t count);
+void f32_to_bf16(const float* src, std::uint16_t* dst, std::size_t count);
+void bf16_to_f32(const std::uint16_t* src, float* dst, std::size_t count);
+
 /// What went wrong, coarsely; the message says precisely.
 enum class StatusCode : std::uint8_t {
   kOk,
@@ -149,6 +158,18 @@ class [[nodiscard]] Result {
 
 /// Throws hoop::Error when `status` is not ok.
 void throw_if_error(const Status& status);
+
+/// The value of the HOOP_* configuration variable `name` as hoop itself reads it (so that code
+/// built on hoop follows the same settings): from the environment under `name` or its Horovod
+/// alias, else the declared default, checked against the variable's type and range and
+/// returned as text (an enum's choice lower-cased). invalid_argument naming the variable when
+/// it is not one of hoop's (see `hooprun --env-table`) or its value is malformed; not_found
+/// when it is unset and has no default.
+Result<std::string> config_value(std::string_view name);
+/// The declared default of the HOOP_* variable `name`, whatever the environment says (for
+/// callers that treat an empty value as unset); invalid_argument when `name` is not one of
+/// hoop's, not_found when it has no default.
+Result<std::string> config_default(std::string_view name);
 
 }  // namespace hoop
 

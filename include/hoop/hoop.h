@@ -122,6 +122,12 @@ bool is_initialized();
 bool cuda_built();
 /// Whether this build has the NCCL device backend (HOOP_GPU_BACKEND=nccl).
 bool nccl_built();
+/// The number of CUDA devices this process can use: 0 without a CUDA build, driver or device.
+/// Needs no init(); never fails.
+int cuda_device_count();
+/// Why cuda_device_count() is 0 ("hoop was built without CUDA", or the CUDA runtime's error),
+/// for messages that refuse a device; empty when a device is usable.
+std::string cuda_unavailable_reason();
 
 /// This rank, the number of ranks, this rank among the ranks of its host, the ranks on its
 /// host, this host's index and the number of hosts. Throw hoop::Error before init().

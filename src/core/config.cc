@@ -581,3 +581,33 @@ std::string help_text() {
 }
 
 }  // namespace hoop::config
+
+namespace hoop {
+
+namespace {
+
+// At the public API a name hoop does not declare is the caller's mistake, not hoop's.
+Status not_hoops(std::string_view name) {
+  return invalid_argument(fmt::format(
+      "{} is not a hoop configuration variable (hooprun --env-table lists them)", name));
+}
+
+}  // namespace
+
+Result<std::string> config_value(std::string_view name) {
+  const config::Var* var = config::find_var(name);
+  if (var == nullptr) return not_hoops(name);
+  HOOP_ASSIGN_OR_RETURN(config::Lookup l, config::resolve(name, var->type, config::process_env()));
+  if (var->type == config::VarType::kEnum) return config::parse_enum(*var, l);
+  HOOP_RETURN_IF_ERROR(config::check(*var, l));
+  return l.value;
+}
+
+Result<std::string> config_default(std::string_view name) {
+  const config::Var* var = config::find_var(name);
+  if (var == nullptr) return not_hoops(name);
+  if (var->default_value.empty()) return not_found(fmt::format("{} has no default", name));
+  return std::string(var->default_value);
+}
+
+}  // namespace hoop

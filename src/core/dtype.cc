@@ -2,6 +2,7 @@
 #include <cctype>
 #include <string>
 
+#include "core/half.h"
 #include "hoop/core.h"
 
 namespace hoop {
@@ -104,6 +105,22 @@ std::optional<ReduceOp> parse_op(std::string_view name) {
   if (key == "max") return ReduceOp::kMax;
   if (key == "prod" || key == "product") return ReduceOp::kProd;
   return std::nullopt;
+}
+
+void f32_to_f16(const float* src, std::uint16_t* dst, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) dst[i] = float_to_half(src[i]);
+}
+
+void f16_to_f32(const std::uint16_t* src, float* dst, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) dst[i] = half_to_float(src[i]);
+}
+
+void f32_to_bf16(const float* src, std::uint16_t* dst, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) dst[i] = float_to_bf16(src[i]);
+}
+
+void bf16_to_f32(const std::uint16_t* src, float* dst, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) dst[i] = bf16_to_float(src[i]);
 }
 
 }  // namespace hoop

@@ -298,6 +298,8 @@ int cross_rank() { return initialized_global().info.cross_rank; }
 int cross_size() { return initialized_global().info.cross_size; }
 
 bool cuda_built() { return device::cuda_built(); }
+int cuda_device_count() { return device::device_count(); }
+std::string cuda_unavailable_reason() { return device::unavailable_reason(); }
 
 bool nccl_built() {
 #ifdef HOOP_BUILT_NCCL

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -201,6 +202,74 @@ TEST(Config, GetterReportsTheSpellingTheUserSet) {
 TEST(Config, UndeclaredOrWrongTypeReadIsAnInternalError) {
   EXPECT_EQ(get_int("HOOP_NOPE", env_of({})).status().code(), StatusCode::kInternal);
   EXPECT_EQ(get_bool("HOOP_RANK", env_of({})).status().code(), StatusCode::kInternal);
+}
+
+// Sets (or, with nullopt, clears) one variable of the process environment for one scope: the
+// public readers read nothing else.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, std::optional<std::string> value) : name_(std::move(name)) {
+    if (const char* old = std::getenv(name_.c_str())) old_ = old;
+    set(value);
+  }
+  ~ScopedEnv() { set(old_); }
+
+ private:
+  void set(const std::optional<std::string>& value) {
+    if (value) {
+      ::setenv(name_.c_str(), value->c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+TEST(Config, ThePublicReaderReadsAsHoopDoes) {
+  {
+    ScopedEnv rank("HOOP_RANK", std::nullopt);
+    ScopedEnv alias("HOROVOD_RANK", "4");
+    EXPECT_EQ(config_value("HOOP_RANK").value(), "4");
+  }
+  {
+    ScopedEnv level("HOOP_LOG_LEVEL", std::nullopt);
+    ScopedEnv alias("HOROVOD_LOG_LEVEL", std::nullopt);
+    EXPECT_EQ(config_value("HOOP_LOG_LEVEL").value(), "warn");
+    EXPECT_EQ(config_default("HOOP_LOG_LEVEL").value(), "warn");
+  }
+  {
+    ScopedEnv level("HOOP_LOG_LEVEL", " Debug ");
+    EXPECT_EQ(config_value("HOOP_LOG_LEVEL").value(), "debug");
+    EXPECT_EQ(config_default("HOOP_LOG_LEVEL").value(), "warn");
+  }
+  {
+    ScopedEnv threshold("HOOP_FUSION_THRESHOLD", "64M");
+    EXPECT_EQ(config_value("HOOP_FUSION_THRESHOLD").value(), "64M");
+  }
+}
+
+TEST(Config, ThePublicReaderNamesTheVariableInEveryError) {
+  {
+    ScopedEnv rank("HOOP_RANK", "seven");
+    const Status s = config_value("HOOP_RANK").status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("HOOP_RANK='seven'"));
+  }
+  {
+    ScopedEnv rank("HOOP_RANK", std::nullopt);
+    ScopedEnv alias("HOROVOD_RANK", std::nullopt);
+    const Status s = config_value("HOOP_RANK").status();
+    EXPECT_EQ(s.code(), StatusCode::kNotFound);
+    EXPECT_THAT(s.message(), HasSubstr("HOOP_RANK"));
+    EXPECT_EQ(config_default("HOOP_RANK").status().code(), StatusCode::kNotFound);
+  }
+  // Not one of hoop's: the caller's mistake, not an internal error.
+  for (const Status& s :
+       {config_value("HOOP_NOPE").status(), config_default("HOOP_NOPE").status()}) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("HOOP_NOPE"));
+  }
 }
 
 TEST(Config, HelpAndMarkdownListEveryVariable) {

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
 #include "hoop/core.h"
 
 namespace hoop {
@@ -69,6 +73,23 @@ TEST(DataTypes, NamesSizesAndParsing) {
   EXPECT_EQ(parse_op("xor"), std::nullopt);
   EXPECT_TRUE(dtype_is_float(DataType::kF16));
   EXPECT_FALSE(dtype_is_float(DataType::kI64));
+}
+
+TEST(DataTypes, SixteenBitConversionsRoundToNearestEven) {
+  // 1 + 2^-11 lies halfway between two f16 values and rounds to the even one (1.0); 1 + 2^-8
+  // likewise for bf16. 1e6 is beyond f16 (Inf) but not bf16.
+  const std::vector<float> in = {0.0f, -2.5f, 1.0f + 0x1p-11f, 1.0f + 0x1p-8f, 1e6f, 0x1p-24f};
+  std::vector<std::uint16_t> half(in.size()), bf16(in.size());
+  f32_to_f16(in.data(), half.data(), in.size());
+  f32_to_bf16(in.data(), bf16.data(), in.size());
+  EXPECT_EQ(half, (std::vector<std::uint16_t>{0x0000, 0xc100, 0x3c00, 0x3c04, 0x7c00, 0x0001}));
+  EXPECT_EQ(bf16, (std::vector<std::uint16_t>{0x0000, 0xc020, 0x3f80, 0x3f80, 0x4974, 0x3380}));
+  std::vector<float> back(in.size());
+  f16_to_f32(half.data(), back.data(), half.size());
+  EXPECT_EQ(back, (std::vector<float>{0.0f, -2.5f, 1.0f, 1.0f + 0x1p-8f, INFINITY, 0x1p-24f}));
+  bf16_to_f32(bf16.data(), back.data(), bf16.size());
+  EXPECT_EQ(back, (std::vector<float>{0.0f, -2.5f, 1.0f, 1.0f, 999424.0f, 0x1p-24f}));
+  f32_to_f16(nullptr, nullptr, 0);  // an empty range touches nothing
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 
 #include "core/reduce.h"
 #include "hoop/core.h"
+#include "hoop/hoop.h"
 #include "runtime/scale.h"
 
 #if HOOP_TEST_CUDA_BUILT
@@ -39,6 +40,11 @@ TEST(DeviceTest, CudaBuiltMatchesTheConfigureStep) {
   // A usable device and a reason why there is none exclude each other.
   EXPECT_EQ(device_count() == 0, !unavailable_reason().empty()) << unavailable_reason();
   EXPECT_EQ(device_count() == 0, describe().empty()) << describe();
+}
+
+TEST(DeviceTest, ThePublicQueriesSayWhatHoopDeviceSays) {
+  EXPECT_EQ(hoop::cuda_device_count(), device_count());
+  EXPECT_EQ(hoop::cuda_unavailable_reason(), unavailable_reason());
 }
 
 TEST(DeviceTest, HostMemoryIsCpuMemory) {

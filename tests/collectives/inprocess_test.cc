@@ -234,6 +234,9 @@ TEST_P(LargeBuffersInProcess, EveryAlgorithmAndCollectiveIsExact) {
       fuzz::Placement::kAliased);
   add(Collective::kAllgather, DataType::kF32, kPerRank, ReduceOp::kSum,
       fuzz::Placement::kSeparate);
+  // Blocks of 2 MiB and more are forwarded slice by slice (ring_allgatherv's pipeline).
+  add(Collective::kAllgather, DataType::kF32, (std::size_t{1} << 19) + 3, ReduceOp::kSum,
+      fuzz::Placement::kAliased);
   add(Collective::kAlltoall, DataType::kF32, kPerRank / 4, ReduceOp::kSum,
       fuzz::Placement::kAliased);
   for (int root : {0, job.ranks - 1}) {

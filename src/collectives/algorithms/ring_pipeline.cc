@@ -241,6 +241,22 @@ Status ring_allreduce(Context& ctx, std::byte* work, std::size_t count, DataType
 Status ring_allgatherv(Context& ctx, std::byte* out, std::span<const std::size_t> offsets,
                        std::span<const std::size_t> lengths) {
   if (ctx.size == 1) return Status::success();
+  const std::size_t longest = *std::max_element(lengths.begin(), lengths.end());
+  if (longest < 4 * kSliceBytes || ctx.size == 2) {
+    // Forwarding slice by slice pays only for blocks of several full slices: below that, or in
+    // a ring of one step (nothing is forwarded), a step is one exchange, which costs less than
+    // the pipeline's messages and bookkeeping. Measured on 2 cores (shm, medians of 11): the
+    // pipeline took 2-14% off 16 MiB allgathers at 3 and 4 ranks, but added 3-10% from 64 KiB
+    // to 4 MiB, and 7% at 8 MiB on 2 ranks.
+    const patterns::Ring& ring = ctx.ring();
+    for (int step = 0; step < ring.steps(); ++step) {
+      const patterns::RingStep st = ring.allgather_step(ctx.rank, step);
+      HOOP_RETURN_IF_ERROR(ctx.exchange(ring.right(ctx.rank), out + offsets[st.send_chunk],
+                                        lengths[st.send_chunk], ring.left(ctx.rank),
+                                        out + offsets[st.recv_chunk], lengths[st.recv_chunk]));
+    }
+    return Status::success();
+  }
   std::vector<patterns::Range> chunks(static_cast<std::size_t>(ctx.size));
   for (std::size_t r = 0; r < chunks.size(); ++r) chunks[r] = {offsets[r], lengths[r]};
   return RingPipeline(ctx, out, std::move(chunks), DataType::kU8, ReduceOp::kSum,

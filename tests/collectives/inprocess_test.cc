@@ -117,8 +117,7 @@ std::uint64_t shuffle_seed(const Job& j) {
   return j.shuffled ? 1000 + static_cast<std::uint64_t>(j.ranks) : 0;
 }
 
-class AllreduceInProcess
-    : public ::testing::TestWithParam<std::tuple<Algorithm, Job>> {};
+class AllreduceInProcess : public ::testing::TestWithParam<std::tuple<Algorithm, Job>> {};
 
 TEST_P(AllreduceInProcess, EveryCountDtypeOpAndPlacementIsExact) {
   const auto [algorithm, job] = GetParam();
@@ -232,8 +231,7 @@ TEST_P(LargeBuffersInProcess, EveryAlgorithmAndCollectiveIsExact) {
       fuzz::Placement::kSeparate);
   add(Collective::kReduceScatter, DataType::kF64, kPerRank, ReduceOp::kMax,
       fuzz::Placement::kAliased);
-  add(Collective::kAllgather, DataType::kF32, kPerRank, ReduceOp::kSum,
-      fuzz::Placement::kSeparate);
+  add(Collective::kAllgather, DataType::kF32, kPerRank, ReduceOp::kSum, fuzz::Placement::kSeparate);
   // Blocks of 2 MiB and more are forwarded slice by slice (ring_allgatherv's pipeline).
   add(Collective::kAllgather, DataType::kF32, (std::size_t{1} << 19) + 3, ReduceOp::kSum,
       fuzz::Placement::kAliased);
@@ -302,9 +300,8 @@ TEST(LoopbackTransport, PassesTheConformanceBodies) {
   };
   for (std::uint64_t shuffle : {0, 5}) {
     for (const auto& [ranks, body] : bodies) {
-      on_threads(ranks, shuffle, [&, n = ranks](int r, std::unique_ptr<Transport> t) {
-        body(r, n, *t);
-      });
+      on_threads(ranks, shuffle,
+                 [&, n = ranks](int r, std::unique_ptr<Transport> t) { body(r, n, *t); });
     }
   }
 }

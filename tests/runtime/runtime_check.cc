@@ -447,7 +447,8 @@ int scenario(const std::string& name, const std::vector<std::string>& args) {
     hoop::init();
     std::vector<Buf> bufs;
     std::vector<hoop::Handle> handles;
-    for (int r = 0; r < hoop::size(); ++r) bufs.emplace_back(DataType::kF32, std::vector<int64_t>{4});
+    for (int r = 0; r < hoop::size(); ++r)
+      bufs.emplace_back(DataType::kF32, std::vector<int64_t>{4});
     const auto name_of = [](int r) { return fmt::format("twice{}", r); };
     for (int r = 0; r < hoop::size(); ++r) {
       if (r == hoop::rank()) {

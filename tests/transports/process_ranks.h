@@ -49,8 +49,7 @@ inline std::string read_line(const Child& c, Deadline deadline) {
   char ch;
   while (Clock::now() < deadline) {
     pollfd p{c.out, POLLIN, 0};
-    const auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left, 0))) <= 0) continue;
     if (::read(c.out, &ch, 1) != 1) break;
     if (ch == '\n') return line;

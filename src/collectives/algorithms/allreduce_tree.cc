@@ -60,104 +60,139 @@ struct TreeState {
   long in_range(long j) const { return j >= 0 && j < static_cast<long>(slices) ? j : -1; }
 };
 
-}  // namespace
-
-Status allreduce_tree(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
-                      ReduceOp op) {
-  const int n = ctx.size;
-  const int me = ctx.rank;
-  if (n == 1) return Status::success();  // kAvg divides by 1: nothing to do
-  const std::size_t es = dtype_size(dtype);
-  const std::size_t max_slice = std::max<std::size_t>(1, kTreeSliceBytes / es);
-  const patterns::DoubleBinaryTree trees(n);
-
-  std::array<TreeState, kTrees> tree;
-  long total_steps = 0;
-  for (int t = 0; t < kTrees; ++t) {
-    TreeState& ts = tree[t];
-    ts.links = trees.links(me, t);
-    ts.half = patterns::DoubleBinaryTree::half(count, t);
-    ts.slices = patterns::slice_count(ts.half, max_slice);
-    ts.depth = depth_of(trees, me, t);
-    for (int r = 0; r < n; ++r) ts.height = std::max(ts.height, depth_of(trees, r, t));
-    ts.up_send.assign(ts.slices, 0);
-    ts.up_pending.assign(ts.slices, false);
-    // The last event is the broadcast of the last slice at the deepest rank.
-    if (ts.slices > 0)
-      total_steps = std::max(total_steps, static_cast<long>(ts.slices) + 2L * ts.height);
+/// One rank's double-tree pipeline for one call: the trees' state, the staging slots of the
+/// children's slices, and the steps as named phases (posting a step's receives, the reduction
+/// going up and the broadcast coming down of each tree).
+class TreePipeline {
+ public:
+  TreePipeline(Context& ctx, std::byte* work, std::size_t count, DataType dtype, ReduceOp op)
+      : ctx_(ctx),
+        work_(work),
+        dtype_(dtype),
+        op_(op),
+        es_(dtype_size(dtype)),
+        max_slice_(std::max<std::size_t>(1, kTreeSliceBytes / es_)) {
+    const patterns::DoubleBinaryTree trees(ctx.size);
+    for (int t = 0; t < kTrees; ++t) {
+      TreeState& ts = tree_[t];
+      ts.links = trees.links(ctx.rank, t);
+      ts.half = patterns::DoubleBinaryTree::half(count, t);
+      ts.slices = patterns::slice_count(ts.half, max_slice_);
+      ts.depth = depth_of(trees, ctx.rank, t);
+      for (int r = 0; r < ctx.size; ++r) ts.height = std::max(ts.height, depth_of(trees, r, t));
+      ts.up_send.assign(ts.slices, 0);
+      ts.up_pending.assign(ts.slices, false);
+      // The last event is the broadcast of the last slice at the deepest rank.
+      if (ts.slices > 0)
+        total_steps_ = std::max(total_steps_, static_cast<long>(ts.slices) + 2L * ts.height);
+    }
   }
 
-  // Staging for the children's slices: [tree][child][parity], each one slice long. Half 0 is
-  // the longer one, so its first slice is the longest of all.
-  const std::size_t slot_bytes = std::min(max_slice, tree[0].half.length) * es;
-  HOOP_ASSIGN_OR_RETURN(std::byte* staging,
-                        ctx.scratch_buffer(0, std::size_t{kTrees} * 2 * 2 * slot_bytes));
-  auto slot = [&](int t, int child, long step) {
-    return staging + ((static_cast<std::size_t>(t) * 2 + child) * 2 + step % 2) * slot_bytes;
-  };
-  auto slice_at = [&](int t, long j) {
-    return patterns::slice(tree[t].half, max_slice, static_cast<std::size_t>(j));
-  };
-  std::vector<RequestId> down_sends;
+  Status run() {
+    // Staging for the children's slices: [tree][child][parity], each one slice long. Half 0
+    // is the longer one, so its first slice is the longest of all.
+    slot_bytes_ = std::min(max_slice_, tree_[0].half.length) * es_;
+    HOOP_ASSIGN_OR_RETURN(staging_,
+                          ctx_.scratch_buffer(0, std::size_t{kTrees} * 2 * 2 * slot_bytes_));
+    HOOP_RETURN_IF_ERROR(post_receives(0));
+    for (long step = 0; step < total_steps_; ++step) {
+      if (step + 1 < total_steps_) HOOP_RETURN_IF_ERROR(post_receives(step + 1));
+      for (int t = 0; t < kTrees; ++t) {
+        if (long j = tree_[t].reduce_slice(step); j >= 0)
+          HOOP_RETURN_IF_ERROR(reduce_up(t, j, step));
+        if (long j = tree_[t].bcast_slice(step); j >= 0)
+          HOOP_RETURN_IF_ERROR(broadcast_down(t, j, step));
+      }
+    }
+    // Every up-send was waited for before its broadcast receive; only the down-sends remain.
+    return ctx_.wait(down_sends_);
+  }
 
-  // Posts the receives consumed at `step`, i.e. sent by the neighbours at step - 1.
-  auto post_recvs = [&](long step) -> Status {
+ private:
+  std::byte* slot(int t, int child, long step) const {
+    return staging_ + ((static_cast<std::size_t>(t) * 2 + child) * 2 + step % 2) * slot_bytes_;
+  }
+  patterns::Range slice_at(int t, long j) const {
+    return patterns::slice(tree_[t].half, max_slice_, static_cast<std::size_t>(j));
+  }
+
+  /// Posts the receives consumed at `step`, i.e. sent by the neighbours at step - 1.
+  Status post_receives(long step) {
     for (int t = 0; t < kTrees; ++t) {
-      TreeState& ts = tree[t];
+      TreeState& ts = tree_[t];
       if (long j = ts.reduce_slice(step); j >= 0) {
         const patterns::Range s = slice_at(t, j);
         for (int c = 0; c < ts.links.num_children(); ++c) {
           HOOP_ASSIGN_OR_RETURN(ts.child_recv[c][step % 2],
-                                ctx.recv(ts.links.children[c], slot(t, c, step), s.length * es));
+                                ctx_.recv(ts.links.children[c], slot(t, c, step), s.length * es_));
         }
       }
       if (long j = ts.bcast_slice(step); j >= 0 && ts.links.parent >= 0) {
         if (ts.up_pending[j]) {
-          HOOP_RETURN_IF_ERROR(wait_one(ctx.transport, ts.up_send[j], ctx.deadline));
+          HOOP_RETURN_IF_ERROR(wait_one(ctx_.transport, ts.up_send[j], ctx_.deadline));
           ts.up_pending[j] = false;
         }
         const patterns::Range s = slice_at(t, j);
         HOOP_ASSIGN_OR_RETURN(ts.parent_recv[step % 2],
-                              ctx.recv(ts.links.parent, work + s.offset * es, s.length * es));
+                              ctx_.recv(ts.links.parent, work_ + s.offset * es_, s.length * es_));
       }
     }
     return Status::success();
-  };
-
-  HOOP_RETURN_IF_ERROR(post_recvs(0));
-  for (long step = 0; step < total_steps; ++step) {
-    if (step + 1 < total_steps) HOOP_RETURN_IF_ERROR(post_recvs(step + 1));
-    for (int t = 0; t < kTrees; ++t) {
-      TreeState& ts = tree[t];
-      if (long j = ts.reduce_slice(step); j >= 0) {
-        const patterns::Range s = slice_at(t, j);
-        std::byte* dst = work + s.offset * es;
-        for (int c = 0; c < ts.links.num_children(); ++c) {
-          HOOP_RETURN_IF_ERROR(wait_one(ctx.transport, ts.child_recv[c][step % 2], ctx.deadline));
-          HOOP_RETURN_IF_ERROR(ctx.reduce_into(dst, slot(t, c, step), s.length, dtype, op));
-        }
-        if (ts.links.parent >= 0) {
-          HOOP_ASSIGN_OR_RETURN(ts.up_send[j], ctx.send(ts.links.parent, dst, s.length * es));
-          ts.up_pending[j] = true;
-        } else if (op == ReduceOp::kAvg) {
-          // The root holds the complete sum of this slice: divide once, before it goes down.
-          HOOP_RETURN_IF_ERROR(ctx.divide(dst, s.length, dtype, n));
-        }
-      }
-      if (long j = ts.bcast_slice(step); j >= 0) {
-        const patterns::Range s = slice_at(t, j);
-        if (ts.links.parent >= 0)
-          HOOP_RETURN_IF_ERROR(wait_one(ctx.transport, ts.parent_recv[step % 2], ctx.deadline));
-        for (int c = 0; c < ts.links.num_children(); ++c) {
-          HOOP_ASSIGN_OR_RETURN(
-              RequestId id, ctx.send(ts.links.children[c], work + s.offset * es, s.length * es));
-          down_sends.push_back(id);
-        }
-      }
-    }
   }
-  // Every up-send was waited for before its broadcast receive; only the down-sends remain.
-  return ctx.wait(down_sends);
+
+  /// Reduces the children's slice j of tree t into this rank's and sends it up (the root
+  /// divides it for kAvg instead).
+  Status reduce_up(int t, long j, long step) {
+    TreeState& ts = tree_[t];
+    const patterns::Range s = slice_at(t, j);
+    std::byte* dst = work_ + s.offset * es_;
+    for (int c = 0; c < ts.links.num_children(); ++c) {
+      HOOP_RETURN_IF_ERROR(wait_one(ctx_.transport, ts.child_recv[c][step % 2], ctx_.deadline));
+      HOOP_RETURN_IF_ERROR(ctx_.reduce_into(dst, slot(t, c, step), s.length, dtype_, op_));
+    }
+    if (ts.links.parent >= 0) {
+      HOOP_ASSIGN_OR_RETURN(ts.up_send[j], ctx_.send(ts.links.parent, dst, s.length * es_));
+      ts.up_pending[j] = true;
+    } else if (op_ == ReduceOp::kAvg) {
+      // The root holds the complete sum of this slice: divide once, before it goes down.
+      HOOP_RETURN_IF_ERROR(ctx_.divide(dst, s.length, dtype_, ctx_.size));
+    }
+    return Status::success();
+  }
+
+  /// Takes slice j of tree t from the parent (the root has it) and sends it to the children.
+  Status broadcast_down(int t, long j, long step) {
+    const TreeState& ts = tree_[t];
+    const patterns::Range s = slice_at(t, j);
+    if (ts.links.parent >= 0)
+      HOOP_RETURN_IF_ERROR(wait_one(ctx_.transport, ts.parent_recv[step % 2], ctx_.deadline));
+    for (int c = 0; c < ts.links.num_children(); ++c) {
+      HOOP_ASSIGN_OR_RETURN(
+          RequestId id, ctx_.send(ts.links.children[c], work_ + s.offset * es_, s.length * es_));
+      down_sends_.push_back(id);
+    }
+    return Status::success();
+  }
+
+  Context& ctx_;
+  std::byte* work_;
+  DataType dtype_;
+  ReduceOp op_;
+  std::size_t es_;
+  std::size_t max_slice_;
+  std::array<TreeState, kTrees> tree_;
+  long total_steps_ = 0;
+  std::size_t slot_bytes_ = 0;
+  std::byte* staging_ = nullptr;
+  std::vector<RequestId> down_sends_;
+};
+
+}  // namespace
+
+Status allreduce_tree(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
+                      ReduceOp op) {
+  if (ctx.size == 1) return Status::success();  // kAvg divides by 1: nothing to do
+  return TreePipeline(ctx, work, count, dtype, op).run();
 }
 
 }  // namespace hoop::collectives

@@ -36,8 +36,8 @@ enum class Phases { kReduceScatter, kAllgather, kBoth };
 /// below says how far posting and finishing have got.
 class RingPipeline {
  public:
-  RingPipeline(Context& ctx, std::byte* work, std::vector<patterns::Range> chunks,
-               DataType dtype, ReduceOp op, Phases phases, const std::byte* input)
+  RingPipeline(Context& ctx, std::byte* work, std::vector<patterns::Range> chunks, DataType dtype,
+               ReduceOp op, Phases phases, const std::byte* input)
       : ctx_(ctx),
         work_(work),
         input_(input),
@@ -109,7 +109,7 @@ class RingPipeline {
     slots_ = std::min<std::size_t>(
         kStageSlices, std::max<std::size_t>(1, patterns::slice_count(longest, max_slice_)));
     const std::size_t stage_bytes = slots_ * max_slice_ * es_;
-    HOOP_ASSIGN_OR_RETURN(std::byte* staging, ctx_.scratch_buffer(0, 2 * stage_bytes));
+    HOOP_ASSIGN_OR_RETURN(std::byte * staging, ctx_.scratch_buffer(0, 2 * stage_bytes));
     stage_[0] = staging;
     stage_[1] = staging + stage_bytes;
     return Status::success();
@@ -216,14 +216,12 @@ std::vector<patterns::Range> partition_chunks(std::size_t count, int size) {
   return chunks;
 }
 
-Status reduce_on_ring(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
-                      ReduceOp op, Phases phases, const std::byte* input) {
+Status reduce_on_ring(Context& ctx, std::byte* work, std::size_t count, DataType dtype, ReduceOp op,
+                      Phases phases, const std::byte* input) {
   if (ctx.size == 1) {  // kAvg divides by 1: nothing to do but the copy
-    return input != nullptr ? ctx.copy(work, input, count * dtype_size(dtype))
-                            : Status::success();
+    return input != nullptr ? ctx.copy(work, input, count * dtype_size(dtype)) : Status::success();
   }
-  return RingPipeline(ctx, work, partition_chunks(count, ctx.size), dtype, op, phases, input)
-      .run();
+  return RingPipeline(ctx, work, partition_chunks(count, ctx.size), dtype, op, phases, input).run();
 }
 
 }  // namespace
@@ -233,8 +231,8 @@ Status ring_reduce_scatter(Context& ctx, std::byte* work, std::size_t count, Dat
   return reduce_on_ring(ctx, work, count, dtype, op, Phases::kReduceScatter, input);
 }
 
-Status ring_allreduce(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
-                      ReduceOp op, const std::byte* input) {
+Status ring_allreduce(Context& ctx, std::byte* work, std::size_t count, DataType dtype, ReduceOp op,
+                      const std::byte* input) {
   return reduce_on_ring(ctx, work, count, dtype, op, Phases::kBoth, input);
 }
 

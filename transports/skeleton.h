@@ -86,6 +86,15 @@ class Skeleton : public Transport {
     return fmt::format("{} {} bytes {} {}", r.is_send ? "send of" : "receive of", r.bytes,
                        r.is_send ? "to" : "from", peer_name(r.peer));
   }
+  /// Whether a send has not finished. A transport destroyed then owes its peers bytes and
+  /// aborts, so that they learn why at once; receives alone need only the goodbye (a rank that
+  /// shuts down between collectives has its next receives posted, and its peers must not read
+  /// that as a failure).
+  bool sends_pending() const {
+    return std::any_of(requests_.begin(), requests_.end(), [this](const auto& kv) {
+      return kv.second.is_send && !finished(kv.second);
+    });
+  }
   /// check_peers() when it is due.
   void check_peers_if_due(Clock::time_point now) {
     if (now < next_peer_check_) return;

@@ -277,7 +277,9 @@ Status Executor::alltoall(const Response& resp, Entry* e) {
   const Request& t = resp.tensors.front();
   const int n = comm_.size();
   const std::size_t row = row_elems(t.shape);
-  const std::int64_t rows = t.shape.empty() ? 1 : t.shape[0];
+  // This rank's own row count: the negotiated description is the first rank's, and the ranks'
+  // first dimensions may differ.
+  const std::int64_t rows = e->input.shape.empty() ? 1 : e->input.shape[0];
   std::vector<std::int64_t> send_rows = e->splits;
   if (send_rows.empty()) send_rows.assign(static_cast<std::size_t>(n), rows / n);
   // Every rank learns how many rows it gets from each rank before the data moves.

@@ -187,7 +187,17 @@ def check_alltoall():
     check(isinstance(out, torch.Tensor), "alltoall without splits returns only the tensor")
     close(out, torch.tensor([10 * k + 2 * R + i for k in range(N) for i in range(2)]),
           torch.int64, "alltoall even")
-    ok("alltoall uneven/even, received splits, async")
+    # Without splits every rank splits its own rows evenly, and the ranks' row counts may
+    # differ: rank k sends k + 1 rows to every rank (it has N * (k + 1)), tagged 100*k + j.
+    mine = torch.cat([torch.full((R + 1, 2), 100.0 * R + j) for j in range(N)])
+    want = torch.cat([torch.full((k + 1, 2), 100.0 * k + R) for k in range(N)])
+    close(hvd.alltoall(mine), want, torch.float32, "alltoall without splits, rows differing")
+    # ... and its gradient goes back to each rank in that rank's own shape.
+    leaf = mine.clone().requires_grad_(True)
+    hvd.alltoall(leaf).sum().backward()
+    check(leaf.grad is not None and leaf.grad.shape == mine.shape and leaf.grad.eq(1).all(),
+          f"alltoall gradient with rows differing: {leaf.grad}")
+    ok("alltoall uneven/even, received splits, async, rows differing without splits")
 
 
 def check_reducescatter():

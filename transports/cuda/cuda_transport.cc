@@ -42,11 +42,9 @@ CudaTransport::CudaTransport(int rank, int size, int device, const CudaOptions& 
 }
 
 CudaTransport::~CudaTransport() {
-  bool pending = false;
-  for (const auto& [id, req] : requests_) pending = pending || !req.done;
-  if (pending) {
-    abort(
-        aborted(fmt::format("rank {} shut its cuda transport down with requests pending", rank_)));
+  if (sends_pending() || must_poll()) {
+    abort(aborted(
+        fmt::format("rank {} shut its cuda transport down with sends or copies pending", rank_)));
   }
   // Every send is published (its copy complete) before it completes, so the goodbye only tells
   // the peers that the exit that follows is no crash; the own rings are freed after it, once

@@ -21,10 +21,8 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segmen
 }
 
 ShmTransport::~ShmTransport() {
-  bool pending = false;
-  for (const auto& [id, req] : requests_) pending = pending || !req.done;
-  if (pending) {
-    abort(aborted(fmt::format("rank {} shut its shm transport down with requests pending", rank_)));
+  if (sends_pending()) {
+    abort(aborted(fmt::format("rank {} shut its shm transport down with sends pending", rank_)));
   }
   // Everything this rank sent is in the peers' rings already (a send completes once it is), so
   // the goodbye only tells the peers that the exit that follows is no crash.

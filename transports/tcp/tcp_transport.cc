@@ -70,10 +70,8 @@ TcpTransport::TcpTransport(int rank, int size, int sockets_per_peer, std::size_t
       unexpected_cap_(unexpected_cap) {}
 
 TcpTransport::~TcpTransport() {
-  bool pending = false;
-  for (const auto& [id, req] : requests_) pending = pending || req.parts_left > 0;
-  if (pending) {
-    abort(aborted(fmt::format("rank {} shut its tcp transport down with requests pending", rank_)));
+  if (sends_pending()) {
+    abort(aborted(fmt::format("rank {} shut its tcp transport down with sends pending", rank_)));
   }
   if (aborted_.ok()) {
     for (auto& c : conns_) {

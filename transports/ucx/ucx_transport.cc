@@ -22,10 +22,8 @@ UcxTransport::UcxTransport(int rank, int size, const UcxOptions& options, std::u
 UcxTransport::~UcxTransport() { shut_down(); }
 
 void UcxTransport::shut_down() {
-  bool pending = false;
-  for (const auto& [id, req] : requests_) pending = pending || !req.done;
-  if (pending) {
-    abort(aborted(fmt::format("rank {} shut its ucx transport down with requests pending", rank_)));
+  if (sends_pending()) {
+    abort(aborted(fmt::format("rank {} shut its ucx transport down with sends pending", rank_)));
   }
   // The goodbye tells each peer how many messages this rank sent, so that it can still match
   // them and knows the exit that follows is no crash. After an abort the peers have the cause.

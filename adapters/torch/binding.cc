@@ -26,15 +26,21 @@ namespace {
 
 using Shape = std::vector<std::int64_t>;
 
-// The Python exception type; created once at import.
+// The Python exception types; created once at import. Misuse (invalid_argument: a name
+// submitted twice while pending, rows that do not split, a scalar to scatter) raises
+// HoopValueError, both a HoopError and a ValueError, since Horovod raises ValueError there and
+// code catches it by that type.
 PyObject* g_hoop_error = nullptr;
+PyObject* g_hoop_value_error = nullptr;
 
 [[noreturn]] void raise(const hoop::Status& status) {
-  py::object type = py::reinterpret_borrow<py::object>(g_hoop_error);
+  PyObject* kind =
+      status.code() == hoop::StatusCode::kInvalidArgument ? g_hoop_value_error : g_hoop_error;
+  py::object type = py::reinterpret_borrow<py::object>(kind);
   py::object error = type(status.to_string());
   error.attr("code") = std::string(hoop::status_code_name(status.code()));
   error.attr("message") = status.message();
-  PyErr_SetObject(g_hoop_error, error.ptr());
+  PyErr_SetObject(kind, error.ptr());
   throw py::error_already_set();
 }
 
@@ -301,6 +307,12 @@ PYBIND11_MODULE(_hoop, m) {
       "A hoop operation failed; .code names the kind, .message the cause (rank, tensor, field).",
       PyExc_RuntimeError, nullptr);
   m.attr("HoopError") = py::handle(g_hoop_error);
+  py::tuple bases = py::make_tuple(py::handle(g_hoop_error), py::handle(PyExc_ValueError));
+  g_hoop_value_error = PyErr_NewExceptionWithDoc(
+      "hoop._hoop.HoopValueError",
+      "A call hoop refused as misuse (code invalid_argument): a HoopError and a ValueError.",
+      bases.ptr(), nullptr);
+  m.attr("HoopValueError") = py::handle(g_hoop_value_error);
   define_job(m);
   define_collectives(m);
   define_handles(m);

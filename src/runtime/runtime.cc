@@ -415,9 +415,12 @@ Handle reducescatter_async(const std::string& name, const Tensor& input,
                            const ReduceOptions& options) {
   check_tensor(name, input, "input");
   check_scales(name, input.dtype, options);
+  // Horovod refuses a scalar too: there is no first dimension to scatter over.
+  if (input.shape.empty())
+    fail(invalid_argument(fmt::format(
+        "tensor '{}': reducescatter needs a tensor of at least one dimension, got a scalar", name)));
   Entry e;
   e.request = describe(name, OpType::kReducescatter, input);
-  if (e.request.shape.empty()) e.request.shape = {1};
   e.request.op = options.op;
   e.request.prescale = options.prescale;
   e.request.postscale = options.postscale;

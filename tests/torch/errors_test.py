@@ -56,12 +56,34 @@ def check_mismatches():
 
 
 def check_duplicate_name():
-    first = hvd.allreduce_async(torch.ones(3), name="twice", op=hvd.Sum)
-    expect_error(hoop.HoopError, lambda: hvd.allreduce_async(torch.ones(3), name="twice"),
-                 "twice")
-    check(hvd.synchronize(first).eq(N).all(), "the first submission still completes")
+    # Each rank in turn submits a name no other rank has submitted yet, so it is still pending
+    # when the same rank submits it again; the others wait on a gate meanwhile.
+    handles = []
+    for r in range(N):
+        if r == R:
+            handles.append(hvd.allreduce_async(torch.ones(3), name=f"twice{r}", op=hvd.Sum))
+            e = expect_error(ValueError,
+                             lambda: hvd.allreduce_async(torch.ones(3), name=f"twice{r}"),
+                             f"twice{r}")
+            check(isinstance(e, hoop.HoopError) and e.code == "invalid argument",
+                  f"a HoopError with code invalid argument: {type(e)} {e.code!r}")
+        hvd.allreduce(torch.ones(1), name=f"gate{r}")
+    for r in range(N):
+        if r != R:
+            handles.append(hvd.allreduce_async(torch.ones(3), name=f"twice{r}", op=hvd.Sum))
+    for h in handles:
+        check(hvd.synchronize(h).eq(N).all(), "the first submission still completes")
     still_works("duplicate name")
-    ok("a name in flight twice on one rank raises HoopError; the first completes")
+    ok("a name in flight twice on one rank raises ValueError (a HoopError); the first completes")
+
+
+def check_misuse_is_value_error():
+    # Rows that do not split evenly without splits, and a scalar to reducescatter: Horovod
+    # raises ValueError, before any work starts.
+    expect_error(ValueError, lambda: hvd.alltoall(torch.ones(N + 1)), "split evenly")
+    expect_error(ValueError, lambda: hvd.reducescatter(torch.tensor(1.0)), "at least one")
+    still_works("misuse")
+    ok("alltoall rows that do not split and a scalar reducescatter raise ValueError")
 
 
 def check_rejected_tensors():
@@ -93,6 +115,7 @@ def check_process_set_errors():
 
 check_mismatches()
 check_duplicate_name()
+check_misuse_is_value_error()
 check_rejected_tensors()
 check_process_set_errors()
 hvd.shutdown()

@@ -5,8 +5,8 @@ extension module `hoop._hoop` underneath passes raw CPU pointers, dtype names an
 the C++ runtime and knows nothing of torch.
 """
 
-from hoop._hoop import HoopError
+from hoop._hoop import HoopError, HoopValueError
 
 __version__ = "0.1.0"
 
-__all__ = ["HoopError", "__version__"]
+__all__ = ["HoopError", "HoopValueError", "__version__"]

@@ -40,7 +40,13 @@ std::vector<std::pair<std::string, std::string>> launcher_variables(const JobEnv
 
 std::vector<std::string> rank_environment(std::span<const std::string> inherited, const JobEnv& job,
                                           int rank) {
-  const auto vars = launcher_variables(job, rank);
+  auto vars = launcher_variables(job, rank);
+  // horovodrun sets the rank layout (the first six) under Horovod's names too, and scripts
+  // read them.
+  for (std::size_t i = 0; i < 6; ++i) {
+    vars.emplace_back("HOROVOD_" + vars[i].first.substr(std::string_view("HOOP_").size()),
+                      vars[i].second);
+  }
   std::set<std::string, std::less<>> replaced;
   for (const auto& [name, value] : vars) {
     replaced.insert(name);

@@ -42,7 +42,8 @@ std::vector<std::pair<std::string, std::string>> launcher_variables(const JobEnv
 
 /// The complete environment of `rank`: `inherited` (NAME=value entries) without the
 /// variables hooprun sets or their Horovod aliases (a stale HOROVOD_RANK must not contradict
-/// HOOP_RANK), followed by launcher_variables(job, rank).
+/// HOOP_RANK), followed by launcher_variables(job, rank) and the rank layout under Horovod's
+/// names (HOROVOD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE, _CROSS_RANK, _CROSS_SIZE).
 std::vector<std::string> rank_environment(std::span<const std::string> inherited, const JobEnv& job,
                                           int rank);
 

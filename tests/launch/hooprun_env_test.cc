@@ -56,7 +56,10 @@ TEST(HooprunEnvTest, EachRankGetsItsPlaceInTheJob) {
     EXPECT_EQ(vars.at("HOOP_RENDEZVOUS_ADDR"), "127.0.0.1");
     EXPECT_EQ(vars.at("HOOP_START_TIMEOUT"), "12.5");
     EXPECT_EQ(vars.at("MY_VAR"), "kept");
-    EXPECT_EQ(vars.count("HOROVOD_RANK"), 0u);
+    // horovodrun's names carry this job's layout, not the stale value.
+    EXPECT_EQ(vars.at("HOROVOD_RANK"), std::to_string(rank));
+    EXPECT_EQ(vars.at("HOROVOD_SIZE"), std::to_string(kRanks));
+    EXPECT_EQ(vars.at("HOROVOD_LOCAL_RANK"), std::to_string(rank));
     const int port = std::stoi(vars.at("HOOP_RENDEZVOUS_PORT"));
     EXPECT_GT(port, 0);
     EXPECT_LT(port, 65536);

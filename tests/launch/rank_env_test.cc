@@ -57,6 +57,19 @@ TEST(RankEnvironmentTest, AJobAcrossHostsGivesEachRankItsHostsLayout) {
   EXPECT_THAT(rank_environment(stale, job, 4), Not(Contains("HOROVOD_CROSS_RANK=7")));
 }
 
+TEST(RankEnvironmentTest, HorovodsNamesCarryTheSameLayout) {
+  JobEnv job = two_rank_job();
+  job.size = 5;
+  job.places = {{0, 0, 3}, {0, 1, 3}, {0, 2, 3}, {1, 0, 2}, {1, 1, 2}};
+  job.num_hosts = 2;
+  const std::vector<std::string> stale{"HOROVOD_RANK=9"};
+  const std::vector<std::string> env = rank_environment(stale, job, 3);
+  EXPECT_THAT(env, IsSupersetOf({"HOROVOD_RANK=3", "HOROVOD_SIZE=5", "HOROVOD_LOCAL_RANK=0",
+                                 "HOROVOD_LOCAL_SIZE=2", "HOROVOD_CROSS_RANK=1",
+                                 "HOROVOD_CROSS_SIZE=2"}));
+  EXPECT_THAT(env, Not(Contains("HOROVOD_RANK=9")));
+}
+
 TEST(RankEnvironmentTest, StartTimeoutIsWrittenPlainly) {
   JobEnv job = two_rank_job();
   job.start_timeout_s = 30;

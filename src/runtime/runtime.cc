@@ -99,13 +99,17 @@ void check_tensor(const std::string& name, const Tensor& t, const char* role) {
         actual == kCpuDevice ? std::string("host memory") : fmt::format("cuda:{}", actual))));
 }
 
-void check_scales(const std::string& name, DataType dtype, const ReduceOptions& o) {
+void check_scales(const std::string& name, const Tensor& t, const ReduceOptions& o) {
   if (static_cast<unsigned>(o.op) > static_cast<unsigned>(ReduceOp::kProd))
     fail(invalid_argument(fmt::format("tensor '{}': unknown reduce op", name)));
-  if (!dtype_is_float(dtype) && (o.prescale != 1.0 || o.postscale != 1.0))
-    fail(invalid_argument(
-        fmt::format("tensor '{}': prescale/postscale other than 1 need a float dtype, not {}", name,
-                    dtype_name(dtype))));
+  // Integer tensors scale on the host (in float64, as Horovod does); the device kernels scale
+  // float types only.
+  if (!dtype_is_float(t.dtype) && t.device != kCpuDevice &&
+      (o.prescale != 1.0 || o.postscale != 1.0))
+    fail(invalid_argument(fmt::format(
+        "tensor '{}': prescale/postscale other than 1 on a device tensor need a float dtype, "
+        "not {}",
+        name, dtype_name(t.dtype))));
 }
 
 Request describe(const std::string& name, OpType type, const Tensor& t) {
@@ -128,7 +132,7 @@ Entry allreduce_entry(const std::string& name, const Tensor& input, const Tensor
   if (input.dtype != output.dtype || input.count() != output.count())
     fail(invalid_argument(
         fmt::format("tensor '{}': output must have the input's dtype and element count", name)));
-  check_scales(name, input.dtype, options);
+  check_scales(name, input, options);
   Entry e;
   e.request = describe(name, OpType::kAllreduce, input);
   e.request.op = options.op;
@@ -414,7 +418,7 @@ OwnedTensor alltoall(const std::string& name, const Tensor& input,
 Handle reducescatter_async(const std::string& name, const Tensor& input,
                            const ReduceOptions& options) {
   check_tensor(name, input, "input");
-  check_scales(name, input.dtype, options);
+  check_scales(name, input, options);
   // Horovod refuses a scalar too: there is no first dimension to scatter over.
   if (input.shape.empty())
     fail(invalid_argument(fmt::format(

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "core/half.h"
 
@@ -22,6 +24,22 @@ void scale_16(void* dst, const void* src, std::size_t count, float factor) {
   auto* d = static_cast<std::uint16_t*>(dst);
   const auto* s = static_cast<const std::uint16_t*>(src);
   for (std::size_t i = 0; i < count; ++i) d[i] = Narrow(Widen(s[i]) * factor);
+}
+
+/// An integer scaled as Horovod scales one: in float64, then back, truncated toward zero and
+/// held within the type's range (a plain cast of an out-of-range double is undefined).
+template <typename T>
+void scale_int(void* dst, const void* src, std::size_t count, double factor) {
+  auto* d = static_cast<T*>(dst);
+  const auto* s = static_cast<const T*>(src);
+  constexpr double lo = static_cast<double>(std::numeric_limits<T>::min());
+  constexpr double hi = static_cast<double>(std::numeric_limits<T>::max());
+  for (std::size_t i = 0; i < count; ++i) {
+    const double v = std::trunc(static_cast<double>(s[i]) * factor);
+    d[i] = v <= lo ? std::numeric_limits<T>::min()
+           : v >= hi ? std::numeric_limits<T>::max()
+                     : static_cast<T>(v);
+  }
 }
 
 }  // namespace
@@ -44,9 +62,21 @@ Status scale_copy(void* dst, const void* src, std::size_t count, DataType dtype,
     case DataType::kBF16:
       scale_16<bf16_to_float, float_to_bf16>(dst, src, count, static_cast<float>(factor));
       return Status::success();
+    case DataType::kU8:
+      scale_int<std::uint8_t>(dst, src, count, factor);
+      return Status::success();
+    case DataType::kI8:
+      scale_int<std::int8_t>(dst, src, count, factor);
+      return Status::success();
+    case DataType::kI32:
+      scale_int<std::int32_t>(dst, src, count, factor);
+      return Status::success();
+    case DataType::kI64:
+      scale_int<std::int64_t>(dst, src, count, factor);
+      return Status::success();
     default:
-      return invalid_argument(fmt::format("scale factor {} on {} elements: only float types scale",
-                                          factor, dtype_name(dtype)));
+      return invalid_argument(
+          fmt::format("scale factor {} on {} elements: no such dtype", factor, dtype_name(dtype)));
   }
 }
 

@@ -7,9 +7,10 @@
 
 namespace hoop::runtime {
 
-/// dst[i] = src[i] * factor for a float dtype (f16 and bf16 through f32, rounded to nearest
-/// even); a plain copy when factor is 1 (any dtype). dst may be src; other overlaps are not
-/// allowed. A factor other than 1 on an integer dtype is invalid_argument.
+/// dst[i] = src[i] * factor: float dtypes in their own precision (f16 and bf16 through f32,
+/// rounded to nearest even), integer dtypes in float64, truncated toward zero and held within
+/// the type's range (as Horovod scales them); a plain copy when factor is 1. dst may be src;
+/// other overlaps are not allowed.
 Status scale_copy(void* dst, const void* src, std::size_t count, DataType dtype, double factor);
 
 }  // namespace hoop::runtime

@@ -453,7 +453,7 @@ TEST(RuntimeSettings, MalformedValuesNameTheVariable) {
   }
 }
 
-TEST(Scale, ScalesFloatsAndRefusesIntegers) {
+TEST(Scale, ScalesFloatsAndIntegersAsHorovodDoes) {
   std::vector<float> f = {1, 2, 3};
   ASSERT_TRUE(scale_copy(f.data(), f.data(), 3, DataType::kF32, 0.5).ok());
   EXPECT_EQ(f, (std::vector<float>{0.5f, 1.0f, 1.5f}));
@@ -461,10 +461,16 @@ TEST(Scale, ScalesFloatsAndRefusesIntegers) {
   std::vector<std::uint16_t> out(2);
   ASSERT_TRUE(scale_copy(out.data(), bf.data(), 2, DataType::kBF16, 2.0).ok());
   EXPECT_EQ(out, (std::vector<std::uint16_t>{0x4000, 0x4080}));
-  std::vector<std::int32_t> i = {1, 2};
-  EXPECT_EQ(scale_copy(i.data(), i.data(), 2, DataType::kI32, 2.0).code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_TRUE(scale_copy(i.data(), i.data(), 2, DataType::kI32, 1.0).ok());
+  // Integers: in float64, truncated toward zero, held within the type's range.
+  std::vector<std::int32_t> i = {3, -3, 7, 2000000000};
+  ASSERT_TRUE(scale_copy(i.data(), i.data(), 4, DataType::kI32, 1.5).ok());
+  EXPECT_EQ(i, (std::vector<std::int32_t>{4, -4, 10, 2147483647}));
+  std::vector<std::uint8_t> u = {10, 255};
+  ASSERT_TRUE(scale_copy(u.data(), u.data(), 2, DataType::kU8, -0.5).ok());
+  EXPECT_EQ(u, (std::vector<std::uint8_t>{0, 0}));
+  std::vector<std::int64_t> l = {9};
+  ASSERT_TRUE(scale_copy(l.data(), l.data(), 1, DataType::kI64, 1.0 / 3).ok());
+  EXPECT_EQ(l, (std::vector<std::int64_t>{3}));
 }
 
 }  // namespace

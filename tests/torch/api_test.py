@@ -74,6 +74,12 @@ def check_allreduce():
           expected_sum * 0.5, torch.float32, "pre/postscale")
     close(hvd.allreduce(t, op=hvd.Average, prescale_factor=1 / 3, postscale_factor=3.0),
           expected_sum / N, torch.float32, "predivided average")
+    # Integer tensors scale in float64 and go back truncated, as in Horovod.
+    ints = torch.tensor([3, -3, 7], dtype=torch.int32) + R
+    pre = [(torch.tensor([3, -3, 7], dtype=torch.float64) + k) * 1.5 for k in range(N)]
+    want = (sum(p.trunc() for p in pre) * 0.5).trunc().to(torch.int32)
+    got = hvd.allreduce(ints, op=hvd.Sum, prescale_factor=1.5, postscale_factor=0.5)
+    check(got.dtype == torch.int32 and got.equal(want), f"int32 pre/postscale: {got} != {want}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         close(hvd.allreduce(t, average=False), expected_sum, torch.float32, "average=False")

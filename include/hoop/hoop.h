@@ -195,8 +195,8 @@ void barrier(ProcessSet process_set = kGlobalProcessSet);
 
 /// Declares that this rank has no more tensors for this step: until every rank of the set has
 /// joined, allreduces the others submit run with zeros from this rank (kAvg divides by the
-/// ranks that did submit) and allgathers with no rows from it; other collectives that need
-/// this rank fail naming it. Handle::last_joined_rank() says who joined last.
+/// whole set, as in Horovod); any other collective fails naming the joined ranks.
+/// Handle::last_joined_rank() says who joined last.
 Handle join_async(ProcessSet process_set = kGlobalProcessSet);
 /// join_async(...) waited for; returns the last rank to join.
 int join(ProcessSet process_set = kGlobalProcessSet);

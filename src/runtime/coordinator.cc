@@ -210,7 +210,8 @@ Response Coordinator::make_response(const std::string& name, Pending& p) const {
       return resp;
     }
   }
-  if (!resp.joined.empty() && ref.type != OpType::kAllreduce && ref.type != OpType::kAllgather) {
+  // Only an allreduce can take a joined rank's part (zeros), as in Horovod.
+  if (!resp.joined.empty() && ref.type != OpType::kAllreduce) {
     std::vector<int> joined(resp.joined.begin(), resp.joined.end());
     resp.error = fmt::format("tensor '{}': {} needs every rank, but {} joined", name,
                              op_type_name(ref.type), rank_list(joined));

@@ -85,26 +85,22 @@ Result<Memory> Executor::memory_for(const Response& resp, const std::vector<Entr
   return Memory(device, stream_.handle());
 }
 
-Status Executor::reduce_in_place(const Request& t, void* buf, std::size_t count, int contributors,
+Status Executor::reduce_in_place(const Request& t, void* buf, std::size_t count,
                                  const Memory& mem) {
   AllreduceOptions o;
   o.output = buf;
   o.count = count;
   o.dtype = t.dtype;
-  // With every rank contributing, kAvg runs in the communicator, exactly as a direct call
-  // would; with joined ranks the divisor is the number of ranks that submitted.
-  const bool all = contributors == comm_.size();
-  o.op = t.op == ReduceOp::kAvg && !all ? ReduceOp::kSum : t.op;
+  // kAvg runs in the communicator, exactly as a direct call would. Joined ranks contribute
+  // zeros and count in the divisor, as in Horovod (the average is over the whole set).
+  o.op = t.op;
   HOOP_RETURN_IF_ERROR(hoop::allreduce(comm_, o));
-  if (t.op == ReduceOp::kAvg && !all)
-    HOOP_RETURN_IF_ERROR(mem.divide(buf, count, t.dtype, std::max(1, contributors)));
   HOOP_RETURN_IF_ERROR(mem.scale_copy(buf, buf, count, t.dtype, t.postscale));
   return mem.sync(deadline());
 }
 
 Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entries) {
   const Request& first = resp.tensors.front();
-  const int contributors = comm_.size() - static_cast<int>(resp.joined.size());
   HOOP_ASSIGN_OR_RETURN(Memory mem, memory_for(resp, entries));
   if (resp.tensors.size() == 1 && entries.front() != nullptr) {
     // One tensor: reduced in the caller's output, no fusion copy.
@@ -113,7 +109,7 @@ Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entr
     Status s =
         mem.scale_copy(e.output.data, e.input.data, first.count(), first.dtype, first.prescale);
     if (s.ok()) s = mem.sync(deadline());
-    if (s.ok()) s = reduce_in_place(first, e.output.data, first.count(), contributors, mem);
+    if (s.ok()) s = reduce_in_place(first, e.output.data, first.count(), mem);
     end(resp);
     return s;
   }
@@ -180,7 +176,7 @@ Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entr
         return k + 1 < chunks ? copy_in(hi, std::min(total, hi + chunk)) : Status::success();
       });
     }
-    s = reduce_in_place(first, fusion + lo, (hi - lo) / es, contributors, mem);
+    s = reduce_in_place(first, fusion + lo, (hi - lo) / es, mem);
     if (overlap) {
       const Status copied = copier_.finish();
       if (s.ok()) s = copied;

@@ -65,9 +65,9 @@ class Executor {
   Status broadcast(const Response& resp, Entry* e);
   Status alltoall(const Response& resp, Entry* e);
   Status reducescatter(const Response& resp, Entry* e);
-  /// Sums into `buf` and finishes avg (divide by the ranks that submitted) and postscale.
-  Status reduce_in_place(const Request& t, void* buf, std::size_t count, int contributors,
-                         const Memory& mem);
+  /// Reduces `buf` over the set with the tensor's op, then postscales. Joined ranks contribute
+  /// zeros, and an average divides by the whole set, as in Horovod.
+  Status reduce_in_place(const Request& t, void* buf, std::size_t count, const Memory& mem);
   /// The memory of `resp`'s tensors on this rank: host, or the CUDA device of this rank's
   /// tensors (for a rank that joined and has none, the device it used last).
   Result<Memory> memory_for(const Response& resp, const std::vector<Entry*>& entries);

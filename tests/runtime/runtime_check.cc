@@ -293,7 +293,8 @@ int join_scenario() {
   hoop::init();
   const int me = hoop::rank();
   const int n = hoop::size();
-  // Rank r runs r + 2 steps, then joins; the ranks still stepping average among themselves.
+  // Rank r runs r + 2 steps, then joins; a joined rank contributes zeros and the average is
+  // over all n ranks, as in Horovod.
   for (int step = 0; step < me + 2; ++step) {
     Buf a(DataType::kF32, {3});
     fill(a.bytes.data(), a.dtype, 3, [&](std::size_t) { return static_cast<double>(me); });
@@ -308,8 +309,8 @@ int join_scenario() {
         ++active;
       }
     }
-    expect(get(a.bytes.data(), a.dtype, 0) == static_cast<float>(sum / active),
-           fmt::format("step {} average over {} ranks", step, active));
+    expect(get(a.bytes.data(), a.dtype, 0) == static_cast<float>(sum / n),
+           fmt::format("step {}: {} ranks active, the average over all {}", step, active, n));
   }
   const int last = hoop::join();
   fmt::print("rank {}: last joined {}\n", me, last);

@@ -226,11 +226,21 @@ def check_reducescatter():
 
 
 def check_join():
-    # Rank k runs k + 1 steps; the ranks that joined count as zeros in the others' sums.
+    # Rank k runs k + 1 steps; the ranks that joined count as zeros in the others' sums, and
+    # an average is over all N ranks (Horovod's semantics).
     for step in range(R + 1):
         got = hvd.allreduce(torch.ones(3), name=f"join.step{step}", op=hvd.Sum)
         active = sum(1 for k in range(N) if k >= step)
         close(got, torch.full((3,), float(active)), torch.float32, f"join step {step}")
+        got = hvd.allreduce(torch.ones(3), name=f"join.avg{step}", op=hvd.Average)
+        close(got, torch.full((3,), active / N), torch.float32, f"join average step {step}")
+    if R == N - 1 and N > 1:
+        # Only an allreduce takes a joined rank's part: an allgather is an error, as in Horovod.
+        try:
+            hvd.allgather(torch.ones(1), name="join.allgather")
+            raise AssertionError(f"rank {R}: allgather with joined ranks must raise")
+        except hoop.HoopError as e:
+            check("joined" in str(e), f"the error names the joined ranks: {e}")
     last = hvd.join()
     check(last == N - 1, f"join returned {last}, expected {N - 1}")
     hvd.barrier()

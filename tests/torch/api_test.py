@@ -222,7 +222,13 @@ def check_reducescatter():
           torch.float32, "reducescatter_async max")
     got = hvd.grouped_reducescatter([rank_input(R, torch.float64, (rows, 3))], op=hvd.Sum)
     close(got[0], total[start:start + share[R]], torch.float64, "grouped_reducescatter")
-    ok(f"reducescatter of {rows} rows: sum/avg/max, async, grouped")
+    # Gradients as Horovod computes them: the gathered gradient, times the set's size for Sum.
+    for op, factor in [(hvd.Sum, N), (hvd.Average, 1)]:
+        leaf = torch.ones(N * 2, 3, requires_grad=True)
+        hvd.reducescatter(leaf, op=op, name=f"rs.grad.{factor}").sum().backward()
+        check(leaf.grad is not None and leaf.grad.eq(factor).all(),
+              f"reducescatter gradient with op {op}: {leaf.grad}")
+    ok(f"reducescatter of {rows} rows: sum/avg/max, async, grouped, gradients")
 
 
 def check_join():

@@ -175,7 +175,9 @@ class _Reducescatter(torch.autograd.Function):
         if ctx.op not in (Average, Sum):
             raise RuntimeError("reducescatter: gradients exist only for op=Average or Sum")
         grad = _sync(mpi_ops.allgather_async(grad_output, process_set=ctx.process_set))
-        scale = ctx.scale / ctx.process_set.size() if ctx.op == Average else ctx.scale
+        # Horovod's convention: the gathered gradient, times the set's size for Sum (as an
+        # allreduce's Sum gradient is the sum of every rank's), as is for Average.
+        scale = ctx.scale * ctx.process_set.size() if ctx.op == Sum else ctx.scale
         return grad * scale, None, None, None, None, None
 
 

@@ -152,7 +152,11 @@ def check_allgather():
     close(outs[0], torch.arange(N), torch.int64, "grouped_allgather 0")
     close(outs[1], torch.cat([torch.full((k, 2), k) for k in range(N)]), torch.int8,
           "grouped_allgather 1")
-    ok("allgather with different first dims, empty rows, async and grouped")
+    leaves = [torch.ones(R + 1, 2, requires_grad=True), torch.ones(2, requires_grad=True)]
+    sum(o.sum() for o in hvd.grouped_allgather(leaves, name="gag.grad")).backward()
+    check(all(leaf.grad is not None and leaf.grad.shape == leaf.shape and leaf.grad.eq(1).all()
+              for leaf in leaves), f"grouped_allgather gradients: {[l.grad for l in leaves]}")
+    ok("allgather with different first dims, empty rows, async and grouped (with gradients)")
 
 
 def check_broadcast():
@@ -228,6 +232,12 @@ def check_reducescatter():
         hvd.reducescatter(leaf, op=op, name=f"rs.grad.{factor}").sum().backward()
         check(leaf.grad is not None and leaf.grad.eq(factor).all(),
               f"reducescatter gradient with op {op}: {leaf.grad}")
+    # The grouped forms have gradients too: the same as one tensor's, per tensor.
+    leaves = [torch.ones(N * 2, 3, requires_grad=True), torch.ones(N, requires_grad=True)]
+    outs = hvd.grouped_reducescatter(leaves, op=hvd.Sum, name="grs.grad")
+    sum(o.sum() for o in outs).backward()
+    check(all(leaf.grad is not None and leaf.grad.eq(N).all() for leaf in leaves),
+          f"grouped_reducescatter gradients: {[leaf.grad for leaf in leaves]}")
     ok(f"reducescatter of {rows} rows: sum/avg/max, async, grouped, gradients")
 
 

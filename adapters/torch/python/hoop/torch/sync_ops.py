@@ -104,9 +104,27 @@ def allgather(tensor, name=None, process_set=global_process_set):
     return _Allgather.apply(tensor, name, process_set)
 
 
+class _GroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.rows = [t.shape[0] if t.dim() > 0 else 1 for t in tensors]
+        ctx.process_set = process_set
+        return tuple(_sync(mpi_ops.grouped_allgather_async(list(tensors), name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        # As for one tensor (_Allgather), the group's gradients reduced as one fused unit.
+        reduced = _sync(mpi_ops.grouped_allreduce_async(list(grads), op=Average,
+                                                        process_set=ctx.process_set))
+        return (None, None) + tuple(_rows_of_this_rank(g, rows, ctx.process_set)
+                                    for g, rows in zip(reduced, ctx.rows))
+
+
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    """allgather of each tensor of a list (no autograd); returns the list of results."""
-    return _sync(mpi_ops.grouped_allgather_async(tensors, name, process_set))
+    """allgather of each tensor of a list; returns the list of results (with autograd)."""
+    for t in tensors:
+        handles.check_tensor(t, "grouped_allgather")
+    return list(_GroupedAllgather.apply(name, process_set, *tensors))
 
 
 class _Broadcast(torch.autograd.Function):
@@ -191,11 +209,30 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
     return compression.decompress(reduced, cctx)
 
 
+class _GroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.scale = prescale_factor * postscale_factor
+        ctx.op = op
+        ctx.process_set = process_set
+        return tuple(_sync(mpi_ops.grouped_reducescatter_async(
+            list(tensors), name, op, process_set, prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        if ctx.op not in (Average, Sum):
+            raise RuntimeError("reducescatter: gradients exist only for op=Average or Sum")
+        gathered = _sync(mpi_ops.grouped_allgather_async(list(grads),
+                                                         process_set=ctx.process_set))
+        scale = ctx.scale * ctx.process_set.size() if ctx.op == Sum else ctx.scale
+        return (None,) * 5 + tuple(g * scale for g in gathered)
+
+
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
-    """reducescatter of each tensor of a list (no autograd); returns the list of shares."""
+    """reducescatter of each tensor of a list; returns the list of shares (with autograd)."""
     compressed = [compression.compress(t) for t in tensors]
-    reduced = _sync(mpi_ops.grouped_reducescatter_async(
-        [c for c, _ in compressed], name, op, process_set, prescale_factor, postscale_factor))
+    reduced = _GroupedReducescatter.apply(name, op, process_set, prescale_factor,
+                                          postscale_factor, *[c for c, _ in compressed])
     return [compression.decompress(r, cctx) for r, (_, cctx) in zip(reduced, compressed)]

@@ -159,6 +159,38 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
                "Start the ranks with mpirun (horovodrun's flags, the job secret passed with -x "
                "HOOP_SECRET by name only); rank 0 hosts the rendezvous store");
 
+  // horovodrun's runtime knobs, each set on every rank as the hoop variable it maps to (the
+  // value checked there, as for -x NAME=VALUE).
+  struct Knob {
+    const char* flag;
+    const char* variable;
+    const char* help;
+    std::string value = {};
+    CLI::Option* option = nullptr;
+  };
+  std::vector<Knob> knobs = {
+      {"--timeline-filename", "HOOP_TIMELINE", "FILE: write the timeline there (HOOP_TIMELINE)"},
+      {"--fusion-threshold-mb", "HOOP_FUSION_THRESHOLD",
+       "MB: fuse allreduces up to this many MiB (HOOP_FUSION_THRESHOLD)"},
+      {"--cycle-time-ms", "HOOP_CYCLE_TIME_MS",
+       "MS: the background thread's cycle (HOOP_CYCLE_TIME_MS)"},
+      {"--cache-capacity", "HOOP_CACHE_CAPACITY",
+       "N: entries of the response cache (HOOP_CACHE_CAPACITY)"},
+      {"--log-level", "HOOP_LOG_LEVEL",
+       "LEVEL: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL (HOOP_LOG_LEVEL)"},
+      {"--stall-check-warning-time-seconds", "HOOP_STALL_CHECK_SECONDS",
+       "S: warn about a stalled tensor after S seconds (HOOP_STALL_CHECK_SECONDS)"},
+      {"--stall-check-shutdown-time-seconds", "HOOP_STALL_SHUTDOWN_SECONDS",
+       "S: fail a stall after S seconds (HOOP_STALL_SHUTDOWN_SECONDS)"},
+  };
+  for (Knob& k : knobs) k.option = app.add_option(k.flag, k.value, k.help);
+  bool disable_cache = false;
+  app.add_flag("--disable-cache", disable_cache,
+               "Turn the response cache off (HOOP_CACHE_CAPACITY=0)");
+  bool gloo = false;
+  app.add_flag("--gloo", gloo,
+               "Accepted for horovodrun's command lines: hoop's own transports are its Gloo");
+
   try {
     std::vector<std::string> normalized = normalize(app, args);
     // CLI11 takes the arguments last-first.
@@ -227,6 +259,26 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
     if (value->empty()) return usage_error(fmt::format("{} is empty", option->get_name()));
     *target = std::move(*value);
   }
+  if (gloo && options.mpi) return usage_error("--gloo and --mpi do not combine");
+  for (const Knob& k : knobs) {
+    if (k.option->count() == 0) continue;
+    std::string value = k.value;
+    if (std::string_view(k.flag) == "--fusion-threshold-mb") value += "M";
+    if (std::string_view(k.flag) == "--log-level") {
+      std::transform(value.begin(), value.end(), value.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (value == "fatal") value = "error";  // hoop's most severe level
+    }
+    const config::EnvLookup only_this = [&](std::string_view n) -> std::optional<std::string> {
+      if (n == k.variable) return value;
+      return std::nullopt;
+    };
+    if (Status bad = config::validate_env(only_this); !bad.ok()) {
+      return usage_error(fmt::format("{} {}: {}", k.flag, k.value, bad.message()));
+    }
+    options.env_vars.push_back(fmt::format("{}={}", k.variable, value));
+  }
+  if (disable_cache) options.env_vars.emplace_back("HOOP_CACHE_CAPACITY=0");
   for (const std::string& var : options.env_vars) {
     if (var.empty() || var.front() == '=') {
       return usage_error(fmt::format("-x '{}': expected NAME or NAME=VALUE", var));

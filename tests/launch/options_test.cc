@@ -25,6 +25,29 @@ TEST(ParseCommandLineTest, ReadsOptionsAndCommand) {
   EXPECT_THAT(p.options->command, ElementsAre("python3", "-c", "print(1)"));
 }
 
+TEST(ParseCommandLineTest, HorovodrunsRuntimeFlagsSetTheirHoopVariables) {
+  const ParsedCommandLine p =
+      parse({"-np", "2", "--timeline-filename", "/tmp/t.json", "--fusion-threshold-mb", "32",
+             "--cycle-time-ms", "2.5", "--cache-capacity", "64", "--log-level", "FATAL",
+             "--stall-check-warning-time-seconds", "30",
+             "--stall-check-shutdown-time-seconds", "90", "--gloo", "python3", "train.py"});
+  ASSERT_TRUE(p.options) << p.message;
+  EXPECT_THAT(p.options->env_vars,
+              ElementsAre("HOOP_TIMELINE=/tmp/t.json", "HOOP_FUSION_THRESHOLD=32M",
+                          "HOOP_CYCLE_TIME_MS=2.5", "HOOP_CACHE_CAPACITY=64",
+                          "HOOP_LOG_LEVEL=error", "HOOP_STALL_CHECK_SECONDS=30",
+                          "HOOP_STALL_SHUTDOWN_SECONDS=90"));
+  EXPECT_THAT(p.options->command, ElementsAre("python3", "train.py"));
+  const ParsedCommandLine off = parse({"-np", "2", "--disable-cache", "true"});
+  ASSERT_TRUE(off.options) << off.message;
+  EXPECT_THAT(off.options->env_vars, ElementsAre("HOOP_CACHE_CAPACITY=0"));
+  EXPECT_FALSE(parse({"-np", "2", "--gloo", "--mpi", "true"}).options);
+  const ParsedCommandLine bad = parse({"-np", "2", "--cycle-time-ms", "abc", "true"});
+  EXPECT_FALSE(bad.options);
+  EXPECT_THAT(bad.message, HasSubstr("--cycle-time-ms abc"));
+  EXPECT_THAT(bad.message, HasSubstr("HOOP_CYCLE_TIME_MS"));
+}
+
 TEST(ParseCommandLineTest, EnvTablePrintsTheRegistryWithoutNeedingNp) {
   const ParsedCommandLine p = parse({"--env-table"});
   EXPECT_FALSE(p.options);

@@ -79,6 +79,9 @@ std::uint64_t encode(DataType dtype, std::int64_t v) {
     case DataType::kI8:
       store(static_cast<std::int8_t>(v));
       break;
+    case DataType::kI16:
+      store(static_cast<std::int16_t>(v));
+      break;
     case DataType::kI32:
       store(static_cast<std::int32_t>(v));
       break;
@@ -108,6 +111,8 @@ double exact_limit(DataType dtype) {
       return 255;
     case DataType::kI8:
       return 127;
+    case DataType::kI16:
+      return 32767;
     case DataType::kI32:
       return std::numeric_limits<std::int32_t>::max();
     case DataType::kI64:

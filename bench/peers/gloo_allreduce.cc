@@ -79,6 +79,9 @@ bool with_gloo_type(DataType dtype, Fn&& fn) {
     case DataType::kI8:
       fn(std::int8_t{});
       return true;
+    case DataType::kI16:
+      fn(std::int16_t{});
+      return true;
     case DataType::kI32:
       fn(std::int32_t{});
       return true;

@@ -22,6 +22,8 @@ std::optional<MPI_Datatype> mpi_type(DataType dtype) {
       return MPI_UINT8_T;
     case DataType::kI8:
       return MPI_INT8_T;
+    case DataType::kI16:
+      return MPI_INT16_T;
     case DataType::kI32:
       return MPI_INT32_T;
     case DataType::kI64:

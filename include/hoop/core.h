@@ -17,15 +17,17 @@
 namespace hoop {
 
 /// Element types understood by every collective. f16 is IEEE binary16, bf16 is bfloat16.
-enum class DataType : std::uint8_t { kU8, kI8, kI32, kI64, kF16, kBF16, kF32, kF64 };
+/// Element types. kI16 comes last so that the values of the others (which travel in messages)
+/// stay as they were.
+enum class DataType : std::uint8_t { kU8, kI8, kI32, kI64, kF16, kBF16, kF32, kF64, kI16 };
 
 /// Reduction operators. kAvg reduces with a sum and divides by the number of contributors
 /// (integer types: truncating division).
 enum class ReduceOp : std::uint8_t { kSum, kAvg, kMin, kMax, kProd };
 
-inline constexpr DataType kAllDataTypes[] = {DataType::kU8,  DataType::kI8,  DataType::kI32,
-                                             DataType::kI64, DataType::kF16, DataType::kBF16,
-                                             DataType::kF32, DataType::kF64};
+inline constexpr DataType kAllDataTypes[] = {DataType::kU8,  DataType::kI8,  DataType::kI16,
+                                             DataType::kI32, DataType::kI64, DataType::kF16,
+                                             DataType::kBF16, DataType::kF32, DataType::kF64};
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin,
                                              ReduceOp::kMax, ReduceOp::kProd};
 

@@ -12,6 +12,7 @@ std::size_t dtype_size(DataType dtype) {
     case DataType::kU8:
     case DataType::kI8:
       return 1;
+    case DataType::kI16:
     case DataType::kF16:
     case DataType::kBF16:
       return 2;
@@ -31,6 +32,8 @@ std::string_view dtype_name(DataType dtype) {
       return "u8";
     case DataType::kI8:
       return "i8";
+    case DataType::kI16:
+      return "i16";
     case DataType::kI32:
       return "i32";
     case DataType::kI64:
@@ -83,13 +86,14 @@ std::optional<DataType> parse_dtype(std::string_view name) {
     DataType dtype;
   };
   static constexpr Alias kAliases[] = {
-      {"u8", DataType::kU8},       {"uint8", DataType::kU8},      {"i8", DataType::kI8},
-      {"int8", DataType::kI8},     {"i32", DataType::kI32},       {"int32", DataType::kI32},
-      {"int", DataType::kI32},     {"i64", DataType::kI64},       {"int64", DataType::kI64},
-      {"f16", DataType::kF16},     {"float16", DataType::kF16},   {"half", DataType::kF16},
-      {"bf16", DataType::kBF16},   {"bfloat16", DataType::kBF16}, {"f32", DataType::kF32},
-      {"float32", DataType::kF32}, {"float", DataType::kF32},     {"f64", DataType::kF64},
-      {"float64", DataType::kF64}, {"double", DataType::kF64},
+      {"u8", DataType::kU8},         {"uint8", DataType::kU8},  {"i8", DataType::kI8},
+      {"int8", DataType::kI8},       {"i16", DataType::kI16},   {"int16", DataType::kI16},
+      {"i32", DataType::kI32},       {"int32", DataType::kI32}, {"int", DataType::kI32},
+      {"i64", DataType::kI64},       {"int64", DataType::kI64}, {"f16", DataType::kF16},
+      {"float16", DataType::kF16},   {"half", DataType::kF16},  {"bf16", DataType::kBF16},
+      {"bfloat16", DataType::kBF16}, {"f32", DataType::kF32},   {"float32", DataType::kF32},
+      {"float", DataType::kF32},     {"f64", DataType::kF64},   {"float64", DataType::kF64},
+      {"double", DataType::kF64},
   };
   const std::string key = lower(name);
   for (const auto& a : kAliases)

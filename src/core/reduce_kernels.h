@@ -14,7 +14,7 @@ namespace hoop::reduce_detail {
 /// Columns of a table row; ReduceOp::kAvg uses kSum (averaging divides once at the end).
 enum class OpKind : std::uint8_t { kSum, kMin, kMax, kProd };
 inline constexpr std::size_t kOpKindCount = 4;
-inline constexpr std::size_t kDataTypeCount = 8;
+inline constexpr std::size_t kDataTypeCount = 9;
 
 /// dst[i] = op(a[i], b[i]) over `count` elements; dst may equal a or b, pointers any alignment.
 using ReduceFn = void (*)(std::byte* dst, const std::byte* a, const std::byte* b,

@@ -319,6 +319,7 @@ constexpr KernelTable make_kernel_table() {
   };
   row(DataType::kU8) = kernels_for<NativeCodec<std::uint8_t>>();
   row(DataType::kI8) = kernels_for<NativeCodec<std::int8_t>>();
+  row(DataType::kI16) = kernels_for<NativeCodec<std::int16_t>>();
   row(DataType::kI32) = kernels_for<NativeCodec<std::int32_t>>();
   row(DataType::kI64) = kernels_for<NativeCodec<std::int64_t>>();
   row(DataType::kF16) = kernels_for<F16Codec>();

@@ -303,6 +303,8 @@ cudaError_t with_traits(DataType dtype, Visit visit) {
       return visit(Native<std::uint8_t>{});
     case DataType::kI8:
       return visit(Native<std::int8_t>{});
+    case DataType::kI16:
+      return visit(Native<std::int16_t>{});
     case DataType::kI32:
       return visit(Native<std::int32_t>{});
     case DataType::kI64:

@@ -89,7 +89,7 @@ class Reader {
     Request q;
     q.name = str("tensor name");
     q.type = enumerated("operation", OpType::kBarrier);
-    q.dtype = enumerated("dtype", DataType::kF64);
+    q.dtype = enumerated("dtype", DataType::kI16);
     q.op = enumerated("reduce op", ReduceOp::kProd);
     const std::uint32_t dims = items("shape", kMaxDims);
     for (std::uint32_t i = 0; i < dims && ok(); ++i)

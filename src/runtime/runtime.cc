@@ -79,7 +79,7 @@ Controller& controller_of(ProcessSet ps) {
 
 void check_tensor(const std::string& name, const Tensor& t, const char* role) {
   if (name.empty()) fail(invalid_argument("a tensor needs a non-empty name"));
-  if (static_cast<unsigned>(t.dtype) > static_cast<unsigned>(DataType::kF64))
+  if (static_cast<unsigned>(t.dtype) > static_cast<unsigned>(DataType::kI16))
     fail(invalid_argument(fmt::format("tensor '{}': {} has an unknown dtype", name, role)));
   for (std::int64_t d : t.shape)
     if (d < 0)

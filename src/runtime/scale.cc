@@ -68,6 +68,9 @@ Status scale_copy(void* dst, const void* src, std::size_t count, DataType dtype,
     case DataType::kI8:
       scale_int<std::int8_t>(dst, src, count, factor);
       return Status::success();
+    case DataType::kI16:
+      scale_int<std::int16_t>(dst, src, count, factor);
+      return Status::success();
     case DataType::kI32:
       scale_int<std::int32_t>(dst, src, count, factor);
       return Status::success();

@@ -61,6 +61,8 @@ inline double as_double(DataType dt, const std::byte* p) {
       return static_cast<double>(*reinterpret_cast<const std::uint8_t*>(p));
     case DataType::kI8:
       return static_cast<double>(*reinterpret_cast<const std::int8_t*>(p));
+    case DataType::kI16:
+      return static_cast<double>(*reinterpret_cast<const std::int16_t*>(p));
     case DataType::kI32: {
       std::int32_t v;
       std::memcpy(&v, p, 4);
@@ -152,6 +154,8 @@ inline void reference(DataType dt, ReduceOp op, int n,
       return int_fold<std::uint8_t>(op, n, in, i, exact);
     case DataType::kI8:
       return int_fold<std::int8_t>(op, n, in, i, exact);
+    case DataType::kI16:
+      return int_fold<std::int16_t>(op, n, in, i, exact);
     case DataType::kI32:
       return int_fold<std::int32_t>(op, n, in, i, exact);
     case DataType::kI64:

@@ -54,6 +54,8 @@ std::int64_t load_int(DataType dtype, const std::byte* p) {
       return load_as<std::uint8_t>(p);
     case DataType::kI8:
       return load_as<std::int8_t>(p);
+    case DataType::kI16:
+      return load_as<std::int16_t>(p);
     case DataType::kI32:
       return load_as<std::int32_t>(p);
     default:
@@ -68,6 +70,8 @@ void store_int(DataType dtype, std::byte* p, std::uint64_t v) {
       return store_as(p, static_cast<std::uint8_t>(v));
     case DataType::kI8:
       return store_as(p, static_cast<std::int8_t>(v));
+    case DataType::kI16:
+      return store_as(p, static_cast<std::int16_t>(v));
     case DataType::kI32:
       return store_as(p, static_cast<std::int32_t>(v));
     default:

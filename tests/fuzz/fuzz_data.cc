@@ -22,6 +22,8 @@ std::int64_t exact_limit(DataType dtype) {
       return 255;
     case DataType::kI8:
       return 127;
+    case DataType::kI16:
+      return 32767;
     case DataType::kI32:
       return std::numeric_limits<std::int32_t>::max();
     case DataType::kI64:
@@ -52,6 +54,8 @@ std::int64_t integer_bits(DataType dtype, std::uint64_t h) {
       return static_cast<std::uint8_t>(h);
     case DataType::kI8:
       return static_cast<std::int8_t>(h);
+    case DataType::kI16:
+      return static_cast<std::int16_t>(h);
     case DataType::kI32:
       return static_cast<std::int32_t>(h);
     default:
@@ -106,6 +110,8 @@ void ExactReduction::encode(std::int64_t units, std::byte* out) const {
       return store(static_cast<std::uint8_t>(units));
     case DataType::kI8:
       return store(static_cast<std::int8_t>(units));
+    case DataType::kI16:
+      return store(static_cast<std::int16_t>(units));
     case DataType::kI32:
       return store(static_cast<std::int32_t>(units));
     case DataType::kI64:

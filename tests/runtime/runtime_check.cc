@@ -150,6 +150,9 @@ void fill(void* p, DataType dtype, std::size_t count,
       case DataType::kI8:
         put(static_cast<std::int8_t>(v));
         break;
+      case DataType::kI16:
+        put(static_cast<std::int16_t>(v));
+        break;
       case DataType::kI32:
         put(static_cast<std::int32_t>(v));
         break;

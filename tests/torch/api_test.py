@@ -17,7 +17,7 @@ from harness import check, ok
 hvd.init()
 R, N = hvd.rank(), hvd.size()
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
-INTS = [torch.uint8, torch.int8, torch.int32, torch.int64]
+INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 
 
 def close(actual, expected, dtype, what):

@@ -9,7 +9,7 @@
 namespace hoop::collectives {
 
 Status check_dtype(DataType dtype) {
-  if (static_cast<unsigned>(dtype) > static_cast<unsigned>(DataType::kF64))
+  if (static_cast<unsigned>(dtype) > static_cast<unsigned>(DataType::kI16))
     return invalid_argument(fmt::format("dtype: unknown data type {}", static_cast<int>(dtype)));
   return Status::success();
 }

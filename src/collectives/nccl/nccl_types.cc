@@ -24,6 +24,9 @@ Result<ncclDataType_t> to_nccl_dtype(DataType dtype) {
       return ncclFloat32;
     case DataType::kF64:
       return ncclFloat64;
+    case DataType::kI16:
+      return invalid_argument(
+          "nccl: NCCL has no 16-bit integer type; HOOP_GPU_BACKEND=hoop or staging moves i16");
   }
   return invalid_argument(
       fmt::format("nccl: no NCCL datatype for dtype value {}", static_cast<int>(dtype)));

@@ -20,6 +20,7 @@ from hoop import _hoop
 _DTYPE_NAMES = {
     torch.uint8: "u8",
     torch.int8: "i8",
+    torch.int16: "i16",
     torch.int32: "i32",
     torch.int64: "i64",
     torch.float16: "f16",
@@ -49,8 +50,8 @@ def check_tensor(tensor, what):
         raise ValueError(f"{what}: {tensor.layout} tensors are not supported (dense tensors only)")
     name = _DTYPE_NAMES.get(tensor.dtype)
     if name is None:
-        raise ValueError(f"{what}: dtype {tensor.dtype} is not supported (uint8, int8, int32, "
-                         "int64, float16, bfloat16, float32, float64)")
+        raise ValueError(f"{what}: dtype {tensor.dtype} is not supported (uint8, int8, int16, "
+                         "int32, int64, float16, bfloat16, float32, float64)")
     return name
 
 

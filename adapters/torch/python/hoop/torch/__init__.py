@@ -26,10 +26,11 @@ from hoop.torch.mpi_ops import (allgather_async, allreduce_, allreduce_async, al
                                 broadcast_async_, grouped_allgather_async, grouped_allreduce_,
                                 grouped_allreduce_async, grouped_allreduce_async_,
                                 grouped_reducescatter_async, join, poll, reducescatter_async,
-                                synchronize)
+                                sparse_allreduce_async, synchronize)
 from hoop.torch.optimizer import DistributedOptimizer
 from hoop.torch.process_sets import (ProcessSet, add_process_set, global_process_set,
                                      remove_process_set)
+from hoop.torch.sync_batch_norm import SyncBatchNorm
 from hoop.torch.sync_ops import (allgather, allreduce, alltoall, broadcast, grouped_allgather,
                                  grouped_allreduce, grouped_reducescatter, reducescatter)
 

@@ -11,7 +11,7 @@ import torch
 
 from hoop import _hoop
 from hoop.torch import handles
-from hoop.torch.basics import Average, handle_average_backwards_compatibility, op_name
+from hoop.torch.basics import Average, Sum, handle_average_backwards_compatibility, op_name
 from hoop.torch.process_sets import global_process_set, root_in_set, set_id
 
 poll = handles.poll
@@ -148,6 +148,54 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     return handles.start(
         starters, tuple(sources),
         lambda hs: [handles.take_output(h, t) for h, t in zip(hs, sources)])
+
+
+class _SparseHandle(int):
+    """sparse_allreduce_async's handle: an ordinary handle for poll() and synchronize(), and
+    also callable for the result, since horovod returns a function there and its callers
+    (horovod's own optimizer among them) call it."""
+
+    __slots__ = ()
+
+    def __call__(self):
+        return synchronize(self)
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Starts combining a sparse COO `tensor` over the ranks of the set: every rank's indices
+    and values are allgathered (op=Sum) and the values divided by the set's size (op=Average).
+    synchronize(handle), or handle(), returns a sparse tensor of the input's size whose
+    duplicate indices add up, so it coalesces to the dense sum or average.
+
+    name: the base name of the two allgathers ("<name>.indices", "<name>.values"); None
+    numbers them like other unnamed calls.
+    """
+    if not isinstance(tensor, torch.Tensor) or not tensor.is_sparse:
+        raise ValueError("sparse_allreduce_async: expected a sparse COO tensor")
+    if op not in (Average, Sum):
+        # A gather can only add: min, max or product of the values at one index would need a
+        # reduction per index that no rank has the whole of.
+        raise ValueError(f"sparse_allreduce_async: op must be Average or Sum, not {op!r}")
+    ps = set_id(process_set)
+    # Coalescing first sends each index once, however often backward() produced it.
+    local = tensor.coalesce()
+    # allgather concatenates along the first dimension: one row per nonzero.
+    indices = local.indices().t().contiguous()
+    values = handles.contiguous(local.values())
+    base = handles.op_name("sparse_allreduce", name, ps)
+    divisor = process_set.size() if op == Average else 1
+
+    def finish(hs):
+        all_indices = handles.take_output(hs[0], indices)
+        all_values = handles.take_output(hs[1], values)
+        if divisor != 1:
+            all_values = all_values / divisor
+        return torch.sparse_coo_tensor(all_indices.t(), all_values, tensor.size())
+
+    handle = handles.start([_gather_starter(indices, f"{base}.indices", ps),
+                            _gather_starter(values, f"{base}.values", ps)],
+                           (indices, values), finish)
+    return _SparseHandle(handle)
 
 
 def _start_broadcast(buffer, root_rank, name, process_set, finish):

@@ -13,9 +13,24 @@ import torch
 
 from hoop.torch.basics import Average
 from hoop.torch.compression import Compression
-from hoop.torch.mpi_ops import (allgather_async, allreduce_async_, grouped_allreduce_async_,
-                                synchronize)
+from hoop.torch.mpi_ops import (allreduce_async_, grouped_allreduce_async_,
+                                sparse_allreduce_async, synchronize)
 from hoop.torch.process_sets import global_process_set
+
+
+def _dense(grad):
+    """What a dense allreduce reduces for a gradient: itself, or a dense copy of a sparse one."""
+    return grad.to_dense() if grad.is_sparse else grad
+
+
+def _put_back(p, reduced):
+    """Stores a dense reduction result as p's gradient, in p.grad's own layout."""
+    if p.grad.is_sparse:
+        # Sparse optimizers (torch.optim.SparseAdam) refuse dense gradients. Converting with
+        # p.grad's sparse dimensions keeps whole rows for an embedding, as its own gradient has.
+        p.grad = reduced.to_sparse(p.grad.sparse_dim())
+    else:
+        p.grad.set_(reduced)
 
 
 class _DistributedOptimizer:
@@ -107,21 +122,18 @@ class _DistributedOptimizer:
 
     def _allreduce_grad_async(self, p):
         name = self._parameter_names[p]
-        if p.grad.is_sparse:
-            if not self.sparse_as_dense:
-                return self._sparse_allreduce_grad_async(p, name), None
-            p.grad = p.grad.to_dense()
-        compressed, ctx = self._compression.compress(p.grad)
+        if p.grad.is_sparse and not self.sparse_as_dense:
+            return self._sparse_allreduce_grad_async(p, name), None
+        compressed, ctx = self._compression.compress(_dense(p.grad))
         prescale, postscale = self._scales()
         handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=prescale,
                                   postscale_factor=postscale, process_set=self.process_set)
         return handle, ctx
 
     def _grouped_allreduce_grad_async(self, group):
-        for p in group:
-            if p.grad.is_sparse:
-                p.grad = p.grad.to_dense()
-        compressed, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
+        # A group is one fused allreduce, so its sparse gradients go dense whatever
+        # sparse_as_dense says; _put_back makes them sparse again.
+        compressed, ctxs = zip(*[self._compression.compress(_dense(p.grad)) for p in group])
         prescale, postscale = self._scales()
         handle = grouped_allreduce_async_(list(compressed), name=self._parameter_names[group[0]],
                                           op=self.op, prescale_factor=prescale,
@@ -131,20 +143,9 @@ class _DistributedOptimizer:
 
     def _sparse_allreduce_grad_async(self, p, name):
         """A sparse gradient is gathered (indices and values of every rank) rather than
-        reduced; summing the duplicates happens when the result is used. Returns a callable
-        producing the combined gradient."""
-        grad = p.grad.coalesce()
-        indices = allgather_async(grad.indices().t().contiguous(), f"{name}.indices",
-                                  self.process_set)
-        values = allgather_async(grad.values(), f"{name}.values", self.process_set)
-        divisor = self.process_set.size() if self.op == Average else 1
-
-        def result():
-            all_values = synchronize(values) / divisor
-            all_indices = synchronize(indices).t()
-            return torch.sparse_coo_tensor(all_indices, all_values, grad.size())
-
-        return result
+        reduced; duplicate indices add up when the result is used."""
+        return sparse_allreduce_async(p.grad, name=name, op=self.op,
+                                      process_set=self.process_set)
 
     def _make_hook(self, p):
         def hook(*ignore):
@@ -205,14 +206,14 @@ class _DistributedOptimizer:
                 outputs = synchronize(handle)
                 for p, output, pctx in zip(key, outputs, ctx):
                     self._allreduce_delay[p] = self.backward_passes_per_step
-                    p.grad.set_(self._compression.decompress(output, pctx))
+                    _put_back(p, self._compression.decompress(output, pctx))
                 continue
             self._allreduce_delay[key] = self.backward_passes_per_step
-            if callable(handle):
-                key.grad = handle()
+            output = synchronize(handle)
+            if output.is_sparse:
+                key.grad = output
             else:
-                output = self._compression.decompress(synchronize(handle), ctx)
-                key.grad.set_(output)
+                _put_back(key, self._compression.decompress(output, ctx))
         self._handles.clear()
         self._synchronized = True
 
@@ -275,7 +276,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         the sum and the sum by size/factor after it.
     num_groups / groups: reduce the gradients in that many groups, or in the given lists of
         parameters, each as one grouped allreduce.
-    sparse_as_dense: reduce sparse gradients as dense tensors instead of gathering them.
+    sparse_as_dense: reduce sparse gradients as dense tensors instead of gathering them; the
+        result goes back into p.grad as a sparse tensor, so sparse optimizers still work.
     """
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")

@@ -11,11 +11,15 @@ class ProcessSet:
 
     A set is usable once registered, by hvd.add_process_set(set) or hvd.init(process_sets=...);
     until then process_set_id is None. Every rank of the job must register the same sets in
-    the same order, members or not.
+    the same order, members or not. An empty list of ranks means every rank of the job, as in
+    horovod: registering fills .ranks in.
     """
 
     def __init__(self, ranks):
         self.ranks = sorted(int(r) for r in ranks)
+        # Remembered apart from .ranks, which registration fills in, so that registering the
+        # set again after shutdown() and init() takes the job's ranks of that time.
+        self._whole_job = not self.ranks
         self.process_set_id = None
         # Horovod's MPI communicator slot, kept so code printing or checking it still runs.
         self.mpi_comm = None
@@ -70,12 +74,15 @@ def invalidate_all():
 
 
 def add_process_set(process_set):
-    """Registers a ProcessSet, or a list of global ranks, on every rank; returns the set."""
+    """Registers a ProcessSet, or a list of global ranks, on every rank; returns the set. An
+    empty list registers a set of every rank of the job (apart from the global set)."""
     if not isinstance(process_set, ProcessSet):
         process_set = ProcessSet(process_set)
     elif process_set.process_set_id is not None:
         raise ValueError(f"{process_set} has already been added")
-    process_set.process_set_id = _hoop.add_process_set(process_set.ranks)
+    ranks = list(range(_hoop.size())) if process_set._whole_job else process_set.ranks
+    process_set.process_set_id = _hoop.add_process_set(ranks)
+    process_set.ranks = ranks
     _registered[process_set.process_set_id] = process_set
     return process_set
 

@@ -294,6 +294,14 @@ void define_job(py::module_& m) {
         });
       },
       "Removes a process set (every rank calls it).");
+  m.def(
+      "start_timeline",
+      [](const std::string& path, bool mark_cycles) {
+        guarded([&] { hoop::start_timeline(path, mark_cycles); });
+      },
+      py::arg("path"), py::arg("mark_cycles") = false,
+      "Starts writing the timeline to path (rank 0, or every rank where path has %r).");
+  m.def("stop_timeline", [] { guarded(hoop::stop_timeline); }, "Stops writing the timeline.");
   m.def("process_set_ranks", [](int id) { return guarded([&] { return hoop::process_set_ranks(id); }); });
   m.def("process_set_rank", [](int id) { return guarded([&] { return hoop::process_set_rank(id); }); });
 }

@@ -41,6 +41,8 @@ std::int64_t input_value(DataType dtype, ReduceOp op, int rank, int nranks, std:
       const bool negative = is_signed(dtype) && (i * 3 + r) % 5 == 0;
       return negative ? -magnitude : magnitude;
     }
+    case ReduceOp::kAdasum:  // not element-wise: hoop-bench offers the ops of kAllReduceOps
+      break;
   }
   return 0;
 }
@@ -62,6 +64,8 @@ std::int64_t expected_value(DataType dtype, ReduceOp op, int nranks, std::size_t
         break;
       case ReduceOp::kProd:
         acc *= v;
+        break;
+      case ReduceOp::kAdasum:
         break;
     }
   }

@@ -115,6 +115,7 @@ const gloo::ReductionFunction<T>* reduction_function(ReduceOp op) {
     case ReduceOp::kMax:
       return gloo::ReductionFunction<T>::max;
     case ReduceOp::kAvg:
+    case ReduceOp::kAdasum:
       return nullptr;
   }
   return nullptr;
@@ -135,6 +136,7 @@ ReduceFn options_function(ReduceOp op) {
     case ReduceOp::kMax:
       return static_cast<ReduceFn>(&gloo::max<T>);
     case ReduceOp::kAvg:
+    case ReduceOp::kAdasum:
       return nullptr;
   }
   return nullptr;

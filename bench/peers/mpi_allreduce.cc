@@ -51,6 +51,8 @@ std::optional<MPI_Op> mpi_op(ReduceOp op) {
       return MPI_PROD;
     case ReduceOp::kAvg:
       return std::nullopt;  // MPI has no averaging op
+    case ReduceOp::kAdasum:
+      return std::nullopt;
   }
   return std::nullopt;
 }

@@ -22,8 +22,11 @@ namespace hoop {
 enum class DataType : std::uint8_t { kU8, kI8, kI32, kI64, kF16, kBF16, kF32, kF64, kI16 };
 
 /// Reduction operators. kAvg reduces with a sum and divides by the number of contributors
-/// (integer types: truncating division).
-enum class ReduceOp : std::uint8_t { kSum, kAvg, kMin, kMax, kProd };
+/// (integer types: truncating division). kAdasum (allreduce of floating-point data only) is
+/// not element-wise: it combines whole vectors pairwise, a and b giving
+/// (1 - a.b / 2|a|^2) a + (1 - a.b / 2|b|^2) b, as in the Adasum paper (Maleki et al., 2020):
+/// orthogonal gradients add up, parallel ones average.
+enum class ReduceOp : std::uint8_t { kSum, kAvg, kMin, kMax, kProd, kAdasum };
 
 inline constexpr DataType kAllDataTypes[] = {DataType::kU8,  DataType::kI8,  DataType::kI16,
                                              DataType::kI32, DataType::kI64, DataType::kF16,
@@ -38,7 +41,7 @@ inline constexpr int kCpuDevice = -1;
 std::size_t dtype_size(DataType dtype);
 /// Short name of `dtype` as used on the command line and in tables ("f32", "bf16", ...).
 std::string_view dtype_name(DataType dtype);
-/// Short name of `op` ("sum", "avg", "min", "max", "prod").
+/// Short name of `op` ("sum", "avg", "min", "max", "prod", "adasum").
 std::string_view op_name(ReduceOp op);
 /// True for f16, bf16, f32 and f64.
 bool dtype_is_float(DataType dtype);

@@ -201,6 +201,15 @@ Handle join_async(ProcessSet process_set = kGlobalProcessSet);
 /// join_async(...) waited for; returns the last rank to join.
 int join(ProcessSet process_set = kGlobalProcessSet);
 
+/// Starts writing the timeline (a Chrome trace of every tensor's phases) to `path`, as
+/// HOOP_TIMELINE does at init: rank 0 writes it, or every rank its own file when `path`
+/// contains "%r" (replaced by the rank). A timeline being written is closed first, complete.
+/// `mark_cycles`: an instant event at each cycle of the background threads as well. Call it
+/// on every rank (HOOP_TIMELINE=DYNAMIC starts none at init, as in Horovod).
+void start_timeline(const std::string& path, bool mark_cycles = false);
+/// Stops writing the timeline; the file stays a complete trace. Nothing when none is written.
+void stop_timeline();
+
 /// Creates a process set of the given global ranks (sorted, distinct). Every rank of the job
 /// must call it with the same ranks, in the same order relative to other process-set calls.
 ProcessSet add_process_set(const std::vector<int>& ranks);

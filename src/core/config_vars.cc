@@ -233,7 +233,22 @@ constexpr Var kVars[] = {
      1 << 20},
     {"HOOP_TIMELINE", "HOROVOD_TIMELINE", kString, "",
      "Runtime: write a Chrome-trace timeline (chrome://tracing, Perfetto) of every tensor to "
-     "this file (rank 0's view; '%r' in the name becomes the rank, one file per rank)."},
+     "this file (rank 0's view; '%r' in the name becomes the rank, one file per rank); "
+     "DYNAMIC: none until start_timeline() is called."},
+    {"HOOP_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", kBool, "0",
+     "Runtime: also mark each background-thread cycle in the timeline (a CYCLE_START event)."},
+    {"HOOP_AUTOTUNE", "HOROVOD_AUTOTUNE", kBool, "0",
+     "Runtime: rank 0 searches the fusion threshold, the cycle time and the allreduce algorithm "
+     "while the job runs, trial by trial, and keeps the settings that move the most allreduce "
+     "bytes per second (hooprun --autotune)."},
+    {"HOOP_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_LOG", kString, "",
+     "Runtime: with HOOP_AUTOTUNE, write each trial (CSV) and a report of the choice to this "
+     "file (hooprun --autotune-log-file)."},
+    {"HOOP_AUTOTUNE_WARMUP_SAMPLES", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", kInt, "3",
+     "Runtime: samples the autotuner discards at the start of the job.", {}, 0, 1000},
+    {"HOOP_AUTOTUNE_STEPS_PER_SAMPLE", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", kInt, "10",
+     "Runtime: steps (negotiation cycles that moved allreduce bytes) per autotuner sample; each "
+     "trial takes a settling sample and then the median of 3.", {}, 1, 100000},
     {"HOOP_TIMELINE_MAX_BYTES",
      "",
      kBytes,

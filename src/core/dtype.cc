@@ -62,6 +62,8 @@ std::string_view op_name(ReduceOp op) {
       return "max";
     case ReduceOp::kProd:
       return "prod";
+    case ReduceOp::kAdasum:
+      return "adasum";
   }
   return "unknown";
 }
@@ -108,6 +110,7 @@ std::optional<ReduceOp> parse_op(std::string_view name) {
   if (key == "min") return ReduceOp::kMin;
   if (key == "max") return ReduceOp::kMax;
   if (key == "prod" || key == "product") return ReduceOp::kProd;
+  if (key == "adasum") return ReduceOp::kAdasum;
   return std::nullopt;
 }
 

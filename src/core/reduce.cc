@@ -73,6 +73,9 @@ Status check_enums(std::string_view fn, DataType dtype, ReduceOp op) {
     case ReduceOp::kMax:
     case ReduceOp::kProd:
       return Status::success();
+    case ReduceOp::kAdasum:
+      // Whole vectors, not elements: adasum_into (core/adasum.h) combines them.
+      return invalid_argument(fmt::format("{}: adasum is not an element-wise op", fn));
   }
   return invalid_argument(fmt::format("{}: unknown op value {}", fn, static_cast<int>(op)));
 }
@@ -117,6 +120,7 @@ OpKind op_kind(ReduceOp op) {
       return OpKind::kProd;
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
+    case ReduceOp::kAdasum:  // refused by check_enums before any kernel runs
       break;
   }
   return OpKind::kSum;

@@ -182,11 +182,21 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
        "S: warn about a stalled tensor after S seconds (HOOP_STALL_CHECK_SECONDS)"},
       {"--stall-check-shutdown-time-seconds", "HOOP_STALL_SHUTDOWN_SECONDS",
        "S: fail a stall after S seconds (HOOP_STALL_SHUTDOWN_SECONDS)"},
+      {"--autotune-log-file", "HOOP_AUTOTUNE_LOG",
+       "FILE: the autotuner's trials and choice (HOOP_AUTOTUNE_LOG)"},
+      {"--autotune-warmup-samples", "HOOP_AUTOTUNE_WARMUP_SAMPLES",
+       "N: samples the autotuner discards first (HOOP_AUTOTUNE_WARMUP_SAMPLES)"},
+      {"--autotune-steps-per-sample", "HOOP_AUTOTUNE_STEPS_PER_SAMPLE",
+       "N: steps per autotuner sample (HOOP_AUTOTUNE_STEPS_PER_SAMPLE)"},
   };
   for (Knob& k : knobs) k.option = app.add_option(k.flag, k.value, k.help);
   bool disable_cache = false;
   app.add_flag("--disable-cache", disable_cache,
                "Turn the response cache off (HOOP_CACHE_CAPACITY=0)");
+  bool autotune = false;
+  app.add_flag("--autotune", autotune,
+               "Search the fusion threshold, cycle time and allreduce algorithm while the job "
+               "runs and keep the fastest (HOOP_AUTOTUNE=1)");
   bool gloo = false;
   app.add_flag("--gloo", gloo,
                "Accepted for horovodrun's command lines: hoop's own transports are its Gloo");
@@ -279,6 +289,7 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
     options.env_vars.push_back(fmt::format("{}={}", k.variable, value));
   }
   if (disable_cache) options.env_vars.emplace_back("HOOP_CACHE_CAPACITY=0");
+  if (autotune) options.env_vars.emplace_back("HOOP_AUTOTUNE=1");
   for (const std::string& var : options.env_vars) {
     if (var.empty() || var.front() == '=') {
       return usage_error(fmt::format("-x '{}': expected NAME or NAME=VALUE", var));

@@ -57,6 +57,18 @@ Result<RuntimeSettings> runtime_settings_from_env() {
   }
   HOOP_ASSIGN_OR_RETURN(std::int64_t tl_max, config::get_int("HOOP_TIMELINE_MAX_BYTES"));
   s.timeline_max_bytes = static_cast<std::size_t>(tl_max);
+  HOOP_ASSIGN_OR_RETURN(s.timeline_mark_cycles, config::get_bool("HOOP_TIMELINE_MARK_CYCLES"));
+  HOOP_ASSIGN_OR_RETURN(s.autotune, config::get_bool("HOOP_AUTOTUNE"));
+  Result<std::string> tune_log = config::get_string("HOOP_AUTOTUNE_LOG");
+  if (tune_log.ok()) {
+    s.autotune_options.log_path = *tune_log;
+  } else if (tune_log.status().code() != StatusCode::kNotFound) {
+    return tune_log.status();
+  }
+  HOOP_ASSIGN_OR_RETURN(std::int64_t warmup, config::get_int("HOOP_AUTOTUNE_WARMUP_SAMPLES"));
+  s.autotune_options.warmup_samples = static_cast<int>(warmup);
+  HOOP_ASSIGN_OR_RETURN(std::int64_t steps, config::get_int("HOOP_AUTOTUNE_STEPS_PER_SAMPLE"));
+  s.autotune_options.steps_per_sample = static_cast<int>(steps);
   return s;
 }
 
@@ -84,6 +96,12 @@ Result<std::unique_ptr<Controller>> Controller::start(const BootstrapInfo& info,
   c->executor_ = std::make_unique<Executor>(*c->data_, timeline);
   if (c->rank_ == 0)
     c->coordinator_ = std::make_unique<Coordinator>(c->size_, settings.fusion_threshold, c->cache_);
+  if (c->rank_ == 0 && c->size_ > 1 && settings.autotune) {
+    auto tuner = Autotuner::create(
+        {settings.fusion_threshold, settings.cycle, Algorithm::kAuto}, settings.autotune_options);
+    if (!tuner.ok()) return tuner.status().with_context("HOOP_AUTOTUNE_LOG");
+    c->tuner_.emplace(std::move(*tuner));
+  }
   c->headers_.resize(static_cast<std::size_t>(c->size_));
   c->heartbeat_ = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(
                                  c->control_->timeout() / 5),
@@ -275,6 +293,7 @@ bool Controller::collect(RequestList& out) {
     more = more || submitted_.load(std::memory_order_acquire) != seen;
     if (!more) break;
   }
+  if (!taken.empty() && timeline_ != nullptr) timeline_->cycle();
   for (Entry& e : taken) {
     if (timeline_ != nullptr) {
       timeline_->end(e.request.name);
@@ -381,14 +400,34 @@ Status Controller::collect_goodbyes() {
 
 Status Controller::coordinate() {
   ResponseList list = coordinator_->take_ready();
+  if (next_cycle_) {
+    list.cycle_us = next_cycle_->count();
+    next_cycle_.reset();
+  }
   // Every rank caches the same tensors at the same point of the same response sequence.
   const std::string payload = encode(list, &cache_);
   for (int peer = 1; peer < size_; ++peer) HOOP_RETURN_IF_ERROR(send_message(peer, payload));
   HOOP_RETURN_IF_ERROR(run_responses(list));
+  if (tuner_) autotune(list);
   return done_ ? collect_goodbyes() : Status::success();
 }
 
+void Controller::autotune(const ResponseList& list) {
+  std::size_t bytes = 0;
+  for (const Response& r : list.responses) {
+    if (r.type != OpType::kAllreduce || !r.error.empty()) continue;
+    for (const Request& t : r.tensors) bytes += t.count() * dtype_size(t.dtype);
+  }
+  if (bytes == 0) return;
+  const std::optional<TunedSettings> next = tuner_->record(bytes, Clock::now());
+  if (!next) return;
+  coordinator_->tune(next->fusion_threshold, next->algorithm);
+  // The workers' cycle changes with the next response list, rank 0's in run_responses too.
+  next_cycle_ = next->cycle;
+}
+
 Status Controller::run_responses(const ResponseList& list) {
+  if (list.cycle_us >= 0) settings_.cycle = std::chrono::microseconds(list.cycle_us);
   for (const Response& resp : list.responses) {
     std::vector<Entry*> entries;
     std::vector<Entry> mine;

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -31,6 +32,7 @@
 
 #include "hoop/communicator.h"
 #include "hoop/rendezvous.h"
+#include "runtime/autotune.h"
 #include "runtime/coordinator.h"
 #include "runtime/executor.h"
 #include "runtime/handle_state.h"
@@ -48,6 +50,9 @@ struct RuntimeSettings {
   std::chrono::microseconds spin{200};
   std::string timeline_path;
   std::size_t timeline_max_bytes = 0;
+  bool timeline_mark_cycles = false;
+  bool autotune = false;  // the global set's rank 0 runs the autotuner
+  AutotuneOptions autotune_options;
 };
 
 /// Reads RuntimeSettings from the environment; invalid_argument naming a malformed variable.
@@ -95,6 +100,8 @@ class Controller {
   Result<bool> say_goodbye();
   Status collect_goodbyes();
   Status run_responses(const ResponseList& list);
+  /// Gives the autotuner the allreduce bytes of a list that has run; applies what it picks.
+  void autotune(const ResponseList& list);
   Status coordinate();
   void check_stall();
   /// Sends a heartbeat to each peer that has heard nothing from this rank for an interval.
@@ -116,6 +123,8 @@ class Controller {
   std::unique_ptr<Executor> executor_;
   ResponseCache cache_;
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  std::optional<Autotuner> tuner_;            // rank 0 with HOOP_AUTOTUNE only
+  std::optional<std::chrono::microseconds> next_cycle_;  // the tuner's, for the next list
 
   // Shared with the submitting threads.
   std::mutex mu_;

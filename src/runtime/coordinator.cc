@@ -292,7 +292,9 @@ ResponseList Coordinator::take_ready() {
   for (Response& r : ready_) {
     const Request& t = r.tensors.front();
     const std::size_t b = t.count() * dtype_size(t.dtype);
-    if (r.type != OpType::kAllreduce || !r.error.empty() || fusion_threshold_ == 0) {
+    // Adasum's coefficients come from each tensor's own dot product and norms: never fused.
+    if (r.type != OpType::kAllreduce || !r.error.empty() || fusion_threshold_ == 0 ||
+        t.op == ReduceOp::kAdasum) {
       out.responses.push_back(std::move(r));
       continue;
     }
@@ -308,6 +310,9 @@ ResponseList Coordinator::take_ready() {
     out.responses.push_back(std::move(r));
   }
   ready_.clear();
+  for (Response& r : out.responses)
+    if (r.type == OpType::kAllreduce && r.tensors.front().op != ReduceOp::kAdasum)
+      r.algorithm = algorithm_;
   if (join_done_) {
     out.join_done_last = last_joined_;
     join_done_ = false;

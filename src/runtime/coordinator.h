@@ -39,6 +39,12 @@ class Coordinator {
   /// The work that is ready now: fused responses in order, a finished join, shutdown. Empty
   /// when there is nothing to send.
   ResponseList take_ready();
+  /// The autotuner's settings for the responses made from now on: the fusion threshold, and
+  /// the algorithm of each allreduce (Adasum keeps its own).
+  void tune(std::size_t fusion_threshold, Algorithm algorithm) {
+    fusion_threshold_ = fusion_threshold;
+    algorithm_ = algorithm;
+  }
   /// Whether take_ready() would return something.
   bool has_ready() const;
   /// One line per tensor that some ranks submitted at least `after` ago and others have not:
@@ -88,6 +94,7 @@ class Coordinator {
 
   int size_;
   std::size_t fusion_threshold_;
+  Algorithm algorithm_ = Algorithm::kAuto;
   const ResponseCache& cache_;
   std::unordered_map<std::string, Pending> pending_;
   std::vector<SlotWait> slots_;  // by cache slot, grown on demand

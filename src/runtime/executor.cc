@@ -49,6 +49,7 @@ void Executor::end(const Response& resp) {
 }
 
 Status Executor::run(const Response& resp, const std::vector<Entry*>& entries) {
+  algorithm_ = resp.algorithm;
   switch (resp.type) {
     case OpType::kAllreduce:
       return allreduce(resp, entries);
@@ -94,6 +95,7 @@ Status Executor::reduce_in_place(const Request& t, void* buf, std::size_t count,
   // kAvg runs in the communicator, exactly as a direct call would. Joined ranks contribute
   // zeros and count in the divisor, as in Horovod (the average is over the whole set).
   o.op = t.op;
+  o.algorithm = algorithm_;
   HOOP_RETURN_IF_ERROR(hoop::allreduce(comm_, o));
   HOOP_RETURN_IF_ERROR(mem.scale_copy(buf, buf, count, t.dtype, t.postscale));
   return mem.sync(deadline());

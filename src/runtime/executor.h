@@ -77,6 +77,7 @@ class Executor {
 
   Communicator& comm_;
   Timeline* timeline_;
+  Algorithm algorithm_ = Algorithm::kAuto;  // the running response's (Response::algorithm)
   Workspace fusion_;  // the persistent fusion buffer
   Workspace scratch_;
   CopyWorker copier_;

@@ -90,7 +90,7 @@ class Reader {
     q.name = str("tensor name");
     q.type = enumerated("operation", OpType::kBarrier);
     q.dtype = enumerated("dtype", DataType::kI16);
-    q.op = enumerated("reduce op", ReduceOp::kProd);
+    q.op = enumerated("reduce op", ReduceOp::kAdasum);
     const std::uint32_t dims = items("shape", kMaxDims);
     for (std::uint32_t i = 0; i < dims && ok(); ++i)
       q.shape.push_back(static_cast<std::int64_t>(u64("shape")));
@@ -204,10 +204,12 @@ std::string encode(const ResponseList& list, const ResponseCache* cache) {
     append_le<std::uint32_t>(out, static_cast<std::uint32_t>(r.joined.size()));
     for (std::int32_t j : r.joined) append_le<std::uint32_t>(out, static_cast<std::uint32_t>(j));
     put_string(out, r.error);
+    out.push_back(static_cast<char>(r.algorithm));
   }
   append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.join_done_last));
   out.push_back(static_cast<char>(list.shutdown ? 1 : 0));
   append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.shutdown_by));
+  append_le<std::uint64_t>(out, static_cast<std::uint64_t>(list.cycle_us));
   return out;
 }
 
@@ -259,11 +261,13 @@ Result<ResponseList> decode_response_list(std::string_view bytes, const Response
     for (std::uint32_t k = 0; k < j && in.ok(); ++k)
       r.joined.push_back(static_cast<std::int32_t>(in.u32("joined rank")));
     r.error = in.str("error", kMaxError);
+    r.algorithm = in.enumerated("algorithm", Algorithm::kHierarchical);
     list.responses.push_back(std::move(r));
   }
   list.join_done_last = static_cast<std::int32_t>(in.u32("join"));
   list.shutdown = in.u8("shutdown") != 0;
   list.shutdown_by = static_cast<std::int32_t>(in.u32("shutdown rank"));
+  list.cycle_us = static_cast<std::int64_t>(in.u64("cycle time"));
   HOOP_RETURN_IF_ERROR(in.finish("response list"));
   return list;
 }

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hoop/communicator.h"
 #include "hoop/core.h"
 
 namespace hoop::runtime {
@@ -69,6 +70,9 @@ struct Response {
   std::vector<std::int32_t> joined;
   /// Non-empty: the tensors fail with this message (a mismatch) instead of running.
   std::string error;
+  /// Allreduce: the algorithm every rank runs (kAuto: the communicator's choice); the
+  /// autotuner sets it.
+  Algorithm algorithm = Algorithm::kAuto;
 };
 
 /// A message from the coordinator to every rank.
@@ -81,6 +85,9 @@ struct ResponseList {
   /// semantics: one rank's shutdown ends the job's runtime, it never waits for the others).
   bool shutdown = false;
   std::int32_t shutdown_by = -1;
+  /// >= 0: every rank's background thread collects for at most this many microseconds from
+  /// now on (HOOP_CYCLE_TIME_MS, as the autotuner sets it); -1: unchanged.
+  std::int64_t cycle_us = -1;
 };
 
 class ResponseCache;

@@ -100,8 +100,12 @@ void check_tensor(const std::string& name, const Tensor& t, const char* role) {
 }
 
 void check_scales(const std::string& name, const Tensor& t, const ReduceOptions& o) {
-  if (static_cast<unsigned>(o.op) > static_cast<unsigned>(ReduceOp::kProd))
+  if (static_cast<unsigned>(o.op) > static_cast<unsigned>(ReduceOp::kAdasum))
     fail(invalid_argument(fmt::format("tensor '{}': unknown reduce op", name)));
+  if (o.op == ReduceOp::kAdasum && !dtype_is_float(t.dtype))
+    fail(invalid_argument(fmt::format(
+        "tensor '{}': op adasum needs a floating-point dtype (f16, bf16, f32, f64), not {}", name,
+        dtype_name(t.dtype))));
   // Integer tensors scale on the host (in float64, as Horovod does); the device kernels scale
   // float types only.
   if (!dtype_is_float(t.dtype) && t.device != kCpuDevice &&
@@ -224,6 +228,16 @@ int Handle::last_joined_rank() const {
   return state_->last_joined;
 }
 
+/// Starts g's timeline on `path` where this rank writes one: rank 0, or every rank with "%r"
+/// in the path replaced by its rank.
+Status start_timeline_file(Global& g, const std::string& path, bool mark_cycles) {
+  const bool per_rank = path.find("%r") != std::string::npos;
+  if (!per_rank && g.info.rank != 0) return Status::success();
+  std::string file = path;
+  if (per_rank) file.replace(file.find("%r"), 2, std::to_string(g.info.rank));
+  return g.timeline->start(file, mark_cycles);
+}
+
 void init() {
   Global& g = global();
   std::lock_guard<std::mutex> lock(g.mu);
@@ -245,14 +259,13 @@ void init() {
     if (!store.ok()) fresh(store.status());
     g.store = std::move(*store);
   }
+  // Every rank holds a timeline, idle until a file is started, so that start_timeline() can
+  // begin one at any time (HOOP_TIMELINE=DYNAMIC: only then, as in Horovod).
+  g.timeline = runtime::Timeline::idle(g.info.rank, g.settings.timeline_max_bytes);
   const std::string& path = g.settings.timeline_path;
-  const bool per_rank = path.find("%r") != std::string::npos;
-  if (!path.empty() && (per_rank || g.info.rank == 0)) {
-    std::string file = path;
-    if (per_rank) file.replace(file.find("%r"), 2, std::to_string(g.info.rank));
-    auto tl = runtime::Timeline::open(file, g.info.rank, g.settings.timeline_max_bytes);
-    if (!tl.ok()) fresh(tl.status().with_context("HOOP_TIMELINE"));
-    g.timeline = std::move(*tl);
+  if (!path.empty() && path != "DYNAMIC") {
+    Status started = start_timeline_file(g, path, g.settings.timeline_mark_cycles);
+    if (!started.ok()) fresh(started.with_context("HOOP_TIMELINE"));
   }
   ++g.generation;
   SetState all;
@@ -287,6 +300,19 @@ void shutdown() {
   g.timeline.reset();
   g.store.reset();
   if (!first.ok()) HOOP_LOG(kWarn, "shutdown after a failure: {}", first.to_string());
+}
+
+void start_timeline(const std::string& path, bool mark_cycles) {
+  Global& g = initialized_global();
+  std::lock_guard<std::mutex> lock(g.mu);
+  if (path.empty()) fail(invalid_argument("start_timeline: the file path is empty"));
+  check(start_timeline_file(g, path, mark_cycles).with_context("start_timeline"));
+}
+
+void stop_timeline() {
+  Global& g = initialized_global();
+  std::lock_guard<std::mutex> lock(g.mu);
+  g.timeline->stop();
 }
 
 bool is_initialized() {
@@ -423,6 +449,10 @@ Handle reducescatter_async(const std::string& name, const Tensor& input,
   if (input.shape.empty())
     fail(invalid_argument(fmt::format(
         "tensor '{}': reducescatter needs a tensor of at least one dimension, got a scalar", name)));
+  if (options.op == ReduceOp::kAdasum)
+    fail(invalid_argument(fmt::format(
+        "tensor '{}': reducescatter cannot take op adasum, which combines whole vectors (only "
+        "allreduce takes it)", name)));
   Entry e;
   e.request = describe(name, OpType::kReducescatter, input);
   e.request.op = options.op;
@@ -493,7 +523,10 @@ ProcessSet add_process_set(const std::vector<int>& ranks) {
     BootstrapInfo sub = g.info;
     sub.rank = set.my_rank;
     sub.size = static_cast<int>(ranks.size());
-    auto c = Controller::start(sub, ranks.size() > 1 ? g.store.get() : nullptr, prefix, g.settings,
+    // The autotuner tunes the global set's traffic only: one search per job.
+    runtime::RuntimeSettings settings = g.settings;
+    settings.autotune = false;
+    auto c = Controller::start(sub, ranks.size() > 1 ? g.store.get() : nullptr, prefix, settings,
                                g.timeline.get());
     check(c.status());
     set.controller = std::move(*c);

@@ -127,48 +127,72 @@ int pwrite_all(int fd, std::string_view text, std::size_t offset) {
   return 0;
 }
 
+// The room the longest truncation marker needs: its size depends on its timestamp, and
+// reserving the longest keeps the bound exact however long the job runs.
+std::size_t marker_reserve(int pid, std::size_t max_bytes) {
+  const std::string longest_ts = format_timestamp(std::numeric_limits<std::int64_t>::max());
+  return truncation_marker(pid, max_bytes, longest_ts).size();
+}
+
 }  // namespace
+
+std::unique_ptr<Timeline> Timeline::idle(int pid, std::size_t max_bytes) {
+  return std::unique_ptr<Timeline>(new Timeline(pid, max_bytes));
+}
 
 Result<std::unique_ptr<Timeline>> Timeline::open(const std::string& path, int pid,
                                                  std::size_t max_bytes) {
-  const Args process_args = {{"name", fmt::format("rank {}", pid)}};
+  std::unique_ptr<Timeline> t = idle(pid, max_bytes);
+  HOOP_RETURN_IF_ERROR(t->start(path));
+  return t;
+}
+
+Timeline::Timeline(int pid, std::size_t max_bytes)
+    : pid_(pid), max_bytes_(max_bytes), reserve_(marker_reserve(pid, max_bytes)) {}
+
+Status Timeline::start(const std::string& path, bool mark_cycles) {
+  const Args process_args = {{"name", fmt::format("rank {}", pid_)}};
   std::string header;
-  append_event(header, {.name = "process_name", .ph = "M", .pid = pid, .args = &process_args});
+  append_event(header, {.name = "process_name", .ph = "M", .pid = pid_, .args = &process_args});
   header[0] = '[';  // the first event takes the place of the separator
   header += kClose;
-
-  // The marker's size depends on its timestamp; reserving room for the longest one keeps the
-  // bound exact however long the job runs.
-  const std::string longest_ts = format_timestamp(std::numeric_limits<std::int64_t>::max());
-  const std::size_t reserve = truncation_marker(pid, max_bytes, longest_ts).size();
-  if (max_bytes > 0 && header.size() + reserve > max_bytes) {
+  std::lock_guard lock(mu_);
+  active_.store(false, std::memory_order_release);
+  fd_ = Fd();
+  if (max_bytes_ > 0 && header.size() + reserve_ > max_bytes_) {
     return invalid_argument(
         fmt::format("timeline {}: max_bytes {} is below the {} bytes that the first event and the "
                     "truncation marker need",
-                    path, max_bytes, header.size() + reserve));
+                    path, max_bytes_, header.size() + reserve_));
   }
-
   Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd.valid()) return errno_error(fmt::format("cannot create timeline {}", path), errno);
   if (const int err = pwrite_all(fd.get(), header, 0); err != 0)
     return errno_error(fmt::format("cannot write timeline {}", path), err);
-  return std::unique_ptr<Timeline>(
-      new Timeline(std::move(fd), path, pid, max_bytes, reserve, header.size()));
+  fd_ = std::move(fd);
+  path_ = path;
+  mark_cycles_ = mark_cycles;
+  start_ = std::chrono::steady_clock::now();
+  size_ = header.size();
+  stopped_ = false;
+  next_tid_ = 1;
+  rows_.clear();  // a new file names its rows again
+  active_.store(true, std::memory_order_release);
+  return Status::success();
 }
 
-Timeline::Timeline(Fd fd, std::string path, int pid, std::size_t max_bytes, std::size_t reserve,
-                   std::size_t size)
-    : fd_(std::move(fd)),
-      path_(std::move(path)),
-      pid_(pid),
-      max_bytes_(max_bytes),
-      reserve_(reserve),
-      size_(size) {}
+void Timeline::stop() {
+  std::lock_guard lock(mu_);
+  active_.store(false, std::memory_order_release);
+  fd_ = Fd();
+}
 
 Timeline::~Timeline() = default;
 
 void Timeline::begin(std::string_view tensor, std::string_view phase, const Args& args) {
+  if (!active()) return;
   std::lock_guard lock(mu_);
+  if (!active()) return;
   std::string events;
   Row& r = row(tensor, events);
   r.open_phases.emplace_back(phase);
@@ -179,7 +203,9 @@ void Timeline::begin(std::string_view tensor, std::string_view phase, const Args
 }
 
 void Timeline::end(std::string_view tensor) {
+  if (!active()) return;
   std::lock_guard lock(mu_);
+  if (!active()) return;
   const auto it = rows_.find(tensor);
   if (it == rows_.end() || it->second.open_phases.empty()) return;
   Row& r = it->second;
@@ -192,12 +218,24 @@ void Timeline::end(std::string_view tensor) {
 }
 
 void Timeline::instant(std::string_view tensor, std::string_view name) {
+  if (!active()) return;
   std::lock_guard lock(mu_);
+  if (!active()) return;
   std::string events;
   const Row& r = row(tensor, events);
   append_event(
       events,
       {.name = name, .ph = "i", .ts = timestamp(), .pid = pid_, .tid = r.tid, .scope = "t"});
+  append(events);
+}
+
+void Timeline::cycle() {
+  if (!active()) return;
+  std::lock_guard lock(mu_);
+  if (!active() || !mark_cycles_) return;
+  std::string events;
+  append_event(events,
+               {.name = "CYCLE_START", .ph = "i", .ts = timestamp(), .pid = pid_, .scope = "g"});
   append(events);
 }
 

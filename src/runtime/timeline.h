@@ -2,6 +2,7 @@
 // copies), written as it happens so that a job that hangs or dies still leaves a readable trace.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -25,17 +26,29 @@ namespace hoop::runtime {
 /// pending, so a kill inside a write that crosses a 4 KiB boundary cuts the file there.)
 class Timeline {
  public:
-  /// Creates (truncates) `path`. `pid` is the rank (the trace's process id; a process_name
-  /// metadata event "rank N" is written first). `max_bytes` > 0 bounds the file size: an event
-  /// that would pass it is dropped, and once that happens one instant event named
-  /// "TIMELINE_TRUNCATED" is written (the bound reserves room for it). Fails (io_error naming the
-  /// path and strerror) when the file cannot be created, and (invalid_argument) when `max_bytes`
-  /// is too small to hold even the first event and the truncation marker.
+  /// A timeline that writes nothing until start() (HOOP_TIMELINE=DYNAMIC, or a rank that
+  /// writes no file). `pid` is the rank (the trace's process id). `max_bytes` > 0 bounds each
+  /// file's size: an event that would pass it is dropped, and once that happens one instant
+  /// event named "TIMELINE_TRUNCATED" is written (the bound reserves room for it).
+  static std::unique_ptr<Timeline> idle(int pid, std::size_t max_bytes);
+  /// idle(pid, max_bytes) started on `path` at once.
   static Result<std::unique_ptr<Timeline>> open(const std::string& path, int pid,
                                                 std::size_t max_bytes);
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
   ~Timeline();
+
+  /// Creates (truncates) `path` and writes every later event there (a process_name metadata
+  /// event "rank N" first; timestamps count from here), closing the file written so far, which
+  /// stays a complete trace. `mark_cycles`: cycle() writes its marks. Fails (io_error naming
+  /// the path and strerror) when the file cannot be created, and (invalid_argument) when
+  /// max_bytes is too small to hold even the first event and the truncation marker; the
+  /// timeline is stopped then.
+  Status start(const std::string& path, bool mark_cycles = false);
+  /// Stops writing and closes the file (a complete trace). Nothing when not started.
+  void stop();
+  /// Whether events are being written.
+  bool active() const { return active_.load(std::memory_order_acquire); }
 
   /// Starts phase `phase` (e.g. "NEGOTIATE", "ALLREDUCE") on the row of tensor `tensor` (each
   /// tensor name gets its own row: a trace "tid", with a thread_name metadata event the first
@@ -47,6 +60,9 @@ class Timeline {
   void end(std::string_view tensor);
   /// An instant event on `tensor`'s row.
   void instant(std::string_view tensor, std::string_view name);
+  /// Marks the start of a background-thread cycle (a batch of tensors sent for negotiation) as
+  /// an instant event "CYCLE_START" across the trace, when started with mark_cycles.
+  void cycle();
   /// Bytes written so far (the file's size).
   std::size_t bytes() const;
 
@@ -56,8 +72,7 @@ class Timeline {
     std::vector<std::string> open_phases = {};  // E events repeat their B's name, for readability
   };
 
-  Timeline(Fd fd, std::string path, int pid, std::size_t max_bytes, std::size_t reserve,
-           std::size_t size);
+  Timeline(int pid, std::size_t max_bytes);
 
   // The row of `tensor`; a new one gets a thread_name metadata event appended to `events`.
   Row& row(std::string_view tensor, std::string& events);
@@ -68,13 +83,15 @@ class Timeline {
   // Microseconds since open, as a JSON number with nanosecond digits.
   std::string timestamp() const;
 
-  Fd fd_;
-  const std::string path_;
   const int pid_;
   const std::size_t max_bytes_;  // 0: unbounded
   const std::size_t reserve_;    // the longest truncation marker, kept free below max_bytes_
-  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::atomic<bool> active_{false};  // read without mu_ so that an idle timeline costs nothing
   mutable std::mutex mu_;
+  Fd fd_;
+  std::string path_;
+  bool mark_cycles_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::size_t size_ = 0;  // the file's size; the last bytes are the closing bracket
   bool stopped_ = false;  // truncated or a write failed: nothing more is written
   int next_tid_ = 1;      // tid 0 holds process-wide events (metadata, the truncation marker)

@@ -120,6 +120,8 @@ void int_fold(ReduceOp op, int n, const std::vector<std::vector<std::byte>>& in,
       case ReduceOp::kMax:
         acc = x > acc ? x : acc;
         break;
+      case ReduceOp::kAdasum:  // not element-wise: tests/collectives/adasum_test.cc
+        break;
     }
   }
   if (op == ReduceOp::kAvg) acc = static_cast<T>(acc / static_cast<T>(n));
@@ -140,6 +142,8 @@ T combine(ReduceOp op, T acc, T x) {
       return std::min(acc, x);
     case ReduceOp::kMax:
       return std::max(acc, x);
+    case ReduceOp::kAdasum:  // not element-wise: tests/collectives/adasum_test.cc
+      break;
   }
   return acc;
 }

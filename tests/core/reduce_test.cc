@@ -162,6 +162,8 @@ double float_op(ReduceOp op, double a, double b) {
       return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b);
     case ReduceOp::kMax:
       return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b);
+    case ReduceOp::kAdasum:  // not element-wise: tests/collectives/adasum_test.cc
+      break;
   }
   return kNaN;
 }
@@ -179,6 +181,8 @@ std::uint64_t int_op(ReduceOp op, std::int64_t a, std::int64_t b) {
       return static_cast<std::uint64_t>(std::min(a, b));
     case ReduceOp::kMax:
       return static_cast<std::uint64_t>(std::max(a, b));
+    case ReduceOp::kAdasum:  // not element-wise: tests/collectives/adasum_test.cc
+      break;
   }
   return 0;
 }

@@ -98,6 +98,8 @@ std::int64_t ExactReduction::units(int rank, std::size_t i) const {
       const std::int64_t magnitude = rank < twos && (h & 1) != 0 ? 2 : 1;
       return !is_unsigned && (h & 2) != 0 ? -magnitude : magnitude;
     }
+    case ReduceOp::kAdasum:  // not element-wise: tests/collectives/adasum_test.cc
+      break;
   }
   return 0;
 }

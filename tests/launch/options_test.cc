@@ -41,6 +41,16 @@ TEST(ParseCommandLineTest, HorovodrunsRuntimeFlagsSetTheirHoopVariables) {
   const ParsedCommandLine off = parse({"-np", "2", "--disable-cache", "true"});
   ASSERT_TRUE(off.options) << off.message;
   EXPECT_THAT(off.options->env_vars, ElementsAre("HOOP_CACHE_CAPACITY=0"));
+  const ParsedCommandLine tune =
+      parse({"-np", "2", "--autotune", "--autotune-log-file", "/tmp/tune.csv",
+             "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "5", "true"});
+  ASSERT_TRUE(tune.options) << tune.message;
+  EXPECT_THAT(tune.options->env_vars,
+              ElementsAre("HOOP_AUTOTUNE_LOG=/tmp/tune.csv", "HOOP_AUTOTUNE_WARMUP_SAMPLES=1",
+                          "HOOP_AUTOTUNE_STEPS_PER_SAMPLE=5", "HOOP_AUTOTUNE=1"));
+  const ParsedCommandLine zero = parse({"-np", "2", "--autotune-steps-per-sample", "0", "true"});
+  EXPECT_FALSE(zero.options);
+  EXPECT_THAT(zero.message, HasSubstr("HOOP_AUTOTUNE_STEPS_PER_SAMPLE"));
   EXPECT_FALSE(parse({"-np", "2", "--gloo", "--mpi", "true"}).options);
   const ParsedCommandLine bad = parse({"-np", "2", "--cycle-time-ms", "abc", "true"});
   EXPECT_FALSE(bad.options);

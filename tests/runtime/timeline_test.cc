@@ -297,5 +297,58 @@ TEST_F(TimelineTest, OpenInMissingDirectoryNamesThePath) {
       << timeline.status().message();
 }
 
+TEST_F(TimelineTest, AnIdleTimelineWritesNothingUntilStarted) {
+  auto timeline = Timeline::idle(/*pid=*/0, 0);
+  EXPECT_FALSE(timeline->active());
+  timeline->begin("before", "ALLREDUCE");
+  timeline->end("before");
+  timeline->cycle();
+  EXPECT_FALSE(std::filesystem::exists(path_));
+  ASSERT_TRUE(timeline->start(path_, /*mark_cycles=*/true).ok());
+  EXPECT_TRUE(timeline->active());
+  timeline->end("before");  // begun while idle: nothing to end in this file
+  timeline->cycle();
+  timeline->begin("during", "ALLREDUCE");
+  timeline->end("during");
+  timeline->stop();
+  EXPECT_FALSE(timeline->active());
+  timeline->begin("after", "ALLREDUCE");
+  std::vector<std::string> seen;
+  for (const Json& e : events())
+    seen.push_back(e["name"].get<std::string>() + ":" + e["ph"].get<std::string>() +
+                   (e["args"].contains("name") ? ":" + e["args"]["name"].get<std::string>() : ""));
+  EXPECT_EQ(seen, (std::vector<std::string>{"process_name:M:rank 0", "CYCLE_START:i",
+                                            "thread_name:M:during", "ALLREDUCE:B", "ALLREDUCE:E"}));
+}
+
+TEST_F(TimelineTest, ARestartBeginsACompleteNewFileAndLeavesTheOldOne) {
+  auto timeline = open(/*pid=*/2);
+  ASSERT_NE(timeline, nullptr);
+  timeline->begin("first", "NEGOTIATE");
+  timeline->cycle();  // not marked: started without mark_cycles
+  const std::string first_path = path_;
+  path_ = dir_ + "/second.json";
+  ASSERT_TRUE(timeline->start(path_).ok());
+  timeline->end("first");  // its row belongs to the old file
+  timeline->begin("second", "ALLREDUCE");
+  const Json second = events();
+  ASSERT_EQ(second.size(), 3u);
+  EXPECT_EQ(second[1]["args"]["name"], "second");
+  path_ = first_path;
+  const Json first = events();  // still a complete trace, the open phase left open
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first[2]["name"], "NEGOTIATE");
+  EXPECT_EQ(first[2]["ph"], "B");
+}
+
+TEST_F(TimelineTest, AFailedStartLeavesItStopped) {
+  auto timeline = open();
+  ASSERT_NE(timeline, nullptr);
+  const Status s = timeline->start(dir_ + "/missing/trace.json");
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_FALSE(timeline->active());
+  timeline->begin("t", "ALLREDUCE");  // nothing to write to, and no crash
+}
+
 }  // namespace
 }  // namespace hoop::runtime

@@ -80,8 +80,7 @@ std::string dtype_text(std::optional<DataType> d) {
 }
 std::string op_text(std::optional<ReduceOp> o) {
   if (!o) return "-";
-  if (static_cast<int>(*o) < static_cast<int>(std::size(kAllReduceOps)))
-    return std::string(op_name(*o));
+  if (*o <= ReduceOp::kAdasum) return std::string(op_name(*o));
   return fmt::format("op {}", static_cast<int>(*o));
 }
 std::string algorithm_text(std::optional<Algorithm> a) {

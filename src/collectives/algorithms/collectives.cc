@@ -80,14 +80,15 @@ void set_buffers(BroadcastOptions& o, const void*, void* out) { o.buffer = out; 
 /// For a call on device buffers: runs it on the device backend, or on host copies of the
 /// buffers (through `self`, the public collective), and returns its status; or returns nullopt
 /// when the algorithm itself is to run, with `part` set when it runs on the device over
-/// transports/cuda and null for host buffers.
+/// transports/cuda and null for host buffers. `host_only`: never on the device itself (no
+/// device kernels for the call), always through host copies.
 template <typename Options>
 std::optional<Status> run_on_device(Communicator& comm, const Options& o,
                                     const std::function<std::string()>& what,
                                     Status (*self)(Communicator&, const Options&),
                                     std::type_identity_t<BackendCall<Options>> backend,
                                     const Staged& staged,
-                                    collectives::DevicePart*& part) {
+                                    collectives::DevicePart*& part, bool host_only = false) {
   part = nullptr;
   Result<int> device =
       collectives::buffers_device({{staged.in, "input"}, {staged.out, "output"}});
@@ -101,7 +102,7 @@ std::optional<Status> run_on_device(Communicator& comm, const Options& o,
   if (!got.ok()) return got.status().with_context(what());
   part = *got;
   const Deadline deadline = Clock::now() + comm.timeout();
-  if (part->route == collectives::DeviceRoute::kTransport) return std::nullopt;
+  if (part->route == collectives::DeviceRoute::kTransport && !host_only) return std::nullopt;
   if (part->route == collectives::DeviceRoute::kBackend && backend != nullptr) {
     Status status = ((*part->backend).*backend)(o, part->stream.handle(), deadline);
     if (status.ok()) return status;
@@ -165,12 +166,15 @@ Algorithm allreduce_algorithm(Communicator& comm, std::size_t bytes, Algorithm r
 
 Status allreduce(Communicator& comm, const AllreduceOptions& o) {
   HOOP_RETURN_IF_ERROR(collectives::check_dtype(o.dtype));
-  HOOP_RETURN_IF_ERROR(collectives::check_op(o.op));
   HOOP_RETURN_IF_ERROR(collectives::check_algorithm(o.algorithm));
+  const bool adasum = o.op == ReduceOp::kAdasum;
+  HOOP_RETURN_IF_ERROR(adasum ? collectives::check_adasum(o.dtype, o.algorithm)
+                              : collectives::check_op(o.op));
   HOOP_ASSIGN_OR_RETURN(std::size_t bytes,
                         collectives::checked_bytes(o.count, 1, o.dtype, "count"));
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));
-  const Algorithm algo = allreduce_algorithm(comm, bytes, o.algorithm);
+  const Algorithm algo =
+      adasum ? Algorithm::kRecursiveDoubling : allreduce_algorithm(comm, bytes, o.algorithm);
   auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
   if (algo == Algorithm::kHierarchical && (impl == nullptr || impl->hierarchy() == nullptr))
     return invalid_argument(
@@ -181,8 +185,10 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
                        algorithm_name(algo));
   };
   collectives::DevicePart* part = nullptr;
-  if (auto done = run_on_device(comm, o, what, &allreduce, &collectives::DeviceBackend::allreduce,
-                                Staged{o.input, bytes, o.output, bytes}, part))
+  // Adasum has no device kernels (nor an NCCL op): its device buffers go through host copies.
+  if (auto done = run_on_device(comm, o, what, &allreduce,
+                                adasum ? nullptr : &collectives::DeviceBackend::allreduce,
+                                Staged{o.input, bytes, o.output, bytes}, part, adasum))
     return *done;
   const CallFingerprint fp{.kind = Collective::kAllreduce, .dtype = o.dtype, .op = o.op,
                            .algorithm = algo, .count = o.count};

@@ -5,7 +5,14 @@ namespace hoop::collectives {
 
 Result<bool> fold_in(Context& ctx, const patterns::Fold& fold, std::byte* work, std::byte* tmp,
                      std::size_t count, DataType dtype, ReduceOp op) {
-  const std::size_t bytes = count * dtype_size(dtype);
+  return fold_in(ctx, fold, work, tmp, count * dtype_size(dtype),
+                 [&](std::byte* dst, const std::byte* src) {
+                   return ctx.reduce_into(dst, src, count, dtype, op);
+                 });
+}
+
+Result<bool> fold_in(Context& ctx, const patterns::Fold& fold, std::byte* work, std::byte* tmp,
+                     std::size_t bytes, const FoldCombine& combine) {
   const patterns::FoldRole role = fold.role(ctx.rank);
   const int partner = fold.partner(ctx.rank);
   if (role == patterns::FoldRole::kFolded) {
@@ -20,7 +27,7 @@ Result<bool> fold_in(Context& ctx, const patterns::Fold& fold, std::byte* work, 
   if (role == patterns::FoldRole::kFoldReceiver) {
     HOOP_ASSIGN_OR_RETURN(RequestId r, ctx.recv(partner, tmp, bytes));
     HOOP_RETURN_IF_ERROR(wait_one(ctx.transport, r, ctx.deadline));
-    HOOP_RETURN_IF_ERROR(ctx.reduce_into(work, tmp, count, dtype, op));
+    HOOP_RETURN_IF_ERROR(combine(work, tmp));
   }
   return false;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "collectives/algorithms/context.h"
 #include "collectives/patterns/recursive_doubling.h"
@@ -15,6 +16,11 @@ namespace hoop::collectives {
 /// Returns true when this rank sat out, so `work` already holds the result.
 Result<bool> fold_in(Context& ctx, const patterns::Fold& fold, std::byte* work, std::byte* tmp,
                      std::size_t count, DataType dtype, ReduceOp op);
+
+/// fold_in over `bytes` bytes with `combine(work, tmp)` in place of an element-wise op (Adasum).
+using FoldCombine = std::function<Status(std::byte* dst, const std::byte* src)>;
+Result<bool> fold_in(Context& ctx, const patterns::Fold& fold, std::byte* work, std::byte* tmp,
+                     std::size_t bytes, const FoldCombine& combine);
 
 /// After the exchange: a kFoldReceiver sends the result in `work` to its folded partner.
 Status fold_out(Context& ctx, const patterns::Fold& fold, const std::byte* work, std::size_t bytes);

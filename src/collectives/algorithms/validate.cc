@@ -15,8 +15,21 @@ Status check_dtype(DataType dtype) {
 }
 
 Status check_op(ReduceOp op) {
-  if (static_cast<unsigned>(op) > static_cast<unsigned>(ReduceOp::kProd))
+  if (op == ReduceOp::kAdasum)
+    return invalid_argument("op: adasum combines whole vectors, so only allreduce takes it");
+  if (static_cast<unsigned>(op) > static_cast<unsigned>(ReduceOp::kAdasum))
     return invalid_argument(fmt::format("op: unknown reduce op {}", static_cast<int>(op)));
+  return Status::success();
+}
+
+Status check_adasum(DataType dtype, Algorithm algorithm) {
+  if (!dtype_is_float(dtype))
+    return invalid_argument(fmt::format(
+        "op adasum needs a floating-point dtype (f16, bf16, f32, f64), not {}", dtype_name(dtype)));
+  if (algorithm != Algorithm::kAuto && algorithm != Algorithm::kRecursiveDoubling)
+    return invalid_argument(fmt::format(
+        "op adasum runs its own pairwise exchange (recursive doubling), not the {} algorithm",
+        algorithm_name(algorithm)));
   return Status::success();
 }
 

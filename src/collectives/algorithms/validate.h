@@ -12,8 +12,12 @@ namespace hoop::collectives {
 
 /// invalid_argument unless `dtype` is one of the declared DataType values.
 Status check_dtype(DataType dtype);
-/// invalid_argument unless `op` is one of the declared ReduceOp values.
+/// invalid_argument unless `op` is one of the declared element-wise ReduceOp values (kAdasum
+/// is allreduce's alone: see check_adasum).
 Status check_op(ReduceOp op);
+/// For an allreduce with kAdasum: invalid_argument unless `dtype` is floating-point and
+/// `algorithm` (already checked) is kAuto or kRecursiveDoubling.
+Status check_adasum(DataType dtype, Algorithm algorithm);
 /// invalid_argument unless `algorithm` is one of the declared Algorithm values.
 Status check_algorithm(Algorithm algorithm);
 /// count * factor * dtype_size(dtype) in bytes, or invalid_argument naming `what` on overflow.

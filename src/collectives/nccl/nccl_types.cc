@@ -44,6 +44,8 @@ Result<NcclOp> to_nccl_op(ReduceOp op) {
       return NcclOp{ncclMax, false};
     case ReduceOp::kProd:
       return NcclOp{ncclProd, false};
+    case ReduceOp::kAdasum:
+      return invalid_argument("nccl: NCCL has no adasum (hoop runs it through host copies)");
   }
   return invalid_argument(
       fmt::format("nccl: no NCCL reduction for op value {}", static_cast<int>(op)));

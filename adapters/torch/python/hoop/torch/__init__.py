@@ -17,7 +17,7 @@ from hoop.torch.basics import (Adasum, Average, Max, Min, Product, Sum, ccl_buil
                                cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
                                is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
                                mpi_enabled, mpi_threads_supported, nccl_built, rank, rocm_built,
-                               shutdown, size)
+                               shutdown, size, start_timeline, stop_timeline)
 from hoop.torch.compression import Compression
 from hoop.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                                   broadcast_parameters)

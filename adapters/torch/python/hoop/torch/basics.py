@@ -8,8 +8,8 @@ from hoop.torch import handles
 from hoop.torch import process_sets as _sets
 
 # Horovod's reduce-op values (horovod.common.basics), so code comparing them keeps working.
-# Adasum has no equivalent in hoop's runtime: the name exists so that scripts mentioning it
-# (op=hvd.Adasum if args.use_adasum else hvd.Average) load, and using it is an error.
+# Adasum takes floating-point tensors in allreduce only (and DistributedOptimizer, where it
+# combines each rank's model update: see adasum_optimizer.py).
 Average = 0
 Sum = 1
 Adasum = 2
@@ -17,7 +17,8 @@ Min = 3
 Max = 4
 Product = 5
 
-_OP_NAMES = {Average: "avg", Sum: "sum", Min: "min", Max: "max", Product: "prod"}
+_OP_NAMES = {Average: "avg", Sum: "sum", Adasum: "adasum", Min: "min", Max: "max",
+             Product: "prod"}
 
 
 def op_name(op):
@@ -26,8 +27,8 @@ def op_name(op):
         return _OP_NAMES[op]
     except (KeyError, TypeError):
         raise ValueError(
-            f"unsupported reduce op {op!r}: hoop.torch offers Average, Sum, Min, Max and "
-            "Product (no Adasum)") from None
+            f"unsupported reduce op {op!r}: hoop.torch offers Average, Sum, Adasum, Min, Max "
+            "and Product") from None
 
 
 def handle_average_backwards_compatibility(op, average):
@@ -71,6 +72,19 @@ def shutdown():
     # Only now is no tensor of an unsynchronized handle in use any more.
     handles.forget_all()
     _sets.invalidate_all()
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing the timeline (a Chrome trace of every tensor's phases) to file_path:
+    rank 0 writes it, or each rank its own file where the path contains "%r". Call it on every
+    rank; with HOROVOD_TIMELINE=DYNAMIC (or HOOP_TIMELINE=DYNAMIC) no timeline is written
+    before. mark_cycles: mark each cycle of the background thread too."""
+    _hoop.start_timeline(str(file_path), bool(mark_cycles))
+
+
+def stop_timeline():
+    """Stops writing the timeline; the file stays a complete trace."""
+    _hoop.stop_timeline()
 
 
 is_initialized = _hoop.is_initialized

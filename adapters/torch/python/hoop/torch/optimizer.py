@@ -11,7 +11,8 @@ from contextlib import contextmanager
 
 import torch
 
-from hoop.torch.basics import Average
+from hoop.torch.adasum_optimizer import make_adasum_optimizer
+from hoop.torch.basics import Adasum, Average
 from hoop.torch.compression import Compression
 from hoop.torch.mpi_ops import (allreduce_async_, grouped_allreduce_async_,
                                 sparse_allreduce_async, synchronize)
@@ -281,6 +282,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     """
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if op == Adasum:
+        # Horovod's Adasum optimizer: the ranks combine their local steps' updates, not
+        # gradients (compression, groups and sparse_as_dense do not apply there).
+        return make_adasum_optimizer(optimizer, named_parameters, process_set)
     if num_groups and groups is not None:
         raise ValueError("pass either num_groups or groups, not both")
     cls = type(optimizer.__class__.__name__, (_DistributedOptimizer, optimizer.__class__), {})

@@ -177,6 +177,11 @@ Variant make_variant(Communicator& comm, const Case& c, int root, Buffers b, boo
     case Collective::kAllgatherv:
     case Collective::kAlltoallv:
     case Collective::kBarrier:
+    case Collective::kReduce:
+    case Collective::kGather:
+    case Collective::kGatherv:
+    case Collective::kScatter:
+    case Collective::kScatterv:
       break;
   }
   return alltoall_variant(comm, c, b, in_place);

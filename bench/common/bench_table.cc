@@ -80,8 +80,13 @@ double bus_factor(Collective collective, int nranks) {
     case Collective::kReduceScatter:
     case Collective::kAlltoall:
     case Collective::kAlltoallv:
+    case Collective::kGather:
+    case Collective::kGatherv:
+    case Collective::kScatter:
+    case Collective::kScatterv:
       return (n - 1.0) / n;
     case Collective::kBroadcast:
+    case Collective::kReduce:
     case Collective::kBarrier:
       return 1.0;
   }

@@ -38,7 +38,13 @@ enum class Collective : std::uint8_t {
   kReduceScatter,
   kAlltoall,
   kAlltoallv,
-  kBarrier
+  kBarrier,
+  // Rooted (appended, so the values above, which travel in call fingerprints, stay).
+  kReduce,
+  kGather,
+  kGatherv,
+  kScatter,
+  kScatterv
 };
 /// The function's name ("allreduce", "reduce_scatter", ...; "collective N" for other values).
 std::string collective_name(Collective collective);
@@ -185,5 +191,70 @@ Status alltoallv(Communicator& comm, const AlltoallvOptions& options);
 
 /// Returns once every rank has entered the barrier.
 Status barrier(Communicator& comm);
+
+// Rooted collectives. Every rank passes the same root, count(s), dtype (and op); buffers that
+// only the root reads or writes may be null on the other ranks.
+
+/// Reduces every rank's `count`-element input into `output` on `root`. In place on the root
+/// when its input equals its output (or is null); other ranks' output is not touched.
+struct RootReduceOptions {
+  const void* input = nullptr;
+  void* output = nullptr;  // on the root
+  std::size_t count = 0;
+  DataType dtype = DataType::kF32;
+  ReduceOp op = ReduceOp::kSum;  // element-wise ops (not kAdasum)
+  int root = 0;
+};
+/// Reduce to one rank (MPI_Reduce, ncclReduce); see RootReduceOptions.
+Status reduce(Communicator& comm, const RootReduceOptions& options);
+
+/// The root's output = concatenation over ranks (in rank order) of each rank's `count`-element
+/// input. In place on the root when its input is output + root * count (or null).
+struct GatherOptions {
+  const void* input = nullptr;
+  void* output = nullptr;  // size() * count elements, on the root
+  std::size_t count = 0;   // per rank
+  DataType dtype = DataType::kF32;
+  int root = 0;
+};
+/// Gather (MPI_Gather); see GatherOptions.
+Status gather(Communicator& comm, const GatherOptions& options);
+
+/// Gather with a different count per rank: rank r's counts[r] elements land at the sum of
+/// counts[0..r) in the root's output. In place on the root when its input is where its own
+/// block goes (or null).
+struct GathervOptions {
+  const void* input = nullptr;  // counts[rank] elements
+  void* output = nullptr;       // sum(counts) elements, on the root
+  std::span<const std::size_t> counts;
+  DataType dtype = DataType::kF32;
+  int root = 0;
+};
+/// Gatherv (MPI_Gatherv); see GathervOptions.
+Status gatherv(Communicator& comm, const GathervOptions& options);
+
+/// Block r (`count` elements) of the root's input becomes rank r's output. In place on the
+/// root when its output is input + root * count (or null: its own block stays in the input).
+struct ScatterOptions {
+  const void* input = nullptr;  // size() * count elements, on the root
+  void* output = nullptr;       // count elements
+  std::size_t count = 0;        // per rank
+  DataType dtype = DataType::kF32;
+  int root = 0;
+};
+/// Scatter (MPI_Scatter); see ScatterOptions.
+Status scatter(Communicator& comm, const ScatterOptions& options);
+
+/// Scatter with a different count per rank: rank r receives counts[r] elements from the sum of
+/// counts[0..r) in the root's input.
+struct ScattervOptions {
+  const void* input = nullptr;  // sum(counts) elements, on the root
+  void* output = nullptr;       // counts[rank] elements
+  std::span<const std::size_t> counts;
+  DataType dtype = DataType::kF32;
+  int root = 0;
+};
+/// Scatterv (MPI_Scatterv); see ScattervOptions.
+Status scatterv(Communicator& comm, const ScattervOptions& options);
 
 }  // namespace hoop

@@ -139,6 +139,14 @@ void comm_case(const std::string& name) {
   } else if (name == "comm_kill") {
     if (odd) kill_self();
     check(allreduce(c, v));
+  } else if (name == "comm_rooted_kill") {
+    // The rooted collectives with rank 1 dead: the root's reduce fails naming it; a rank whose
+    // reduce and gather only sent learns the cause from the root's abort in its scatter.
+    if (odd) kill_self();
+    std::vector<float> all(v.size() * static_cast<std::size_t>(c.size()));
+    check(hoop::reduce(c, {.input = v.data(), .output = all.data(), .count = v.size()}));
+    check(hoop::gather(c, {.input = v.data(), .output = all.data(), .count = v.size()}));
+    check(hoop::scatter(c, {.input = all.data(), .output = v.data(), .count = v.size()}));
   } else if (name == "comm_stop") {
     if (odd) stop_self();
     check(allreduce(c, v));

@@ -184,7 +184,37 @@ TEST_P(CollectivesInProcess, EveryCollectiveCountAndDtypeIsExact) {
   EXPECT_TRUE(problems.empty()) << report(problems);
 }
 
-// The variable-count collectives (allgatherv, alltoallv) with the fuzzer's own random counts
+// The rooted collectives: reduce over every op (roots first and last, the placements in turn),
+// gather and scatter in each placement (the root moving with it), over the counts and dtypes.
+TEST_P(CollectivesInProcess, EveryRootedCollectiveCountAndDtypeIsExact) {
+  const Job job = GetParam();
+  std::vector<fuzz::Case> cases;
+  for (std::size_t count : kCounts) {
+    for (DataType dt : kDtypes) {
+      for (std::size_t k = 0; k < std::size(kOps); ++k) {
+        for (int root : {0, job.ranks - 1}) {
+          fuzz::Case c = make(cases.size(), Collective::kReduce, dt, count);
+          c.op = kOps[k];
+          c.root = root;
+          c.placement = kPlacements[(k + static_cast<std::size_t>(root)) % std::size(kPlacements)];
+          cases.push_back(c);
+        }
+      }
+      for (Collective kind : {Collective::kGather, Collective::kScatter}) {
+        for (std::size_t p = 0; p < std::size(kPlacements); ++p) {
+          fuzz::Case c = make(cases.size(), kind, dt, count);
+          c.placement = kPlacements[p];
+          c.root = static_cast<int>(p) % job.ranks;
+          cases.push_back(c);
+        }
+      }
+    }
+  }
+  const auto problems = run_cases(job.ranks, shuffle_seed(job), cases);
+  EXPECT_TRUE(problems.empty()) << report(problems);
+}
+
+// The variable-count collectives (allgatherv, alltoallv, gatherv, scatterv) with the fuzzer's own random counts
 // (some zero), and a random mix of everything, 300 cases a job.
 TEST_P(CollectivesInProcess, RandomCasesOfEveryCollectiveAreExact) {
   const Job job = GetParam();
@@ -241,6 +271,15 @@ TEST_P(LargeBuffersInProcess, EveryAlgorithmAndCollectiveIsExact) {
       fuzz::Placement::kAliased);
   for (int root : {0, job.ranks - 1}) {
     add(Collective::kBroadcast, DataType::kF32, kBig, ReduceOp::kSum, fuzz::Placement::kSeparate)
+        ->root = root;
+    // Past the reduce's switch to the ring, in place on the root and not.
+    add(Collective::kReduce, DataType::kF32, kBig, ReduceOp::kSum, fuzz::Placement::kSeparate)
+        ->root = root;
+    add(Collective::kReduce, DataType::kBF16, kBig, ReduceOp::kAvg, fuzz::Placement::kAliased)
+        ->root = root;
+    add(Collective::kGather, DataType::kF32, kPerRank, ReduceOp::kSum, fuzz::Placement::kAliased)
+        ->root = root;
+    add(Collective::kScatter, DataType::kF32, kPerRank, ReduceOp::kSum, fuzz::Placement::kNullInput)
         ->root = root;
   }
   const auto problems = run_cases(job.ranks, shuffle_seed(job), cases);

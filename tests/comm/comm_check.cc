@@ -29,6 +29,7 @@
 
 #include "hoop/communicator.h"
 #include "tests/comm/comm_reference.h"
+#include "tests/comm/comm_rooted.h"
 #include "tests/comm/simulated_hosts.h"
 
 namespace {
@@ -93,6 +94,15 @@ class Checker {
              fmt::format("{}", as_double(dt, expected + i * es)));
         return;
       }
+    }
+  }
+
+  /// Counts `cases` checked elsewhere, failing with each of `problems`.
+  void add_cases(std::uint64_t cases, const std::vector<std::string>& problems) {
+    cases_ += cases;
+    for (const std::string& p : problems) {
+      ++failures_;
+      fmt::print("FAIL {}\n", p);
     }
   }
 
@@ -376,6 +386,12 @@ int run_check(Communicator& comm, const std::vector<Algorithm>& algos,
       ck.check_equal(what, dt, expected.data(), out.data(), rt);
     }
   }
+
+  // The rooted collectives, checked bit for bit on the fuzzer's exact inputs.
+  std::vector<std::string> problems;
+  auto rooted = check_rooted(comm, counts, dtypes, ops, problems);
+  if (!rooted.ok()) ck.fatal("rooted collectives", rooted.status());
+  ck.add_cases(*rooted, problems);
 
   for (int i = 0; i < 3; ++i) {
     if (auto s = hoop::barrier(comm); !s.ok()) ck.fatal("barrier", s);

@@ -62,10 +62,13 @@ std::size_t largest_buffer(const Case& c, int n) {
   const auto un = static_cast<std::size_t>(n);
   std::size_t largest = c.count;
   if (c.collective == Collective::kAllgather || c.collective == Collective::kAlltoall ||
-      c.collective == Collective::kReduceScatter)
+      c.collective == Collective::kReduceScatter || c.collective == Collective::kGather ||
+      c.collective == Collective::kScatter)
     largest = c.count * un;
-  if (c.collective == Collective::kAllgatherv) largest = 0;
-  for (std::size_t k : c.counts) largest += c.collective == Collective::kAllgatherv ? k : 0;
+  const bool v = c.collective == Collective::kAllgatherv || c.collective == Collective::kGatherv ||
+                 c.collective == Collective::kScatterv;
+  if (v) largest = 0;
+  for (std::size_t k : c.counts) largest += v ? k : 0;
   for (int r = 0; r < n && c.collective == Collective::kAlltoallv; ++r) {
     std::size_t sent = 0, received = 0;
     for (std::size_t k : send_counts(c, n, r)) sent += k;
@@ -95,6 +98,9 @@ TEST(FuzzCases, CasesFitTheirJob) {
       if (c.collective == Collective::kAllgatherv) {
         EXPECT_EQ(c.counts.size(), un) << what;
         EXPECT_NE(c.placement, Placement::kNullInput) << what;
+      }
+      if (c.collective == Collective::kGatherv || c.collective == Collective::kScatterv) {
+        EXPECT_EQ(c.counts.size(), un) << what;
       }
     }
   }

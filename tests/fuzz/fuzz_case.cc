@@ -38,7 +38,9 @@ struct Weighted {
 constexpr Weighted kCollectiveWeights[] = {
     {Collective::kAllreduce, 30},  {Collective::kBroadcast, 10},     {Collective::kAllgather, 10},
     {Collective::kAllgatherv, 10}, {Collective::kReduceScatter, 14}, {Collective::kAlltoall, 10},
-    {Collective::kAlltoallv, 12},  {Collective::kBarrier, 4}};
+    {Collective::kAlltoallv, 12},  {Collective::kBarrier, 4},        {Collective::kReduce, 10},
+    {Collective::kGather, 6},      {Collective::kGatherv, 6},        {Collective::kScatter, 6},
+    {Collective::kScatterv, 6}};
 
 constexpr std::size_t kSmallCounts[] = {0, 1, 2, 3, 5, 7, 13, 31, 61, 127, 257, 1021, 4099};
 
@@ -130,15 +132,19 @@ Case make_case(std::uint64_t seed, std::uint64_t index, const JobShape& shape) {
   const std::size_t es = dtype_size(c.dtype);
   const auto n = static_cast<std::size_t>(shape.size);
   // The largest buffer of a case holds `n` blocks for these collectives.
-  const bool n_blocks = c.collective == Collective::kAllgather ||
-                        c.collective == Collective::kReduceScatter ||
-                        c.collective == Collective::kAlltoall;
+  const bool n_blocks =
+      c.collective == Collective::kAllgather || c.collective == Collective::kReduceScatter ||
+      c.collective == Collective::kAlltoall || c.collective == Collective::kGather ||
+      c.collective == Collective::kScatter;
   const std::size_t block_limit = shape.max_bytes / es / (n_blocks ? n : 1);
   const std::size_t v_limit = shape.max_bytes / es / n;
   switch (c.collective) {
     case Collective::kAllreduce:
     case Collective::kReduceScatter:
     case Collective::kAlltoall:
+    case Collective::kReduce:
+    case Collective::kGather:
+    case Collective::kScatter:
       c.placement = pick_placement(rng, true);
       c.count = pick_count(rng, es, shape.size, block_limit);
       break;
@@ -150,8 +156,10 @@ Case make_case(std::uint64_t seed, std::uint64_t index, const JobShape& shape) {
       c.count = pick_count(rng, es, shape.size, block_limit);
       break;
     case Collective::kAllgatherv:
-      // The public API documents a null input for allgather only.
-      c.placement = pick_placement(rng, false);
+    case Collective::kGatherv:
+    case Collective::kScatterv:
+      // The public API documents a null input for allgather only (of the all- forms).
+      c.placement = pick_placement(rng, c.collective != Collective::kAllgatherv);
       for (std::size_t r = 0; r < n; ++r)
         c.counts.push_back(rng.percent(25) ? 0 : pick_count(rng, es, shape.size, v_limit));
       break;
@@ -193,11 +201,17 @@ std::string describe(const Case& c) {
       fmt::format("case {} of seed {}: {}", c.index, c.seed, collective_name(c.collective));
   if (c.collective == Collective::kBarrier) return s;
   s += fmt::format(" dtype={}", dtype_name(c.dtype));
-  if (c.collective == Collective::kAllreduce || c.collective == Collective::kReduceScatter)
+  const bool rooted = c.collective == Collective::kReduce || c.collective == Collective::kGather ||
+                      c.collective == Collective::kGatherv ||
+                      c.collective == Collective::kScatter || c.collective == Collective::kScatterv;
+  if (c.collective == Collective::kAllreduce || c.collective == Collective::kReduceScatter ||
+      c.collective == Collective::kReduce)
     s += fmt::format(" op={}", op_name(c.op));
+  if (rooted) s += fmt::format(" root={}", c.root);
   if (c.collective == Collective::kAllreduce)
     s += fmt::format(" algorithm={}", algorithm_name(c.algorithm));
-  if (c.collective == Collective::kAllgatherv) {
+  if (c.collective == Collective::kAllgatherv || c.collective == Collective::kGatherv ||
+      c.collective == Collective::kScatterv) {
     s += fmt::format(" counts=[{}]", fmt::join(c.counts, ","));
   } else if (c.collective == Collective::kAlltoallv) {
     std::size_t n = 1;
@@ -219,7 +233,8 @@ std::string describe(const Case& c) {
     s += fmt::format(" {} output_offset={}", placement_name(c.placement), c.output_offset);
   }
   if (c.scale_exp != 0 &&
-      (c.collective == Collective::kAllreduce || c.collective == Collective::kReduceScatter))
+      (c.collective == Collective::kAllreduce || c.collective == Collective::kReduceScatter ||
+       c.collective == Collective::kReduce))
     s += fmt::format(" scale=2^{}", c.scale_exp);
   return s;
 }

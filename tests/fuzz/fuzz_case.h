@@ -14,9 +14,11 @@ namespace hoop::fuzz {
 
 /// Every collective, in the order the cases draw them from.
 inline constexpr Collective kAllCollectives[] = {
-    Collective::kAllreduce,  Collective::kBroadcast,     Collective::kAllgather,
+    Collective::kAllreduce, Collective::kBroadcast,     Collective::kAllgather,
     Collective::kAllgatherv, Collective::kReduceScatter, Collective::kAlltoall,
-    Collective::kAlltoallv,  Collective::kBarrier};
+    Collective::kAlltoallv, Collective::kBarrier,       Collective::kReduce,
+    Collective::kGather,    Collective::kGatherv,       Collective::kScatter,
+    Collective::kScatterv};
 
 /// How a case passes its input: in a buffer of its own, or inside the output (the public API's
 /// in-place forms: the input pointer equal to the output's own block, or null).
@@ -40,13 +42,14 @@ struct Case {
   std::uint64_t data_key = 0;
   Collective collective = Collective::kBarrier;
   DataType dtype = DataType::kU8;
-  ReduceOp op = ReduceOp::kSum;            // allreduce, reduce_scatter
+  ReduceOp op = ReduceOp::kSum;            // allreduce, reduce_scatter, reduce
   Algorithm algorithm = Algorithm::kAuto;  // allreduce
   std::size_t count = 0;                   // per rank (allgather, reduce_scatter) or per pair
-  std::vector<std::size_t> counts;         // allgatherv: per rank; alltoallv: size x size,
+  std::vector<std::size_t> counts = {};    // allgatherv, gatherv, scatterv: per rank;
+                                           // alltoallv: size x size,
                                            // counts[i * size + j] from rank i to rank j
   Placement placement = Placement::kSeparate;
-  int root = 0;          // broadcast
+  int root = 0;          // broadcast and the rooted collectives
   int input_offset = 0;  // bytes past a 64-byte boundary
   int output_offset = 0;
   /// Floats of sum, avg, min and max are integers times 2^scale_exp (see fuzz_data.h).

@@ -88,6 +88,16 @@ Status CaseRunner::run(const Case& c, Problems& problems) {
       return alltoallv(c, problems);
     case Collective::kBarrier:
       return hoop::barrier(comm_);
+    case Collective::kReduce:
+      return reduce(c, problems);
+    case Collective::kGather:
+      return gather(c, std::vector<std::size_t>(static_cast<std::size_t>(n_), c.count), problems);
+    case Collective::kGatherv:
+      return gather(c, c.counts, problems);
+    case Collective::kScatter:
+      return scatter(c, std::vector<std::size_t>(static_cast<std::size_t>(n_), c.count), problems);
+    case Collective::kScatterv:
+      return scatter(c, c.counts, problems);
   }
   return invalid_argument("unknown collective");
 }
@@ -232,6 +242,116 @@ Status CaseRunner::alltoallv(const Case& c, Problems& problems) {
                 r_at[j + 1] - r_at[j]);
   note(problems, compare(c.dtype, b.output(), expected.data(), r_at.back() / es));
   b.check(problems);
+  return Status::success();
+}
+
+/// The input of a rank other than the root of a reduce or gather: in a buffer of its own, left
+/// unchanged; the call's output stays null there (only the root's is written).
+class SenderInput {
+ public:
+  SenderInput(const Case& c, std::size_t bytes, const std::function<void(std::byte*)>& fill)
+      : in_(bytes, c.input_offset, c.data_key ^ 0x696eu) {
+    fill(in_.data());
+    copy_.assign(in_.data(), in_.data() + bytes);
+  }
+  const std::byte* data() const { return in_.data(); }
+  void check(Problems& problems) const {
+    note(problems, in_.check_guards("input"));
+    if (!copy_.empty() && std::memcmp(in_.data(), copy_.data(), copy_.size()) != 0)
+      note(problems, "the input buffer changed");
+  }
+
+ private:
+  GuardedBuffer in_;
+  std::vector<std::byte> copy_;
+};
+
+Status CaseRunner::reduce(const Case& c, Problems& problems) {
+  const std::size_t bytes = c.count * dtype_size(c.dtype);
+  const ExactReduction data(c, n_);
+  auto fill = [&](std::byte* p) { data.input(me_, 0, c.count, p); };
+  RootReduceOptions o{.count = c.count, .dtype = c.dtype, .op = c.op, .root = c.root};
+  if (me_ != c.root) {
+    const SenderInput in(c, bytes, fill);
+    o.input = in.data();
+    HOOP_RETURN_IF_ERROR(hoop::reduce(comm_, o));
+    in.check(problems);
+    return Status::success();
+  }
+  CaseBuffers b(c, bytes, bytes, 0, fill);
+  o.input = b.input();
+  o.output = b.output();
+  HOOP_RETURN_IF_ERROR(hoop::reduce(comm_, o));
+  std::vector<std::byte> expected(bytes);
+  data.expected(0, c.count, expected.data());
+  note(problems, compare(c.dtype, b.output(), expected.data(), c.count));
+  b.check(problems);
+  return Status::success();
+}
+
+Status CaseRunner::gather(const Case& c, const std::vector<std::size_t>& counts,
+                          Problems& problems) {
+  const std::size_t es = dtype_size(c.dtype);
+  const std::vector<std::size_t> at = block_offsets(counts, es);
+  const std::size_t mine = at[me_ + 1] - at[me_];
+  auto fill = [&](std::byte* p) { fill_random(c.data_key, me_, p, mine); };
+  auto call = [&](const void* input, void* output) {
+    if (c.collective == Collective::kGather)
+      return hoop::gather(comm_, {.input = input, .output = output, .count = c.count,
+                                  .dtype = c.dtype, .root = c.root});
+    return hoop::gatherv(comm_, {.input = input, .output = output, .counts = counts,
+                                 .dtype = c.dtype, .root = c.root});
+  };
+  if (me_ != c.root) {
+    const SenderInput in(c, mine, fill);
+    HOOP_RETURN_IF_ERROR(call(in.data(), nullptr));
+    in.check(problems);
+    return Status::success();
+  }
+  CaseBuffers b(c, at.back(), mine, at[me_], fill);
+  HOOP_RETURN_IF_ERROR(call(b.input(), b.output()));
+  std::vector<std::byte> expected(at.back());
+  for (std::size_t r = 0; r < counts.size(); ++r)
+    fill_random(c.data_key, r, expected.data() + at[r], at[r + 1] - at[r]);
+  note(problems, compare(c.dtype, b.output(), expected.data(), at.back() / es));
+  b.check(problems);
+  return Status::success();
+}
+
+Status CaseRunner::scatter(const Case& c, const std::vector<std::size_t>& counts,
+                           Problems& problems) {
+  const std::size_t es = dtype_size(c.dtype);
+  const std::vector<std::size_t> at = block_offsets(counts, es);
+  const std::size_t mine = at[me_ + 1] - at[me_];
+  auto call = [&](const void* input, void* output) {
+    if (c.collective == Collective::kScatter)
+      return hoop::scatter(comm_, {.input = input, .output = output, .count = c.count,
+                                   .dtype = c.dtype, .root = c.root});
+    return hoop::scatterv(comm_, {.input = input, .output = output, .counts = counts,
+                                  .dtype = c.dtype, .root = c.root});
+  };
+  std::vector<std::byte> expected(mine);
+  fill_random(c.data_key, me_, expected.data(), mine);
+  // The root's input: every rank's block; in place, the root's output is its own block there
+  // (kAliased) or null.
+  std::optional<SenderInput> in;
+  if (me_ == c.root) {
+    in.emplace(c, at.back(), [&](std::byte* p) {
+      for (std::size_t r = 0; r < counts.size(); ++r)
+        fill_random(c.data_key, r, p + at[r], at[r + 1] - at[r]);
+    });
+  }
+  if (in && c.placement != Placement::kSeparate) {
+    std::byte* own = const_cast<std::byte*>(in->data()) + at[me_];
+    HOOP_RETURN_IF_ERROR(call(in->data(), c.placement == Placement::kAliased ? own : nullptr));
+    in->check(problems);  // its own block included: it stays where it is
+    return Status::success();
+  }
+  GuardedBuffer out(mine, c.output_offset, c.data_key ^ 0x6f7574u);
+  HOOP_RETURN_IF_ERROR(call(in ? in->data() : nullptr, out.data()));
+  note(problems, compare(c.dtype, out.data(), expected.data(), mine / es));
+  note(problems, out.check_guards("output"));
+  if (in) in->check(problems);
   return Status::success();
 }
 

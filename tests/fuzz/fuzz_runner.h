@@ -27,6 +27,13 @@ class CaseRunner {
   Status allgatherv(const Case& c, std::vector<std::string>& problems);
   Status alltoall(const Case& c, std::vector<std::string>& problems);
   Status alltoallv(const Case& c, std::vector<std::string>& problems);
+  Status reduce(const Case& c, std::vector<std::string>& problems);
+  /// gather, gatherv (blocks of `counts`).
+  Status gather(const Case& c, const std::vector<std::size_t>& counts,
+                std::vector<std::string>& problems);
+  /// scatter, scatterv (blocks of `counts`).
+  Status scatter(const Case& c, const std::vector<std::size_t>& counts,
+                 std::vector<std::string>& problems);
 
   Communicator& comm_;
   int n_;

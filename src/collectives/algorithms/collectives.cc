@@ -10,135 +10,20 @@
 #include <vector>
 
 #include "collectives/algorithms/algorithms.h"
-#include "collectives/algorithms/call_check.h"
-#include "collectives/algorithms/comm_impl.h"
-#include "collectives/algorithms/timeout_diagnosis.h"
+#include "collectives/algorithms/dispatch.h"
 #include "collectives/algorithms/validate.h"
 
 namespace hoop {
 namespace {
 
+using collectives::block_layout;
+using collectives::bytes_of;
 using collectives::CallFingerprint;
 using collectives::Context;
-
-/// Runs `body` with a context for `comm` (over transports/cuda, on `part`'s device, when
-/// given); aborts the transport and names `what` on failure. Host calls on hoop's own
-/// communicator carry `fp` to every peer (call_check.h).
-Status run(Communicator& comm, const CallFingerprint& fp, const std::function<std::string()>& what,
-           const std::function<Status(Context&)>& body, collectives::DevicePart* part = nullptr) {
-  auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
-  // A Communicator implemented outside hoop gets per-call scratch.
-  collectives::Scratch local;
-  Transport& base = part != nullptr ? *part->transport : comm.transport();
-  std::optional<collectives::CheckedTransport> checked;
-  if (part == nullptr && impl != nullptr && impl->call_check() != nullptr && comm.size() > 1)
-    checked.emplace(base, *impl->call_check(), fp);
-  Transport& transport = checked ? static_cast<Transport&>(*checked) : base;
-  Context ctx{transport, comm.rank(), comm.size(), Clock::now() + comm.timeout(),
-              impl != nullptr ? impl->scratch() : local};
-  if (part != nullptr) {
-    ctx.device = part->device;
-    ctx.stream = part->stream.handle();
-  }
-  if (impl != nullptr) ctx.laid_out_ring = impl->ring();
-  const std::uint64_t call = impl != nullptr ? impl->next_call() : 0;
-  Status status = body(ctx);
-  if (status.ok()) return status;
-  // Before the abort, so that the peers it reaches learn the diagnosis too.
-  if (status.code() == StatusCode::kTimeout && impl != nullptr && comm.size() > 1) {
-    const auto grace = std::clamp(comm.timeout() / 4, std::chrono::milliseconds(100),
-                                  std::chrono::milliseconds(1000));
-    const std::string prefix =
-        (impl->key_prefix().empty() ? std::string("hoop") : impl->key_prefix()) + "/comm";
-    status = Status(status.code(), status.message() + collectives::diagnose_timeout(
-                                                          impl->info(), prefix, call, grace));
-  }
-  base.abort(status);
-  return status.with_context(what());
-}
-
-/// The buffers of a device call to stage through host memory: `in_bytes` at `in`, `out_bytes`
-/// at `out` (run_staged keeps an input inside the output there).
-struct Staged {
-  const void* in = nullptr;
-  std::size_t in_bytes = 0;
-  void* out = nullptr;
-  std::size_t out_bytes = 0;
-};
-
-/// The backend's member function for a collective's options (null: the backend lacks it).
-template <typename Options>
-using BackendCall = Status (collectives::DeviceBackend::*)(const Options&, void*, Deadline);
-
-template <typename Options>
-void set_buffers(Options& o, const void* in, void* out) {
-  o.input = in;
-  o.output = out;
-}
-void set_buffers(BroadcastOptions& o, const void*, void* out) { o.buffer = out; }
-
-/// For a call on device buffers: runs it on the device backend, or on host copies of the
-/// buffers (through `self`, the public collective), and returns its status; or returns nullopt
-/// when the algorithm itself is to run, with `part` set when it runs on the device over
-/// transports/cuda and null for host buffers. `host_only`: never on the device itself (no
-/// device kernels for the call), always through host copies.
-template <typename Options>
-std::optional<Status> run_on_device(Communicator& comm, const Options& o,
-                                    const std::function<std::string()>& what,
-                                    Status (*self)(Communicator&, const Options&),
-                                    std::type_identity_t<BackendCall<Options>> backend,
-                                    const Staged& staged,
-                                    collectives::DevicePart*& part, bool host_only = false) {
-  part = nullptr;
-  Result<int> device =
-      collectives::buffers_device({{staged.in, "input"}, {staged.out, "output"}});
-  if (!device.ok()) return device.status();
-  if (*device == kCpuDevice) return std::nullopt;
-  auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
-  if (impl == nullptr)
-    return invalid_argument(fmt::format(
-        "{}: device buffers need a communicator built by Communicator::create", what()));
-  Result<collectives::DevicePart*> got = impl->device(*device);
-  if (!got.ok()) return got.status().with_context(what());
-  part = *got;
-  const Deadline deadline = Clock::now() + comm.timeout();
-  if (part->route == collectives::DeviceRoute::kTransport && !host_only) return std::nullopt;
-  if (part->route == collectives::DeviceRoute::kBackend && backend != nullptr) {
-    Status status = ((*part->backend).*backend)(o, part->stream.handle(), deadline);
-    if (status.ok()) return status;
-    part->backend->abort(status);
-    comm.transport().abort(status);
-    return status.with_context(what());
-  }
-  return collectives::run_staged(*part, staged.in, staged.in_bytes, staged.out,
-                                 staged.out_bytes, deadline,
-                                 [&](const void* in, void* out) {
-                                   Options h = o;
-                                   set_buffers(h, in, out);
-                                   return self(comm, h);
-                                 });
-}
-
-std::byte* bytes_of(void* p) { return static_cast<std::byte*>(p); }
-const std::byte* bytes_of(const void* p) { return static_cast<const std::byte*>(p); }
-
-/// Copies `bytes` from `src` to `dst` unless they are the same buffer (in-place call).
-Status copy_in(Context& ctx, void* dst, const void* src, std::size_t bytes) {
-  return src != nullptr ? ctx.copy(dst, src, bytes) : Status::success();
-}
-
-/// Byte offsets of consecutive blocks of `counts` elements of `esize` bytes.
-void block_layout(std::span<const std::size_t> counts, std::size_t esize,
-                  std::vector<std::size_t>& offsets, std::vector<std::size_t>& lengths) {
-  offsets.resize(counts.size());
-  lengths.resize(counts.size());
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < counts.size(); ++i) {
-    offsets[i] = at;
-    lengths[i] = counts[i] * esize;
-    at += lengths[i];
-  }
-}
+using collectives::copy_in;
+using collectives::run;
+using collectives::run_on_device;
+using collectives::Staged;
 
 }  // namespace
 
@@ -152,6 +37,11 @@ std::string collective_name(Collective collective) {
     case Collective::kAlltoall: return "alltoall";
     case Collective::kAlltoallv: return "alltoallv";
     case Collective::kBarrier: return "barrier";
+    case Collective::kReduce: return "reduce";
+    case Collective::kGather: return "gather";
+    case Collective::kGatherv: return "gatherv";
+    case Collective::kScatter: return "scatter";
+    case Collective::kScatterv: return "scatterv";
   }
   return fmt::format("collective {}", static_cast<int>(collective));
 }

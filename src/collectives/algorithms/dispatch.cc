@@ -1,0 +1,58 @@
+#include "collectives/algorithms/dispatch.h"
+
+#include <algorithm>
+
+#include "collectives/algorithms/timeout_diagnosis.h"
+
+namespace hoop::collectives {
+
+Status run(Communicator& comm, const CallFingerprint& fp, const std::function<std::string()>& what,
+           const std::function<Status(Context&)>& body, DevicePart* part) {
+  auto* impl = dynamic_cast<CommImpl*>(&comm);
+  // A Communicator implemented outside hoop gets per-call scratch.
+  Scratch local;
+  Transport& base = part != nullptr ? *part->transport : comm.transport();
+  std::optional<CheckedTransport> checked;
+  if (part == nullptr && impl != nullptr && impl->call_check() != nullptr && comm.size() > 1)
+    checked.emplace(base, *impl->call_check(), fp);
+  Transport& transport = checked ? static_cast<Transport&>(*checked) : base;
+  Context ctx{transport, comm.rank(), comm.size(), Clock::now() + comm.timeout(),
+              impl != nullptr ? impl->scratch() : local};
+  if (part != nullptr) {
+    ctx.device = part->device;
+    ctx.stream = part->stream.handle();
+  }
+  if (impl != nullptr) ctx.laid_out_ring = impl->ring();
+  const std::uint64_t call = impl != nullptr ? impl->next_call() : 0;
+  Status status = body(ctx);
+  if (status.ok()) return status;
+  // Before the abort, so that the peers it reaches learn the diagnosis too.
+  if (status.code() == StatusCode::kTimeout && impl != nullptr && comm.size() > 1) {
+    const auto grace = std::clamp(comm.timeout() / 4, std::chrono::milliseconds(100),
+                                  std::chrono::milliseconds(1000));
+    const std::string prefix =
+        (impl->key_prefix().empty() ? std::string("hoop") : impl->key_prefix()) + "/comm";
+    status = Status(status.code(),
+                    status.message() + diagnose_timeout(impl->info(), prefix, call, grace));
+  }
+  base.abort(status);
+  return status.with_context(what());
+}
+
+Status copy_in(Context& ctx, void* dst, const void* src, std::size_t bytes) {
+  return src != nullptr ? ctx.copy(dst, src, bytes) : Status::success();
+}
+
+void block_layout(std::span<const std::size_t> counts, std::size_t esize,
+                  std::vector<std::size_t>& offsets, std::vector<std::size_t>& lengths) {
+  offsets.resize(counts.size());
+  lengths.resize(counts.size());
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    offsets[i] = at;
+    lengths[i] = counts[i] * esize;
+    at += lengths[i];
+  }
+}
+
+}  // namespace hoop::collectives

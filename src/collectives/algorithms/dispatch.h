@@ -1,0 +1,101 @@
+// What every public collective does around its algorithm (collectives.cc, rooted.cc): run it
+// under the communicator's deadline with call fingerprints, abort the transport on failure so
+// every peer fails with the same cause, and route device buffers to a backend, to
+// transports/cuda or through host copies.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "collectives/algorithms/call_check.h"
+#include "collectives/algorithms/comm_impl.h"
+#include "collectives/algorithms/context.h"
+#include "collectives/algorithms/device_path.h"
+#include "hoop/communicator.h"
+
+namespace hoop::collectives {
+
+/// Runs `body` with a context for `comm` (over transports/cuda, on `part`'s device, when
+/// given); aborts the transport and names `what` on failure. Host calls on hoop's own
+/// communicator carry `fp` to every peer (call_check.h).
+Status run(Communicator& comm, const CallFingerprint& fp, const std::function<std::string()>& what,
+           const std::function<Status(Context&)>& body, DevicePart* part = nullptr);
+
+/// The buffers of a device call to stage through host memory: `in_bytes` at `in`, `out_bytes`
+/// at `out` (run_staged keeps an input inside the output there).
+struct Staged {
+  const void* in = nullptr;
+  std::size_t in_bytes = 0;
+  void* out = nullptr;
+  std::size_t out_bytes = 0;
+};
+
+/// The backend's member function for a collective's options (null: the backend lacks it).
+template <typename Options>
+using BackendCall = Status (DeviceBackend::*)(const Options&, void*, Deadline);
+
+template <typename Options>
+void set_buffers(Options& o, const void* in, void* out) {
+  o.input = in;
+  o.output = out;
+}
+inline void set_buffers(BroadcastOptions& o, const void*, void* out) { o.buffer = out; }
+
+/// For a call on device buffers: runs it on the device backend, or on host copies of the
+/// buffers (through `self`, the public collective), and returns its status; or returns nullopt
+/// when the algorithm itself is to run, with `part` set when it runs on the device over
+/// transports/cuda and null for host buffers. `host_only`: never on the device itself (no
+/// device kernels for the call), always through host copies.
+template <typename Options>
+std::optional<Status> run_on_device(Communicator& comm, const Options& o,
+                                    const std::function<std::string()>& what,
+                                    Status (*self)(Communicator&, const Options&),
+                                    std::type_identity_t<BackendCall<Options>> backend,
+                                    const Staged& staged, DevicePart*& part,
+                                    bool host_only = false) {
+  part = nullptr;
+  Result<int> device = buffers_device({{staged.in, "input"}, {staged.out, "output"}});
+  if (!device.ok()) return device.status();
+  if (*device == kCpuDevice) return std::nullopt;
+  auto* impl = dynamic_cast<CommImpl*>(&comm);
+  if (impl == nullptr)
+    return invalid_argument(fmt::format(
+        "{}: device buffers need a communicator built by Communicator::create", what()));
+  Result<DevicePart*> got = impl->device(*device);
+  if (!got.ok()) return got.status().with_context(what());
+  part = *got;
+  const Deadline deadline = Clock::now() + comm.timeout();
+  if (part->route == DeviceRoute::kTransport && !host_only) return std::nullopt;
+  if (part->route == DeviceRoute::kBackend && backend != nullptr) {
+    Status status = ((*part->backend).*backend)(o, part->stream.handle(), deadline);
+    if (status.ok()) return status;
+    part->backend->abort(status);
+    comm.transport().abort(status);
+    return status.with_context(what());
+  }
+  return run_staged(*part, staged.in, staged.in_bytes, staged.out, staged.out_bytes, deadline,
+                    [&](const void* in, void* out) {
+                      Options h = o;
+                      set_buffers(h, in, out);
+                      return self(comm, h);
+                    });
+}
+
+inline std::byte* bytes_of(void* p) { return static_cast<std::byte*>(p); }
+inline const std::byte* bytes_of(const void* p) { return static_cast<const std::byte*>(p); }
+
+/// Copies `bytes` from `src` to `dst` unless `src` is null (an in-place call).
+Status copy_in(Context& ctx, void* dst, const void* src, std::size_t bytes);
+
+/// Byte offsets and lengths of consecutive blocks of `counts` elements of `esize` bytes.
+void block_layout(std::span<const std::size_t> counts, std::size_t esize,
+                  std::vector<std::size_t>& offsets, std::vector<std::size_t>& lengths);
+
+}  // namespace hoop::collectives

@@ -1,0 +1,257 @@
+// The rooted collectives: reduce to a root, gather(v) to it, scatter(v) from it.
+//
+// Reduce: a binomial tree for small buffers (ceil(log2 n) whole-buffer hops into the root); for
+// large ones the ring reduce-scatter (every link carries each byte about once) and then each
+// rank's reduced chunk to the root. Gather and scatter: the root exchanges one message with
+// every other rank, all posted at once (the transports move them concurrently); a tree would
+// save latency at many ranks but forward every block log2(n) times.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/dispatch.h"
+#include "collectives/algorithms/validate.h"
+#include "collectives/patterns/binomial.h"
+#include "collectives/patterns/partition.h"
+
+namespace hoop {
+namespace {
+
+using collectives::block_layout;
+using collectives::bytes_of;
+using collectives::CallFingerprint;
+using collectives::Context;
+using collectives::copy_in;
+using collectives::run;
+using collectives::run_on_device;
+using collectives::Staged;
+
+/// From this many bytes (and 3 ranks) reduce takes the ring: the tree's root link carries the
+/// whole buffer log2(n) times, the ring's links about once.
+constexpr std::size_t kReduceRingBytes = std::size_t{256} << 10;
+
+Status reduce_binomial(Context& ctx, const std::byte* input, std::byte* work, std::size_t count,
+                       DataType dtype, ReduceOp op, int root) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  HOOP_RETURN_IF_ERROR(copy_in(ctx, work, input, bytes));
+  HOOP_ASSIGN_OR_RETURN(std::byte * tmp, ctx.scratch_buffer(1, bytes));
+  const patterns::BinomialTree tree(ctx.size, root);
+  const std::vector<int> children = tree.children(ctx.rank);
+  // Nearest child first: its subtree is the shallowest, so its sum is ready first.
+  for (auto it = children.rbegin(); it != children.rend(); ++it) {
+    HOOP_ASSIGN_OR_RETURN(RequestId r, ctx.recv(*it, tmp, bytes));
+    HOOP_RETURN_IF_ERROR(wait_one(ctx.transport, r, ctx.deadline));
+    HOOP_RETURN_IF_ERROR(ctx.reduce_into(work, tmp, count, dtype, op));
+  }
+  const int parent = tree.parent(ctx.rank);
+  if (parent >= 0) {
+    HOOP_ASSIGN_OR_RETURN(RequestId s, ctx.send(parent, work, bytes));
+    return wait_one(ctx.transport, s, ctx.deadline);
+  }
+  return op == ReduceOp::kAvg ? ctx.divide(work, count, dtype, ctx.size) : Status::success();
+}
+
+Status reduce_ring(Context& ctx, const std::byte* input, std::byte* work, std::size_t count,
+                   DataType dtype, ReduceOp op, int root) {
+  const std::size_t es = dtype_size(dtype);
+  // Chunk `rank` of work ends reduced (and divided for kAvg) on each rank.
+  HOOP_RETURN_IF_ERROR(collectives::ring_reduce_scatter(ctx, work, count, dtype, op,
+                                                        input == work ? nullptr : input));
+  const patterns::Partition chunks(count, ctx.size);
+  std::vector<RequestId> ids;
+  if (ctx.rank != root) {
+    const patterns::Range c = chunks.chunk(ctx.rank);
+    HOOP_ASSIGN_OR_RETURN(RequestId s, ctx.send(root, work + c.offset * es, c.length * es));
+    ids.push_back(s);
+  } else {
+    for (int r = 0; r < ctx.size; ++r) {
+      if (r == root) continue;
+      const patterns::Range c = chunks.chunk(r);
+      HOOP_ASSIGN_OR_RETURN(RequestId id, ctx.recv(r, work + c.offset * es, c.length * es));
+      ids.push_back(id);
+    }
+  }
+  return ctx.wait(ids);
+}
+
+/// Gather (`gather`) or scatter: block r (offsets[r], lengths[r] bytes) of the root's buffer
+/// `blocks` comes from (goes to) rank r's `mine`. Every pair exchanges one message, empty ones
+/// included, all posted at once.
+Status move_blocks(Context& ctx, bool gather, std::byte* blocks, std::byte* mine,
+                   const std::vector<std::size_t>& offsets, const std::vector<std::size_t>& lengths,
+                   int root) {
+  const int me = ctx.rank;
+  std::vector<RequestId> ids;
+  auto post = [&](int peer, std::byte* data, std::size_t bytes) -> Status {
+    HOOP_ASSIGN_OR_RETURN(RequestId id, gather == (me == root) ? ctx.recv(peer, data, bytes)
+                                                               : ctx.send(peer, data, bytes));
+    ids.push_back(id);
+    return Status::success();
+  };
+  if (me != root) {
+    HOOP_RETURN_IF_ERROR(post(root, mine, lengths[me]));
+    return ctx.wait(ids);
+  }
+  for (int r = 0; r < ctx.size; ++r)
+    if (r != root) HOOP_RETURN_IF_ERROR(post(r, blocks + offsets[r], lengths[r]));
+  HOOP_RETURN_IF_ERROR(gather ? ctx.copy(blocks + offsets[me], mine, lengths[me])
+                              : ctx.copy(mine, blocks + offsets[me], lengths[me]));
+  return ctx.wait(ids);
+}
+
+/// The checks every rooted call shares: dtype and root.
+Status check_rooted(DataType dtype, int root, int size) {
+  HOOP_RETURN_IF_ERROR(collectives::check_dtype(dtype));
+  return collectives::check_root(root, size);
+}
+
+Status gatherv_as(Communicator& comm, const GathervOptions& o, Collective kind);
+Status scatterv_as(Communicator& comm, const ScattervOptions& o, Collective kind);
+Status gather_staged(Communicator& c, const GathervOptions& o) {
+  return gatherv_as(c, o, Collective::kGather);
+}
+Status gatherv_staged(Communicator& c, const GathervOptions& o) {
+  return gatherv_as(c, o, Collective::kGatherv);
+}
+Status scatter_staged(Communicator& c, const ScattervOptions& o) {
+  return scatterv_as(c, o, Collective::kScatter);
+}
+Status scatterv_staged(Communicator& c, const ScattervOptions& o) {
+  return scatterv_as(c, o, Collective::kScatterv);
+}
+
+/// The fingerprint of a gather or scatter: the per-rank count, or for the v-forms the total and
+/// a hash of the counts.
+CallFingerprint blocks_fingerprint(Collective kind, DataType dtype, int root,
+                                   std::span<const std::size_t> counts, std::size_t total) {
+  CallFingerprint fp{.kind = kind, .dtype = dtype, .root = root};
+  const bool v = kind == Collective::kGatherv || kind == Collective::kScatterv;
+  fp.count = v || counts.empty() ? total : counts[0];
+  if (v) fp.counts_hash = collectives::hash_counts(counts);
+  return fp;
+}
+
+/// gather(v) (Options = GathervOptions) or scatter(v) (ScattervOptions): the root's buffer of
+/// every block is the gather's output and the scatter's input; this rank's block the other one.
+/// In place on the root: its own block stays in the root's buffer (input or output null).
+template <typename Options>
+Status blocks_as(Communicator& comm, const Options& o, Collective kind,
+                 Status (*staged_self)(Communicator&, const Options&)) {
+  constexpr bool gather = std::is_same_v<Options, GathervOptions>;
+  HOOP_RETURN_IF_ERROR(check_rooted(o.dtype, o.root, comm.size()));
+  HOOP_ASSIGN_OR_RETURN(std::size_t total,
+                        collectives::check_counts(o.counts, comm.size(), o.dtype, "counts"));
+  const int me = comm.rank();
+  const bool is_root = me == o.root;
+  const std::size_t es = dtype_size(o.dtype);
+  std::vector<std::size_t> offsets, lengths;
+  block_layout(o.counts, es, offsets, lengths);
+  // The gather writes the root's buffer and reads this rank's; the scatter the other way.
+  const void* blocks = gather ? static_cast<const void*>(o.output) : o.input;
+  const void* mine = gather ? o.input : static_cast<const void*>(o.output);
+  const char* blocks_name = gather ? "output" : "input";
+  if (is_root) {
+    HOOP_RETURN_IF_ERROR(collectives::check_buffer(blocks, total, blocks_name));
+    if (mine == nullptr) mine = bytes_of(blocks) + offsets[me];  // in place
+  }
+  HOOP_RETURN_IF_ERROR(collectives::check_buffer(mine, o.counts[me], gather ? "input" : "output"));
+  auto what = [&] {
+    return fmt::format("{} of {} {} {} rank {}", collective_name(kind), total, dtype_name(o.dtype),
+                       gather ? "to" : "from", o.root);
+  };
+  collectives::DevicePart* part = nullptr;
+  const std::size_t root_bytes = is_root ? total * es : 0;
+  const void* root_buf = is_root ? blocks : nullptr;
+  const Staged staged = gather ? Staged{mine, lengths[me], const_cast<void*>(root_buf), root_bytes}
+                               : Staged{root_buf, root_bytes, const_cast<void*>(mine), lengths[me]};
+  if (auto done = run_on_device(comm, o, what, staged_self, nullptr, staged, part)) return *done;
+  return run(
+      comm, blocks_fingerprint(kind, o.dtype, o.root, o.counts, total), what,
+      [&](Context& ctx) {
+        return move_blocks(ctx, gather, const_cast<std::byte*>(bytes_of(blocks)),
+                           const_cast<std::byte*>(bytes_of(mine)), offsets, lengths, o.root);
+      },
+      part);
+}
+
+Status gatherv_as(Communicator& comm, const GathervOptions& o, Collective kind) {
+  return blocks_as(comm, o, kind, kind == Collective::kGather ? &gather_staged : &gatherv_staged);
+}
+
+Status scatterv_as(Communicator& comm, const ScattervOptions& o, Collective kind) {
+  return blocks_as(comm, o, kind,
+                   kind == Collective::kScatter ? &scatter_staged : &scatterv_staged);
+}
+
+}  // namespace
+
+Status reduce(Communicator& comm, const RootReduceOptions& given) {
+  RootReduceOptions o = given;
+  HOOP_RETURN_IF_ERROR(check_rooted(o.dtype, o.root, comm.size()));
+  HOOP_RETURN_IF_ERROR(collectives::check_op(o.op));
+  HOOP_ASSIGN_OR_RETURN(std::size_t bytes,
+                        collectives::checked_bytes(o.count, 1, o.dtype, "count"));
+  const bool is_root = comm.rank() == o.root;
+  if (is_root) {
+    HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));
+    if (o.input == nullptr) o.input = o.output;  // in place
+  }
+  HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.input, o.count, "input"));
+  auto what = [&] {
+    return fmt::format("reduce of {} {} ({}) to rank {}", o.count, dtype_name(o.dtype),
+                       op_name(o.op), o.root);
+  };
+  collectives::DevicePart* part = nullptr;
+  const Staged staged{o.input, bytes, is_root ? o.output : nullptr, is_root ? bytes : 0};
+  if (auto done = run_on_device(comm, o, what, &reduce, nullptr, staged, part)) return *done;
+  const CallFingerprint fp{
+      .kind = Collective::kReduce, .dtype = o.dtype, .op = o.op, .root = o.root, .count = o.count};
+  return run(
+      comm, fp, what,
+      [&](Context& ctx) -> Status {
+        const std::byte* in = bytes_of(o.input);
+        if (ctx.size == 1) return ctx.copy(o.output, in, bytes);
+        // Only the root has an output; the others reduce in scratch: slot 0 beside the tree's
+        // receive buffer in slot 1, slot 1 beside the ring's staging in slot 0.
+        const bool tree = bytes < kReduceRingBytes || ctx.size == 2;
+        std::byte* work = bytes_of(o.output);
+        if (!is_root) {
+          HOOP_ASSIGN_OR_RETURN(work, ctx.scratch_buffer(tree ? 0 : 1, bytes));
+        }
+        if (tree) return reduce_binomial(ctx, in, work, o.count, o.dtype, o.op, o.root);
+        return reduce_ring(ctx, in, work, o.count, o.dtype, o.op, o.root);
+      },
+      part);
+}
+
+Status gather(Communicator& comm, const GatherOptions& o) {
+  const std::vector<std::size_t> counts(static_cast<std::size_t>(std::max(comm.size(), 0)),
+                                        o.count);
+  return gatherv_as(
+      comm,
+      {.input = o.input, .output = o.output, .counts = counts, .dtype = o.dtype, .root = o.root},
+      Collective::kGather);
+}
+
+Status gatherv(Communicator& comm, const GathervOptions& o) {
+  return gatherv_as(comm, o, Collective::kGatherv);
+}
+
+Status scatter(Communicator& comm, const ScatterOptions& o) {
+  const std::vector<std::size_t> counts(static_cast<std::size_t>(std::max(comm.size(), 0)),
+                                        o.count);
+  return scatterv_as(
+      comm,
+      {.input = o.input, .output = o.output, .counts = counts, .dtype = o.dtype, .root = o.root},
+      Collective::kScatter);
+}
+
+Status scatterv(Communicator& comm, const ScattervOptions& o) {
+  return scatterv_as(comm, o, Collective::kScatterv);
+}
+
+}  // namespace hoop

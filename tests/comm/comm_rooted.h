@@ -1,0 +1,22 @@
+// The rooted collectives (reduce, gather(v), scatter(v)) for comm_check: the fuzzer's cases
+// (tests/fuzz), whose inputs make every result exact, over the real transports.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hoop/communicator.h"
+
+namespace hoop::comm_check {
+
+/// Runs reduce (every op in `ops`), gather, gatherv, scatter and scatterv for each count and
+/// dtype, roots and placements in turn, checking every result bit for bit. Appends what went
+/// wrong to `problems`; returns the number of cases, or the first collective's error.
+Result<std::uint64_t> check_rooted(Communicator& comm, const std::vector<std::size_t>& counts,
+                                   const std::vector<DataType>& dtypes,
+                                   const std::vector<ReduceOp>& ops,
+                                   std::vector<std::string>& problems);
+
+}  // namespace hoop::comm_check

@@ -257,4 +257,37 @@ struct ScattervOptions {
 /// Scatterv (MPI_Scatterv); see ScattervOptions.
 Status scatterv(Communicator& comm, const ScattervOptions& options);
 
+// Point-to-point. Between two ranks, messages are received in the order they were sent (as
+// with NCCL; the tag is checked, not used to pick a message): a recv whose tag, dtype or count
+// differs from the send it meets fails, naming both sides' values, and aborts the
+// communicator so that the sender fails with the same cause. send() returns once its data has
+// left, which for large messages may need the peer's recv: two ranks that send to each other
+// first must use sendrecv() (or order their calls). Only the two ranks take part; the others
+// may make other calls meanwhile.
+
+/// `count` elements of `data` to rank `peer` (not this rank).
+struct SendOptions {
+  const void* data = nullptr;
+  std::size_t count = 0;
+  DataType dtype = DataType::kF32;
+  int peer = 0;
+  std::int32_t tag = 0;
+};
+/// Send (ncclSend, MPI_Send); see SendOptions.
+Status send(Communicator& comm, const SendOptions& options);
+
+/// `count` elements from rank `peer` into `data`.
+struct RecvOptions {
+  void* data = nullptr;
+  std::size_t count = 0;
+  DataType dtype = DataType::kF32;
+  int peer = 0;
+  std::int32_t tag = 0;
+};
+/// Receive (ncclRecv, MPI_Recv); see RecvOptions.
+Status recv(Communicator& comm, const RecvOptions& options);
+
+/// A send and a receive in flight at once (MPI_Sendrecv), to the same or different peers.
+Status sendrecv(Communicator& comm, const SendOptions& to, const RecvOptions& from);
+
 }  // namespace hoop

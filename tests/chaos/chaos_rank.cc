@@ -139,6 +139,10 @@ void comm_case(const std::string& name) {
   } else if (name == "comm_kill") {
     if (odd) kill_self();
     check(allreduce(c, v));
+  } else if (name == "comm_p2p_kill") {
+    // Every other rank waits for a message from rank 1, which dies: each names it.
+    if (odd) kill_self();
+    check(hoop::recv(c, {.data = v.data(), .count = v.size(), .peer = 1}));
   } else if (name == "comm_rooted_kill") {
     // The rooted collectives with rank 1 dead: the root's reduce fails naming it; a rank whose
     // reduce and gather only sent learns the cause from the root's abort in its scatter.

@@ -392,6 +392,10 @@ int run_check(Communicator& comm, const std::vector<Algorithm>& algos,
   auto rooted = check_rooted(comm, counts, dtypes, ops, problems);
   if (!rooted.ok()) ck.fatal("rooted collectives", rooted.status());
   ck.add_cases(*rooted, problems);
+  problems.clear();
+  auto p2p = check_p2p(comm, counts, dtypes, problems);
+  if (!p2p.ok()) ck.fatal("point-to-point", p2p.status());
+  ck.add_cases(*p2p, problems);
 
   for (int i = 0; i < 3; ++i) {
     if (auto s = hoop::barrier(comm); !s.ok()) ck.fatal("barrier", s);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "tests/fuzz/fuzz_case.h"
+#include "tests/fuzz/fuzz_data.h"
 #include "tests/fuzz/fuzz_runner.h"
 
 namespace hoop::comm_check {
@@ -61,6 +62,53 @@ Result<std::uint64_t> check_rooted(Communicator& comm, const std::vector<std::si
     }
   }
   return index;
+}
+
+Result<std::uint64_t> check_p2p(Communicator& comm, const std::vector<std::size_t>& counts,
+                                const std::vector<DataType>& dtypes,
+                                std::vector<std::string>& problems) {
+  const int n = comm.size(), me = comm.rank();
+  if (n < 2) return std::uint64_t{0};
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  // The bytes of message k from rank `from`.
+  auto message = [](int from, std::int32_t k, std::size_t bytes) {
+    std::vector<std::byte> v(bytes);
+    fuzz::fill_random(0x9e37,
+                      static_cast<std::uint64_t>(from) << 32 | static_cast<std::uint32_t>(k),
+                      v.data(), bytes);
+    return v;
+  };
+  auto check = [&](const std::vector<std::byte>& got, int from, std::int32_t k, const char* how) {
+    if (got != message(from, k, got.size()))
+      problems.push_back(fmt::format("rank {}: {} message {} from rank {} ({} bytes) differs", me,
+                                     how, k, from, got.size()));
+  };
+  std::int32_t k = 0;
+  for (std::size_t count : counts) {
+    for (DataType dt : dtypes) {
+      const std::size_t bytes = count * dtype_size(dt);
+      const std::vector<std::byte> out = message(me, k, bytes);
+      std::vector<std::byte> in(bytes);
+      HOOP_RETURN_IF_ERROR(
+          sendrecv(comm, {.data = out.data(), .count = count, .dtype = dt, .peer = next, .tag = k},
+                   {.data = in.data(), .count = count, .dtype = dt, .peer = prev, .tag = k}));
+      check(in, prev, k++, "sendrecv");
+    }
+  }
+  // A chain: rank 0 sends first, every other rank receives and then sends on.
+  for (std::size_t count : counts) {
+    const std::vector<std::byte> out = message(me, k, count * 8);
+    std::vector<std::byte> in(count * 8);
+    const SendOptions s{
+        .data = out.data(), .count = count, .dtype = DataType::kF64, .peer = next, .tag = k};
+    const RecvOptions r{
+        .data = in.data(), .count = count, .dtype = DataType::kF64, .peer = prev, .tag = k};
+    if (me == 0) HOOP_RETURN_IF_ERROR(send(comm, s));
+    HOOP_RETURN_IF_ERROR(recv(comm, r));
+    if (me != 0) HOOP_RETURN_IF_ERROR(send(comm, s));
+    check(in, prev, k++, "recv");
+  }
+  return static_cast<std::uint64_t>(k);
 }
 
 }  // namespace hoop::comm_check

@@ -1,5 +1,6 @@
-// The rooted collectives (reduce, gather(v), scatter(v)) for comm_check: the fuzzer's cases
-// (tests/fuzz), whose inputs make every result exact, over the real transports.
+// The rooted collectives (reduce, gather(v), scatter(v)) and point-to-point calls for
+// comm_check, over the real transports: the fuzzer's cases (tests/fuzz), whose inputs make
+// every result exact, and messages of the fuzzer's random bytes.
 #pragma once
 
 #include <cstddef>
@@ -18,5 +19,11 @@ Result<std::uint64_t> check_rooted(Communicator& comm, const std::vector<std::si
                                    const std::vector<DataType>& dtypes,
                                    const std::vector<ReduceOp>& ops,
                                    std::vector<std::string>& problems);
+
+/// sendrecv around the ring (to rank + 1, from rank - 1) for each count and dtype, then
+/// send/recv along a chain from rank 0; every message checked bit for bit. As check_rooted.
+Result<std::uint64_t> check_p2p(Communicator& comm, const std::vector<std::size_t>& counts,
+                                const std::vector<DataType>& dtypes,
+                                std::vector<std::string>& problems);
 
 }  // namespace hoop::comm_check

@@ -6,15 +6,21 @@
 
 namespace hoop::collectives {
 
-Status run(Communicator& comm, const CallFingerprint& fp, const std::function<std::string()>& what,
-           const std::function<Status(Context&)>& body, DevicePart* part) {
+namespace {
+
+/// run() and run_p2p(): `fp` null for point-to-point calls, which carry no fingerprint and no
+/// call number (only two ranks make them).
+Status run_call(Communicator& comm, const CallFingerprint* fp,
+                const std::function<std::string()>& what,
+                const std::function<Status(Context&)>& body, DevicePart* part) {
   auto* impl = dynamic_cast<CommImpl*>(&comm);
   // A Communicator implemented outside hoop gets per-call scratch.
   Scratch local;
   Transport& base = part != nullptr ? *part->transport : comm.transport();
   std::optional<CheckedTransport> checked;
-  if (part == nullptr && impl != nullptr && impl->call_check() != nullptr && comm.size() > 1)
-    checked.emplace(base, *impl->call_check(), fp);
+  if (fp != nullptr && part == nullptr && impl != nullptr && impl->call_check() != nullptr &&
+      comm.size() > 1)
+    checked.emplace(base, *impl->call_check(), *fp);
   Transport& transport = checked ? static_cast<Transport&>(*checked) : base;
   Context ctx{transport, comm.rank(), comm.size(), Clock::now() + comm.timeout(),
               impl != nullptr ? impl->scratch() : local};
@@ -23,11 +29,12 @@ Status run(Communicator& comm, const CallFingerprint& fp, const std::function<st
     ctx.stream = part->stream.handle();
   }
   if (impl != nullptr) ctx.laid_out_ring = impl->ring();
-  const std::uint64_t call = impl != nullptr ? impl->next_call() : 0;
+  const std::uint64_t call = fp != nullptr && impl != nullptr ? impl->next_call() : 0;
   Status status = body(ctx);
   if (status.ok()) return status;
   // Before the abort, so that the peers it reaches learn the diagnosis too.
-  if (status.code() == StatusCode::kTimeout && impl != nullptr && comm.size() > 1) {
+  if (status.code() == StatusCode::kTimeout && fp != nullptr && impl != nullptr &&
+      comm.size() > 1) {
     const auto grace = std::clamp(comm.timeout() / 4, std::chrono::milliseconds(100),
                                   std::chrono::milliseconds(1000));
     const std::string prefix =
@@ -37,6 +44,18 @@ Status run(Communicator& comm, const CallFingerprint& fp, const std::function<st
   }
   base.abort(status);
   return status.with_context(what());
+}
+
+}  // namespace
+
+Status run(Communicator& comm, const CallFingerprint& fp, const std::function<std::string()>& what,
+           const std::function<Status(Context&)>& body, DevicePart* part) {
+  return run_call(comm, &fp, what, body, part);
+}
+
+Status run_p2p(Communicator& comm, const std::function<std::string()>& what,
+               const std::function<Status(Context&)>& body, DevicePart* part) {
+  return run_call(comm, nullptr, what, body, part);
 }
 
 Status copy_in(Context& ctx, void* dst, const void* src, std::size_t bytes) {

@@ -27,6 +27,10 @@ namespace hoop::collectives {
 /// communicator carry `fp` to every peer (call_check.h).
 Status run(Communicator& comm, const CallFingerprint& fp, const std::function<std::string()>& what,
            const std::function<Status(Context&)>& body, DevicePart* part = nullptr);
+/// run() for point-to-point calls: no fingerprint and no call number, which every rank of a
+/// collective shares and a pair of ranks does not.
+Status run_p2p(Communicator& comm, const std::function<std::string()>& what,
+               const std::function<Status(Context&)>& body, DevicePart* part = nullptr);
 
 /// The buffers of a device call to stage through host memory: `in_bytes` at `in`, `out_bytes`
 /// at `out` (run_staged keeps an input inside the output there).
@@ -47,6 +51,8 @@ void set_buffers(Options& o, const void* in, void* out) {
   o.output = out;
 }
 inline void set_buffers(BroadcastOptions& o, const void*, void* out) { o.buffer = out; }
+inline void set_buffers(SendOptions& o, const void* in, void*) { o.data = in; }
+inline void set_buffers(RecvOptions& o, const void*, void* out) { o.data = out; }
 
 /// For a call on device buffers: runs it on the device backend, or on host copies of the
 /// buffers (through `self`, the public collective), and returns its status; or returns nullopt

@@ -152,16 +152,24 @@ void Autotuner::finish() {
       fmt::format("the settings the job started with ({}) scored {:.2f} MB/s: "
                   "the choice is {:+.1f}%",
                   describe(initial_), mb_per_s(initial_score_), gain));
-  // Why, knob by knob: every value tried, the best first.
+  // Why, knob by knob: every value its pass compared, the best first. A pass held the other
+  // knobs at the values of its trials; an earlier trial with those values counts too (the pass
+  // did not run it again).
   for (int knob = 0; knob < 3; ++knob) {
+    TunedSettings held = best_;
+    for (const Trial& t : trials_) {
+      if (t.knob == knob) {
+        held = t.settings;
+        break;
+      }
+    }
     std::vector<const Trial*> tried;
     for (const Trial& t : trials_) {
-      // The trials that differ from the choice in this knob at most.
-      TunedSettings rest_t = t.settings, rest_b = best_;
-      if (knob == 0) rest_t.fusion_threshold = rest_b.fusion_threshold = 0;
-      if (knob == 1) rest_t.cycle = rest_b.cycle = {};
-      if (knob == 2) rest_t.algorithm = rest_b.algorithm = Algorithm::kAuto;
-      if (rest_t == rest_b) tried.push_back(&t);
+      TunedSettings rest_t = t.settings, rest_h = held;
+      if (knob == 0) rest_t.fusion_threshold = rest_h.fusion_threshold = 0;
+      if (knob == 1) rest_t.cycle = rest_h.cycle = {};
+      if (knob == 2) rest_t.algorithm = rest_h.algorithm = Algorithm::kAuto;
+      if (rest_t == rest_h) tried.push_back(&t);
     }
     std::sort(tried.begin(), tried.end(),
               [](const Trial* a, const Trial* b) { return a->score > b->score; });
@@ -169,7 +177,7 @@ void Autotuner::finish() {
     for (const Trial* t : tried)
       line += fmt::format(" {} {:.2f} MB/s;", knob_value(t->settings, knob), mb_per_s(t->score));
     if (!tried.empty()) line.pop_back();
-    report.push_back(line + " (the others at the chosen values)");
+    report.push_back(line + " (the other knobs as that pass held them)");
   }
   for (const std::string& line : report) {
     HOOP_LOG(kInfo, "autotune: {}", line);

@@ -182,6 +182,7 @@ Variant make_variant(Communicator& comm, const Case& c, int root, Buffers b, boo
     case Collective::kGatherv:
     case Collective::kScatter:
     case Collective::kScatterv:
+    case Collective::kReduceScatterv:
       break;
   }
   return alltoall_variant(comm, c, b, in_place);

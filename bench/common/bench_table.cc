@@ -78,6 +78,7 @@ double bus_factor(Collective collective, int nranks) {
     case Collective::kAllgather:
     case Collective::kAllgatherv:
     case Collective::kReduceScatter:
+    case Collective::kReduceScatterv:
     case Collective::kAlltoall:
     case Collective::kAlltoallv:
     case Collective::kGather:

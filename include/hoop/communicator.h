@@ -44,7 +44,8 @@ enum class Collective : std::uint8_t {
   kGather,
   kGatherv,
   kScatter,
-  kScatterv
+  kScatterv,
+  kReduceScatterv
 };
 /// The function's name ("allreduce", "reduce_scatter", ...; "collective N" for other values).
 std::string collective_name(Collective collective);
@@ -104,6 +105,20 @@ class Communicator {
   /// The deadline of each collective.
   virtual std::chrono::milliseconds timeout() const = 0;
 };
+
+/// Passed as split()'s color by a rank that joins none of the new communicators.
+inline constexpr int kNoColor = -1;
+
+/// A new communicator over the ranks of `comm` that pass the same `color` (>= 0), ranked by
+/// `key`, ties by their rank in `comm` (MPI_Comm_split, ncclCommSplit). Every rank of `comm`
+/// calls it, like a collective; a rank passing kNoColor gets a null communicator. The new
+/// communicator reuses `comm`'s connections, so both share one rule: their calls are made in
+/// the same order on every rank they have in common (as calls on one communicator are), and
+/// a failure in either fails both. It may outlive `comm`. Its collectives take the same
+/// settings (algorithm, timeout); the hierarchical allreduce needs the job's own communicator.
+Result<std::unique_ptr<Communicator>> split(Communicator& comm, int color, int key);
+/// A communicator over the same ranks in the same order (MPI_Comm_dup): split(comm, 0, rank).
+Result<std::unique_ptr<Communicator>> dup(Communicator& comm);
 
 /// output[i] = op over ranks of input[i], on every rank.
 struct AllreduceOptions {
@@ -165,6 +180,21 @@ struct ReduceScatterOptions {
 };
 /// Reduce-scatter; see ReduceScatterOptions.
 Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& options);
+
+/// Reduce-scatter with a different count per rank (MPI_Reduce_scatter): the input holds
+/// sum(counts) elements on every rank, and rank r's output gets the reduction of the counts[r]
+/// elements at the sum of counts[0..r). Every rank passes the same counts. In place when input
+/// is null or equal to output (the output then holds all sum(counts) inputs and rank r's block
+/// lands at its start).
+struct ReduceScattervOptions {
+  const void* input = nullptr;  // sum(counts) elements
+  void* output = nullptr;       // counts[rank] elements (sum(counts) in place)
+  std::span<const std::size_t> counts;
+  DataType dtype = DataType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+};
+/// Reduce-scatter with per-rank counts; see ReduceScattervOptions.
+Status reduce_scatterv(Communicator& comm, const ReduceScattervOptions& options);
 
 /// Block j (`count` elements) of rank i's input becomes block i of rank j's output.
 struct AlltoallOptions {
@@ -289,5 +319,57 @@ Status recv(Communicator& comm, const RecvOptions& options);
 
 /// A send and a receive in flight at once (MPI_Sendrecv), to the same or different peers.
 Status sendrecv(Communicator& comm, const SendOptions& to, const RecvOptions& from);
+
+// Non-blocking forms (MPI_Iallreduce and friends). Each starts its call and returns at once; a
+// thread of the communicator runs the calls one at a time in the order they were started (as
+// NCCL runs the calls of one communicator on its stream), so they overlap with the caller's own
+// work and complete in that order, while their requests may be waited for in any order.
+//
+// Ordering across ranks: every rank starts the non-blocking calls of a communicator, and makes
+// its blocking ones, in the same order, as for blocking calls alone. A blocking call on a
+// communicator (or on one split from the same connections) with calls in flight first waits
+// for them. The buffers, and the counts a v-form points to, stay valid and untouched until
+// the request has completed. A call that fails aborts the communicator, so the calls started
+// after it fail with the same cause. Destroying a communicator waits for its calls. There is
+// no isend/irecv: on the one thread, a send started before a receive would wait for its peer
+// to take it first; isendrecv moves both at once.
+
+struct RequestState;
+
+/// A non-blocking call in flight.
+class Request {
+ public:
+  Request() = default;
+  explicit Request(std::shared_ptr<RequestState> state) : state_(std::move(state)) {}
+  /// Whether this request stands for a call (a default-constructed one does not).
+  bool valid() const { return state_ != nullptr; }
+  /// Without blocking: false while the call runs, true once it has succeeded, its error once it
+  /// has failed (invalid_argument for an invalid request).
+  Result<bool> test();
+  /// Blocks until the call has finished and returns its status (again on a later wait).
+  Status wait();
+
+ private:
+  std::shared_ptr<RequestState> state_;
+};
+
+/// Waits for every request in `requests` and returns the first failure among them.
+Status wait_all(std::span<Request> requests);
+
+Request iallreduce(Communicator& comm, const AllreduceOptions& options);
+Request ibroadcast(Communicator& comm, const BroadcastOptions& options);
+Request iallgather(Communicator& comm, const AllgatherOptions& options);
+Request iallgatherv(Communicator& comm, const AllgathervOptions& options);
+Request ireduce_scatter(Communicator& comm, const ReduceScatterOptions& options);
+Request ireduce_scatterv(Communicator& comm, const ReduceScattervOptions& options);
+Request ialltoall(Communicator& comm, const AlltoallOptions& options);
+Request ialltoallv(Communicator& comm, const AlltoallvOptions& options);
+Request ibarrier(Communicator& comm);
+Request ireduce(Communicator& comm, const RootReduceOptions& options);
+Request igather(Communicator& comm, const GatherOptions& options);
+Request igatherv(Communicator& comm, const GathervOptions& options);
+Request iscatter(Communicator& comm, const ScatterOptions& options);
+Request iscatterv(Communicator& comm, const ScattervOptions& options);
+Request isendrecv(Communicator& comm, const SendOptions& to, const RecvOptions& from);
 
 }  // namespace hoop

@@ -151,6 +151,24 @@ void comm_case(const std::string& name) {
     check(hoop::reduce(c, {.input = v.data(), .output = all.data(), .count = v.size()}));
     check(hoop::gather(c, {.input = v.data(), .output = all.data(), .count = v.size()}));
     check(hoop::scatter(c, {.input = all.data(), .output = v.data(), .count = v.size()}));
+  } else if (name == "comm_async_kill") {
+    // Non-blocking calls in flight on the communicator and on a dup of it when rank 1 dies:
+    // none may succeed, and the first to fail names rank 1 (the rest fail with its cause).
+    auto copy = hoop::dup(c);
+    check(copy.status());
+    if (odd) kill_self();
+    std::vector<std::vector<float>> bufs(4, v);
+    std::vector<hoop::Request> pending;
+    for (std::size_t k = 0; k < bufs.size(); ++k)
+      pending.push_back(hoop::iallreduce(k % 2 == 1 ? **copy : c,
+                                         {.output = bufs[k].data(), .count = bufs[k].size()}));
+    Status first;
+    for (hoop::Request& r : pending) {
+      const Status s = r.wait();
+      if (s.ok()) report_failure("a call pending when rank 1 died succeeded");
+      if (first.ok()) first = s;
+    }
+    check(first);
   } else if (name == "comm_stop") {
     if (odd) stop_self();
     check(allreduce(c, v));

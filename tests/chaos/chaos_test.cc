@@ -44,6 +44,7 @@ const std::vector<Case>& cases() {
       {"comm_kill", {"rank 1"}, false, {}},
       {"comm_rooted_kill", {"rank 1"}, false, {}},
       {"comm_p2p_kill", {"rank 1"}, false, {}},
+      {"comm_async_kill", {"rank 1"}, false, {}},
       {"comm_stop", {"rank 1"}, false, {}},
       {"comm_exit", {"rank 1"}, false, {}},
       {"rt_dtype", {"'t'", "dtype"}, true, {}},

@@ -106,23 +106,6 @@ TEST(AdasumInto, RefusesIntegersAndNullBuffers) {
   EXPECT_TRUE(adasum_into(nullptr, nullptr, 0, DataType::kF32).ok());
 }
 
-/// Runs `body(comm)` on a thread per rank of an in-process job; the statuses, by rank.
-std::vector<Status> on_ranks(int ranks, const std::function<Status(Communicator&)>& body) {
-  auto fabric = make_loopback_fabric(ranks, 0);
-  std::vector<Status> statuses(static_cast<std::size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      collectives::CommImpl comm(loopback_transport(fabric, r), Algorithm::kAuto,
-                                 std::chrono::seconds(60), collectives::CostParams{});
-      statuses[static_cast<std::size_t>(r)] = body(comm);
-      if (!statuses[static_cast<std::size_t>(r)].ok())
-        comm.transport().abort(statuses[static_cast<std::size_t>(r)]);
-    });
-  for (auto& t : threads) t.join();
-  return statuses;
-}
-
 /// An Adasum allreduce of `count` elements (input null: in place).
 Status adasum(Communicator& comm, const void* input, void* output, std::size_t count,
               DataType dtype) {

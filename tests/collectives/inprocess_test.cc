@@ -185,7 +185,8 @@ TEST_P(CollectivesInProcess, EveryCollectiveCountAndDtypeIsExact) {
 }
 
 // The rooted collectives: reduce over every op (roots first and last, the placements in turn),
-// gather and scatter in each placement (the root moving with it), over the counts and dtypes.
+// gather and scatter in each placement (the root moving with it), over the counts and dtypes;
+// and reduce_scatterv, whose per-rank counts the other tests leave to the random cases.
 TEST_P(CollectivesInProcess, EveryRootedCollectiveCountAndDtypeIsExact) {
   const Job job = GetParam();
   std::vector<fuzz::Case> cases;
@@ -208,13 +209,24 @@ TEST_P(CollectivesInProcess, EveryRootedCollectiveCountAndDtypeIsExact) {
           cases.push_back(c);
         }
       }
+      // reduce_scatterv: every op, the placements in turn; rank r's count is `count` + r, with
+      // every third rank's zero.
+      for (std::size_t k = 0; k < std::size(kOps); ++k) {
+        fuzz::Case c = make(cases.size(), Collective::kReduceScatterv, dt, 0);
+        for (int r = 0; r < job.ranks; ++r)
+          c.counts.push_back(r % 3 == 2 ? 0 : count + static_cast<std::size_t>(r));
+        c.op = kOps[k];
+        c.placement = kPlacements[k % std::size(kPlacements)];
+        cases.push_back(c);
+      }
     }
   }
   const auto problems = run_cases(job.ranks, shuffle_seed(job), cases);
   EXPECT_TRUE(problems.empty()) << report(problems);
 }
 
-// The variable-count collectives (allgatherv, alltoallv, gatherv, scatterv) with the fuzzer's own random counts
+// The variable-count collectives (allgatherv, alltoallv, gatherv, scatterv,
+// reduce_scatterv) with the fuzzer's own random counts
 // (some zero), and a random mix of everything, 300 cases a job.
 TEST_P(CollectivesInProcess, RandomCasesOfEveryCollectiveAreExact) {
   const Job job = GetParam();
@@ -263,6 +275,9 @@ TEST_P(LargeBuffersInProcess, EveryAlgorithmAndCollectiveIsExact) {
       fuzz::Placement::kSeparate);
   add(Collective::kReduceScatter, DataType::kF64, kPerRank, ReduceOp::kMax,
       fuzz::Placement::kAliased);
+  fuzz::Case* rsv = add(Collective::kReduceScatterv, DataType::kF32, 0, ReduceOp::kSum,
+                        fuzz::Placement::kNullInput);
+  for (int r = 0; r < job.ranks; ++r) rsv->counts.push_back(kPerRank * static_cast<std::size_t>(r % 3));
   add(Collective::kAllgather, DataType::kF32, kPerRank, ReduceOp::kSum, fuzz::Placement::kSeparate);
   // Blocks of 2 MiB and more are forwarded slice by slice (ring_allgatherv's pipeline).
   add(Collective::kAllgather, DataType::kF32, (std::size_t{1} << 19) + 3, ReduceOp::kSum,

@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "collectives/algorithms/comm_impl.h"
+
 namespace hoop::testing {
 
 class LoopbackFabric {
@@ -307,6 +309,23 @@ std::shared_ptr<LoopbackFabric> make_loopback_fabric(int size, std::uint64_t shu
 
 std::unique_ptr<Transport> loopback_transport(std::shared_ptr<LoopbackFabric> fabric, int rank) {
   return std::make_unique<LoopbackTransport>(std::move(fabric), rank);
+}
+
+std::vector<Status> on_ranks(int ranks, const std::function<Status(Communicator&)>& body,
+                             std::uint64_t shuffle_seed, std::chrono::milliseconds timeout) {
+  auto fabric = make_loopback_fabric(ranks, shuffle_seed);
+  std::vector<Status> statuses(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      collectives::CommImpl comm(loopback_transport(fabric, r), Algorithm::kAuto, timeout,
+                                 collectives::CostParams{});
+      Status& status = statuses[static_cast<std::size_t>(r)];
+      status = body(comm);
+      if (!status.ok()) comm.transport().abort(status);
+    });
+  for (auto& t : threads) t.join();
+  return statuses;
 }
 
 }  // namespace hoop::testing

@@ -11,9 +11,13 @@
 // only by chance.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <vector>
 
+#include "hoop/communicator.h"
 #include "hoop/transport.h"
 
 namespace hoop::testing {
@@ -25,5 +29,13 @@ std::shared_ptr<LoopbackFabric> make_loopback_fabric(int size, std::uint64_t shu
 
 /// Rank `rank`'s transport on `fabric`; destroying it is an orderly shutdown of that rank.
 std::unique_ptr<Transport> loopback_transport(std::shared_ptr<LoopbackFabric> fabric, int rank);
+
+/// Runs `body(comm)` on a thread per rank, each with hoop's communicator over one fabric
+/// (shuffle_seed as for make_loopback_fabric); returns the statuses by rank. A rank whose body
+/// fails aborts its transport, so that its peers fail with its cause instead of at their
+/// deadline.
+std::vector<Status> on_ranks(int ranks, const std::function<Status(Communicator&)>& body,
+                             std::uint64_t shuffle_seed = 0,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 }  // namespace hoop::testing

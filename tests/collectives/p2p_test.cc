@@ -18,19 +18,9 @@
 namespace hoop::testing {
 namespace {
 
-/// Runs `body(comm)` on a thread per rank; the statuses, by rank.
-std::vector<Status> on_ranks(int ranks, const std::function<Status(Communicator&)>& body) {
-  auto fabric = make_loopback_fabric(ranks, 7);
-  std::vector<Status> statuses(static_cast<std::size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      collectives::CommImpl comm(loopback_transport(fabric, r), Algorithm::kAuto,
-                                 std::chrono::seconds(20), collectives::CostParams{});
-      statuses[static_cast<std::size_t>(r)] = body(comm);
-    });
-  for (auto& t : threads) t.join();
-  return statuses;
+/// on_ranks with messages shuffled and a deadline well inside ctest's.
+std::vector<Status> on_ranks_p2p(int ranks, const std::function<Status(Communicator&)>& body) {
+  return on_ranks(ranks, body, 7, std::chrono::seconds(20));
 }
 
 /// The bytes rank `from` sends to rank `to` in message `k`.
@@ -49,7 +39,7 @@ class P2pRing : public ::testing::TestWithParam<int> {};
 
 TEST_P(P2pRing, SendrecvAroundTheRingIsExactForEveryDtypeAndCount) {
   const int n = GetParam();
-  expect_all_ok(on_ranks(n, [n](Communicator& comm) -> Status {
+  expect_all_ok(on_ranks_p2p(n, [n](Communicator& comm) -> Status {
     const int me = comm.rank(), next = (me + 1) % n, prev = (me + n - 1) % n;
     int k = 0;
     for (DataType dt : kAllDataTypes) {
@@ -73,7 +63,7 @@ TEST_P(P2pRing, SendrecvAroundTheRingIsExactForEveryDtypeAndCount) {
 
 TEST_P(P2pRing, SendsAndRecvsArriveInOrder) {
   const int n = GetParam();
-  expect_all_ok(on_ranks(n, [n](Communicator& comm) -> Status {
+  expect_all_ok(on_ranks_p2p(n, [n](Communicator& comm) -> Status {
     // Every rank sends three messages of different sizes and tags to the next, received in
     // that order; rank 0 sends first and the others pass it on, so nothing waits in a circle.
     const int me = comm.rank(), next = (me + 1) % n, prev = (me + n - 1) % n;
@@ -123,7 +113,7 @@ TEST(P2pErrors, AReceiveMeetingADifferentSendFailsOnBothRanksNamingTheField) {
       {"count", {.count = 9, .dtype = DataType::kF32, .peer = 0, .tag = 3}, "count 8 against 9"},
   };
   for (const Mismatch& m : cases) {
-    const auto statuses = on_ranks(2, [&](Communicator& comm) -> Status {
+    const auto statuses = on_ranks_p2p(2, [&](Communicator& comm) -> Status {
       std::vector<float> buf(16, 1.0f);
       if (comm.rank() == 0) {
         HOOP_RETURN_IF_ERROR(send(comm, {.data = buf.data(), .count = 8, .peer = 1, .tag = 3}));
@@ -142,7 +132,7 @@ TEST(P2pErrors, AReceiveMeetingADifferentSendFailsOnBothRanksNamingTheField) {
 }
 
 TEST(P2pErrors, BadArgumentsAreRefusedWithoutCommunicating) {
-  expect_all_ok(on_ranks(2, [](Communicator& comm) -> Status {
+  expect_all_ok(on_ranks_p2p(2, [](Communicator& comm) -> Status {
     float x[4] = {};
     auto refused = [](const Status& s, std::string_view needle) -> Status {
       if (s.code() == StatusCode::kInvalidArgument && s.message().find(needle) != std::string::npos)

@@ -387,15 +387,11 @@ int run_check(Communicator& comm, const std::vector<Algorithm>& algos,
     }
   }
 
-  // The rooted collectives, checked bit for bit on the fuzzer's exact inputs.
+  // Rooted, point-to-point, split and non-blocking calls, checked bit for bit.
   std::vector<std::string> problems;
-  auto rooted = check_rooted(comm, counts, dtypes, ops, problems);
-  if (!rooted.ok()) ck.fatal("rooted collectives", rooted.status());
-  ck.add_cases(*rooted, problems);
-  problems.clear();
-  auto p2p = check_p2p(comm, counts, dtypes, problems);
-  if (!p2p.ok()) ck.fatal("point-to-point", p2p.status());
-  ck.add_cases(*p2p, problems);
+  auto more = check_more(comm, counts, dtypes, ops, problems);
+  if (!more.ok()) ck.fatal("rooted, p2p, split and non-blocking calls", more.status());
+  ck.add_cases(*more, problems);
 
   for (int i = 0; i < 3; ++i) {
     if (auto s = hoop::barrier(comm); !s.ok()) ck.fatal("barrier", s);

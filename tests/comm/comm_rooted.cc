@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "tests/fuzz/fuzz_case.h"
 #include "tests/fuzz/fuzz_data.h"
 #include "tests/fuzz/fuzz_runner.h"
@@ -39,6 +41,13 @@ Result<std::uint64_t> check_rooted(Communicator& comm, const std::vector<std::si
                            .placement = kPlacements[k % 3],
                            .root = static_cast<int>(k % static_cast<std::size_t>(n))};
         HOOP_RETURN_IF_ERROR(run(c));
+        // reduce_scatterv: rank r's count is `count` + r, the first rank's none.
+        fuzz::Case v{.collective = Collective::kReduceScatterv,
+                     .dtype = dt,
+                     .op = ops[k],
+                     .placement = kPlacements[(k + 1) % 3]};
+        for (int r = 0; r < n; ++r) v.counts.push_back(r == 0 ? 0 : count + r);
+        HOOP_RETURN_IF_ERROR(run(v));
       }
       for (std::size_t p = 0; p < 3; ++p) {
         const int root = static_cast<int>((p + 1) % static_cast<std::size_t>(n));
@@ -109,6 +118,98 @@ Result<std::uint64_t> check_p2p(Communicator& comm, const std::vector<std::size_
     check(in, prev, k++, "recv");
   }
   return static_cast<std::uint64_t>(k);
+}
+
+namespace {
+
+/// `cases` of the fuzzer's random cases (seed `seed`) on `comm`; what went wrong goes to
+/// `problems`.
+Status random_cases(Communicator& comm, std::uint64_t seed, std::uint64_t cases,
+                    std::vector<std::string>& problems) {
+  fuzz::JobShape shape;
+  shape.size = comm.size();
+  shape.max_bytes = std::size_t{1} << 18;
+  fuzz::CaseRunner runner(comm);
+  for (std::uint64_t k = 0; k < cases; ++k) {
+    const fuzz::Case c = fuzz::make_case(seed, k, shape);
+    std::vector<std::string> found;
+    HOOP_RETURN_IF_ERROR(runner.run(c, found).with_context(fuzz::describe(c)));
+    for (const std::string& f : found)
+      problems.push_back(fmt::format("rank {} of {}: {}: {}", comm.rank(), comm.size(),
+                                     fuzz::describe(c), f));
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+Result<std::uint64_t> check_split_async(Communicator& comm, std::vector<std::string>& problems) {
+  const int n = comm.size(), me = comm.rank();
+  constexpr std::uint64_t kCases = 40;
+  HOOP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> half, split(comm, me % 2, -me));
+  HOOP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> copy, dup(comm));
+  HOOP_RETURN_IF_ERROR(random_cases(*half, 71 + static_cast<std::uint64_t>(me % 2), kCases,
+                                    problems));
+  HOOP_RETURN_IF_ERROR(random_cases(*copy, 73, kCases / 4, problems));
+
+  // Non-blocking calls of every kind at once, on comm and its dup; integers, so exact.
+  auto expect = [&](bool ok, std::string what) {
+    if (!ok) problems.push_back(fmt::format("rank {}: {}", me, what));
+  };
+  const std::int64_t total = std::int64_t{n} * (n - 1) / 2;  // the sum of the ranks
+  std::vector<Request> requests;
+  std::vector<std::vector<std::int64_t>> sums;
+  for (std::size_t count : {std::size_t{1}, std::size_t{4099}, (std::size_t{1} << 18) + 3})
+    sums.emplace_back(count, me);
+  for (auto& s : sums)
+    requests.push_back(iallreduce(s.size() > 1000 ? *copy : comm,
+                                  {.output = s.data(), .count = s.size(), .dtype = DataType::kI64}));
+  std::int64_t bcast = me == n - 1 ? 42 : 0, reduced = -1, scattered = -1, mine = me;
+  std::vector<std::int64_t> gathered(static_cast<std::size_t>(n), -1), ranks(gathered.size());
+  for (int r = 0; r < n; ++r) ranks[static_cast<std::size_t>(r)] = r;
+  std::vector<std::size_t> counts(gathered.size());
+  for (int r = 0; r < n; ++r) counts[static_cast<std::size_t>(r)] = static_cast<std::size_t>(r % 3);
+  std::size_t all = 0;
+  for (std::size_t c : counts) all += c;
+  std::vector<std::int64_t> rs_in(all, 1), rs_out(counts[static_cast<std::size_t>(me)], -1);
+  requests.push_back(ibroadcast(comm, {.buffer = &bcast, .count = 1, .dtype = DataType::kI64,
+                                       .root = n - 1}));
+  requests.push_back(ireduce(*copy, {.input = &mine, .output = &reduced, .count = 1,
+                                     .dtype = DataType::kI64, .root = 0}));
+  requests.push_back(igather(comm, {.input = &mine, .output = gathered.data(), .count = 1,
+                                    .dtype = DataType::kI64, .root = 0}));
+  requests.push_back(iscatter(*copy, {.input = ranks.data(), .output = &scattered, .count = 1,
+                                      .dtype = DataType::kI64, .root = 0}));
+  requests.push_back(ireduce_scatterv(comm, {.input = rs_in.data(), .output = rs_out.data(),
+                                             .counts = counts, .dtype = DataType::kI64}));
+  std::int64_t from_left = -1;
+  if (n > 1)
+    requests.push_back(isendrecv(
+        comm, {.data = &mine, .count = 1, .dtype = DataType::kI64, .peer = (me + 1) % n},
+        {.data = &from_left, .count = 1, .dtype = DataType::kI64, .peer = (me + n - 1) % n}));
+  requests.push_back(ibarrier(*copy));
+  for (auto it = requests.rbegin(); it != requests.rend(); ++it) HOOP_RETURN_IF_ERROR(it->wait());
+  for (std::size_t k = 0; k < sums.size(); ++k)
+    expect(std::all_of(sums[k].begin(), sums[k].end(), [&](std::int64_t v) { return v == total; }),
+           fmt::format("iallreduce of {} x i64", sums[k].size()));
+  expect(bcast == 42, "ibroadcast");
+  expect(me != 0 || reduced == total, "ireduce");
+  expect(me != 0 || gathered == ranks, "igather");
+  expect(scattered == me, "iscatter");
+  expect(std::all_of(rs_out.begin(), rs_out.end(), [&](std::int64_t v) { return v == n; }),
+         "ireduce_scatterv");
+  expect(n == 1 || from_left == (me + n - 1) % n, "isendrecv");
+  return 2 * kCases + kCases / 4 + requests.size();
+}
+
+Result<std::uint64_t> check_more(Communicator& comm, const std::vector<std::size_t>& counts,
+                                 const std::vector<DataType>& dtypes,
+                                 const std::vector<ReduceOp>& ops,
+                                 std::vector<std::string>& problems) {
+  HOOP_ASSIGN_OR_RETURN(std::uint64_t rooted, check_rooted(comm, counts, dtypes, ops, problems));
+  HOOP_ASSIGN_OR_RETURN(std::uint64_t p2p, check_p2p(comm, counts, dtypes, problems));
+  HOOP_ASSIGN_OR_RETURN(std::uint64_t more, check_split_async(comm, problems));
+  return rooted + p2p + more;
 }
 
 }  // namespace hoop::comm_check

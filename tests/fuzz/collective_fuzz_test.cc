@@ -65,8 +65,7 @@ std::size_t largest_buffer(const Case& c, int n) {
       c.collective == Collective::kReduceScatter || c.collective == Collective::kGather ||
       c.collective == Collective::kScatter)
     largest = c.count * un;
-  const bool v = c.collective == Collective::kAllgatherv || c.collective == Collective::kGatherv ||
-                 c.collective == Collective::kScatterv;
+  const bool v = per_rank_counts(c.collective);
   if (v) largest = 0;
   for (std::size_t k : c.counts) largest += v ? k : 0;
   for (int r = 0; r < n && c.collective == Collective::kAlltoallv; ++r) {
@@ -99,7 +98,8 @@ TEST(FuzzCases, CasesFitTheirJob) {
         EXPECT_EQ(c.counts.size(), un) << what;
         EXPECT_NE(c.placement, Placement::kNullInput) << what;
       }
-      if (c.collective == Collective::kGatherv || c.collective == Collective::kScatterv) {
+      if (c.collective == Collective::kGatherv || c.collective == Collective::kScatterv ||
+          c.collective == Collective::kReduceScatterv) {
         EXPECT_EQ(c.counts.size(), un) << what;
       }
     }

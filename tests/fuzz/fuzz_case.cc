@@ -40,7 +40,7 @@ constexpr Weighted kCollectiveWeights[] = {
     {Collective::kAllgatherv, 10}, {Collective::kReduceScatter, 14}, {Collective::kAlltoall, 10},
     {Collective::kAlltoallv, 12},  {Collective::kBarrier, 4},        {Collective::kReduce, 10},
     {Collective::kGather, 6},      {Collective::kGatherv, 6},        {Collective::kScatter, 6},
-    {Collective::kScatterv, 6}};
+    {Collective::kScatterv, 6},    {Collective::kReduceScatterv, 10}};
 
 constexpr std::size_t kSmallCounts[] = {0, 1, 2, 3, 5, 7, 13, 31, 61, 127, 257, 1021, 4099};
 
@@ -158,6 +158,7 @@ Case make_case(std::uint64_t seed, std::uint64_t index, const JobShape& shape) {
     case Collective::kAllgatherv:
     case Collective::kGatherv:
     case Collective::kScatterv:
+    case Collective::kReduceScatterv:
       // The public API documents a null input for allgather only (of the all- forms).
       c.placement = pick_placement(rng, c.collective != Collective::kAllgatherv);
       for (std::size_t r = 0; r < n; ++r)
@@ -204,14 +205,11 @@ std::string describe(const Case& c) {
   const bool rooted = c.collective == Collective::kReduce || c.collective == Collective::kGather ||
                       c.collective == Collective::kGatherv ||
                       c.collective == Collective::kScatter || c.collective == Collective::kScatterv;
-  if (c.collective == Collective::kAllreduce || c.collective == Collective::kReduceScatter ||
-      c.collective == Collective::kReduce)
-    s += fmt::format(" op={}", op_name(c.op));
+  if (reduces(c.collective)) s += fmt::format(" op={}", op_name(c.op));
   if (rooted) s += fmt::format(" root={}", c.root);
   if (c.collective == Collective::kAllreduce)
     s += fmt::format(" algorithm={}", algorithm_name(c.algorithm));
-  if (c.collective == Collective::kAllgatherv || c.collective == Collective::kGatherv ||
-      c.collective == Collective::kScatterv) {
+  if (per_rank_counts(c.collective)) {
     s += fmt::format(" counts=[{}]", fmt::join(c.counts, ","));
   } else if (c.collective == Collective::kAlltoallv) {
     std::size_t n = 1;
@@ -233,8 +231,7 @@ std::string describe(const Case& c) {
     s += fmt::format(" {} output_offset={}", placement_name(c.placement), c.output_offset);
   }
   if (c.scale_exp != 0 &&
-      (c.collective == Collective::kAllreduce || c.collective == Collective::kReduceScatter ||
-       c.collective == Collective::kReduce))
+      reduces(c.collective))
     s += fmt::format(" scale=2^{}", c.scale_exp);
   return s;
 }

@@ -18,7 +18,18 @@ inline constexpr Collective kAllCollectives[] = {
     Collective::kAllgatherv, Collective::kReduceScatter, Collective::kAlltoall,
     Collective::kAlltoallv, Collective::kBarrier,       Collective::kReduce,
     Collective::kGather,    Collective::kGatherv,       Collective::kScatter,
-    Collective::kScatterv};
+    Collective::kScatterv,  Collective::kReduceScatterv};
+
+/// Whether `c` reduces, with Case::op.
+inline bool reduces(Collective c) {
+  return c == Collective::kAllreduce || c == Collective::kReduceScatter ||
+         c == Collective::kReduceScatterv || c == Collective::kReduce;
+}
+/// Whether `c` takes one count per rank, in Case::counts.
+inline bool per_rank_counts(Collective c) {
+  return c == Collective::kAllgatherv || c == Collective::kGatherv ||
+         c == Collective::kScatterv || c == Collective::kReduceScatterv;
+}
 
 /// How a case passes its input: in a buffer of its own, or inside the output (the public API's
 /// in-place forms: the input pointer equal to the output's own block, or null).
@@ -45,7 +56,7 @@ struct Case {
   ReduceOp op = ReduceOp::kSum;            // allreduce, reduce_scatter, reduce
   Algorithm algorithm = Algorithm::kAuto;  // allreduce
   std::size_t count = 0;                   // per rank (allgather, reduce_scatter) or per pair
-  std::vector<std::size_t> counts = {};    // allgatherv, gatherv, scatterv: per rank;
+  std::vector<std::size_t> counts = {};    // per_rank_counts(): per rank;
                                            // alltoallv: size x size,
                                            // counts[i * size + j] from rank i to rank j
   Placement placement = Placement::kSeparate;

@@ -76,6 +76,8 @@ Status CaseRunner::run(const Case& c, Problems& problems) {
       return allreduce(c, problems);
     case Collective::kReduceScatter:
       return reduce_scatter(c, problems);
+    case Collective::kReduceScatterv:
+      return reduce_scatterv(c, problems);
     case Collective::kBroadcast:
       return broadcast(c, problems);
     case Collective::kAllgather:
@@ -122,23 +124,38 @@ Status CaseRunner::allreduce(const Case& c, Problems& problems) {
 }
 
 Status CaseRunner::reduce_scatter(const Case& c, Problems& problems) {
+  const std::vector<std::size_t> counts(static_cast<std::size_t>(n_), c.count);
+  return reduce_scatter_blocks(c, counts, problems, [&](const void* in, void* out) {
+    return hoop::reduce_scatter(
+        comm_, {.input = in, .output = out, .count = c.count, .dtype = c.dtype, .op = c.op});
+  });
+}
+
+Status CaseRunner::reduce_scatterv(const Case& c, Problems& problems) {
+  return reduce_scatter_blocks(c, c.counts, problems, [&](const void* in, void* out) {
+    return hoop::reduce_scatterv(
+        comm_, {.input = in, .output = out, .counts = c.counts, .dtype = c.dtype, .op = c.op});
+  });
+}
+
+Status CaseRunner::reduce_scatter_blocks(
+    const Case& c, const std::vector<std::size_t>& counts, Problems& problems,
+    const std::function<Status(const void* in, void* out)>& call) {
   const std::size_t es = dtype_size(c.dtype);
-  const std::size_t all = c.count * static_cast<std::size_t>(n_);
+  std::size_t all = 0, first = 0;
+  for (int r = 0; r < n_; ++r) {
+    if (r == me_) first = all;
+    all += counts[static_cast<std::size_t>(r)];
+  }
+  const std::size_t mine = counts[static_cast<std::size_t>(me_)];
   const ExactReduction data(c, n_);
   // In place, the output holds every rank's whole input and the result lands in its front.
-  const std::size_t out_count = c.placement == Placement::kSeparate ? c.count : all;
+  const std::size_t out_count = c.placement == Placement::kSeparate ? mine : all;
   CaseBuffers b(c, out_count * es, all * es, 0, [&](std::byte* p) { data.input(me_, 0, all, p); });
-  ReduceScatterOptions o;
-  o.input = b.input();
-  o.output = b.output();
-  o.count = c.count;
-  o.dtype = c.dtype;
-  o.op = c.op;
-  HOOP_RETURN_IF_ERROR(hoop::reduce_scatter(comm_, o));
-  const std::size_t first = c.count * static_cast<std::size_t>(me_);
-  std::vector<std::byte> expected(c.count * es);
-  data.expected(first, c.count, expected.data());
-  note(problems, compare(c.dtype, b.output(), expected.data(), c.count, first));
+  HOOP_RETURN_IF_ERROR(call(b.input(), b.output()));
+  std::vector<std::byte> expected(mine * es);
+  data.expected(first, mine, expected.data());
+  note(problems, compare(c.dtype, b.output(), expected.data(), mine, first));
   b.check(problems);
   return Status::success();
 }

@@ -3,6 +3,7 @@
 // and that an input of its own was left as it was.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ class CaseRunner {
  private:
   Status allreduce(const Case& c, std::vector<std::string>& problems);
   Status reduce_scatter(const Case& c, std::vector<std::string>& problems);
+  Status reduce_scatterv(const Case& c, std::vector<std::string>& problems);
+  /// reduce_scatter and reduce_scatterv: rank r's block is counts[r] elements at the sum of
+  /// counts[0..r); `call` runs the collective on the case's input and output buffers.
+  Status reduce_scatter_blocks(const Case& c, const std::vector<std::size_t>& counts,
+                               std::vector<std::string>& problems,
+                               const std::function<Status(const void* in, void* out)>& call);
   Status broadcast(const Case& c, std::vector<std::string>& problems);
   Status allgather(const Case& c, std::vector<std::string>& problems);
   Status allgatherv(const Case& c, std::vector<std::string>& problems);

@@ -117,7 +117,9 @@ Result<std::unique_ptr<Ucp>> open_worker(std::size_t peers) {
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  // Serialized, not single: a communicator's non-blocking calls drive the worker from a thread
+  // of their own (one thread at a time, never two at once).
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   wp.events = UCP_WAKEUP_TAG_SEND | UCP_WAKEUP_TAG_RECV | UCP_WAKEUP_RX;
   st = ucp_worker_create(ucp->context, &wp, &ucp->worker);
   if (st != UCS_OK) return ucs_error("creating the UCP worker", st);

@@ -39,6 +39,10 @@ inline constexpr std::size_t kTreeSliceBytes = std::size_t{128} << 10;
 /// holds it.
 Status ring_reduce_scatter(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
                            ReduceOp op, const std::byte* input = nullptr);
+/// ring_reduce_scatter over chunks of `counts` elements (chunk r: counts[r] elements at the
+/// sum of counts[0..r)), one per rank, for reduce_scatterv.
+Status ring_reduce_scatterv(Context& ctx, std::byte* work, std::span<const std::size_t> counts,
+                            DataType dtype, ReduceOp op, const std::byte* input = nullptr);
 /// Ring allreduce: the reduce-scatter and the allgather phases in one pipeline, so every chunk
 /// ends reduced on every rank with the bits of its owner; `input` as for ring_reduce_scatter.
 Status ring_allreduce(Context& ctx, std::byte* work, std::size_t count, DataType dtype,

@@ -42,6 +42,7 @@ std::string collective_name(Collective collective) {
     case Collective::kGatherv: return "gatherv";
     case Collective::kScatter: return "scatter";
     case Collective::kScatterv: return "scatterv";
+    case Collective::kReduceScatterv: return "reduce_scatterv";
   }
   return fmt::format("collective {}", static_cast<int>(collective));
 }
@@ -183,6 +184,43 @@ Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& o) {
     HOOP_RETURN_IF_ERROR(ctx.copy(work, input, total));
     HOOP_RETURN_IF_ERROR(collectives::ring_reduce_scatter(ctx, work, o.count * comm.size(), o.dtype, o.op));
     return ctx.copy(o.output, work + block * comm.rank(), block);
+  }, part);
+}
+
+Status reduce_scatterv(Communicator& comm, const ReduceScattervOptions& o) {
+  HOOP_RETURN_IF_ERROR(collectives::check_dtype(o.dtype));
+  HOOP_RETURN_IF_ERROR(collectives::check_op(o.op));
+  HOOP_ASSIGN_OR_RETURN(std::size_t total_count,
+                        collectives::check_counts(o.counts, comm.size(), o.dtype, "counts"));
+  const bool in_place = o.input == nullptr || o.input == o.output;
+  const std::size_t mine_count = o.counts[comm.rank()];
+  HOOP_RETURN_IF_ERROR(
+      collectives::check_buffer(o.output, in_place ? total_count : mine_count, "output"));
+  if (!in_place) HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.input, total_count, "input"));
+  const std::size_t es = dtype_size(o.dtype);
+  const std::size_t total = total_count * es;
+  const std::size_t mine = mine_count * es;
+  auto what = [&] {
+    return fmt::format("reduce_scatterv of {} {} ({})", total_count, dtype_name(o.dtype),
+                       op_name(o.op));
+  };
+  collectives::DevicePart* part = nullptr;  // NCCL has no v-variant: staged
+  if (auto done = run_on_device(comm, o, what, &reduce_scatterv, nullptr,
+                                Staged{o.input, total, o.output, in_place ? total : mine}, part))
+    return *done;
+  const CallFingerprint fp{.kind = Collective::kReduceScatterv, .dtype = o.dtype, .op = o.op,
+                           .count = total_count,
+                           .counts_hash = collectives::hash_counts(o.counts)};
+  return run(comm, fp, what, [&](Context& ctx) -> Status {
+    // The ring reads this rank's inputs where they are and reduces into a working buffer,
+    // whose block `rank` ends fully reduced.
+    HOOP_ASSIGN_OR_RETURN(std::byte * work, ctx.scratch_buffer(1, total));
+    const std::byte* input = bytes_of(in_place ? static_cast<const void*>(o.output) : o.input);
+    HOOP_RETURN_IF_ERROR(
+        collectives::ring_reduce_scatterv(ctx, work, o.counts, o.dtype, o.op, input));
+    std::size_t offset = 0;
+    for (int r = 0; r < comm.rank(); ++r) offset += o.counts[r] * es;
+    return ctx.copy(o.output, work + offset, mine);
   }, part);
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/async.h"
 #include "collectives/algorithms/call_check.h"
 #include "collectives/algorithms/context.h"
 #include "collectives/algorithms/cost_model.h"
@@ -13,17 +14,43 @@
 
 namespace hoop::collectives {
 
+/// What the communicators split from one Communicator::create share: the transport, and the
+/// thread that runs their non-blocking calls. The queue is declared last, so that its thread
+/// ends before the transport does.
+struct Connections {
+  explicit Connections(std::unique_ptr<Transport> t) : transport(std::move(t)) {}
+  std::unique_ptr<Transport> transport;
+  AsyncQueue queue;
+};
+
 /// Communicator over one transport; not thread-safe (one collective at a time).
 class CommImpl final : public Communicator {
  public:
   /// Takes the transport and the settings resolved by Communicator::create.
   CommImpl(std::unique_ptr<Transport> transport, Algorithm algorithm,
            std::chrono::milliseconds timeout, CostParams cost)
-      : transport_(std::move(transport)), algorithm_(algorithm), timeout_(timeout), cost_(cost) {}
+      : CommImpl(std::make_shared<Connections>(std::move(transport)), nullptr, algorithm, timeout,
+                 cost) {}
+  /// A communicator over `connections`, seen through `view` (split's rank mapping; null: the
+  /// connections' transport itself).
+  CommImpl(std::shared_ptr<Connections> connections, std::unique_ptr<Transport> view,
+           Algorithm algorithm, std::chrono::milliseconds timeout, CostParams cost)
+      : connections_(std::move(connections)),
+        view_(std::move(view)),
+        transport_(view_ != nullptr ? view_.get() : connections_->transport.get()),
+        algorithm_(algorithm),
+        timeout_(timeout),
+        cost_(cost) {}
+  /// Waits for the non-blocking calls still queued (some may be this communicator's).
+  ~CommImpl() override { connections_->queue.drain(); }
 
   int rank() const override { return transport_->rank(); }
   int size() const override { return transport_->size(); }
   Transport& transport() override { return *transport_; }
+  /// The connections this communicator shares with those split from it.
+  const std::shared_ptr<Connections>& connections() const { return connections_; }
+  /// The thread of this communicator's non-blocking calls.
+  AsyncQueue& async() { return connections_->queue; }
   Algorithm forced_algorithm() const override { return algorithm_; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
   /// The cost-model constants used for kAuto.
@@ -60,15 +87,21 @@ class CommImpl final : public Communicator {
   const std::string& key_prefix() const { return device_setup_.key_prefix; }
   /// Numbers the collectives of this communicator (the same sequence on every rank).
   std::uint64_t next_call() { return ++calls_; }
+  /// Numbers the splits of this communicator (the same sequence on every rank).
+  std::uint64_t next_split() { return ++splits_; }
   /// Keeps the store connection Communicator::create made, for the device side's set-up.
   void adopt_store(std::unique_ptr<Store> store) { device_setup_.owned_store = std::move(store); }
+  /// The device side's set-up, for a communicator split from this one.
+  const DeviceSetup& device_setup() const { return device_setup_; }
   /// The device side for buffers on `device`, set up at the first call (collectively).
   Result<DevicePart*> device(int device) {
     return device_part(device_part_, device_setup_, device, timeout_);
   }
 
  private:
-  std::unique_ptr<Transport> transport_;
+  std::shared_ptr<Connections> connections_;
+  std::unique_ptr<Transport> view_;
+  Transport* transport_;
   Algorithm algorithm_;
   std::chrono::milliseconds timeout_;
   CostParams cost_;
@@ -76,6 +109,7 @@ class CommImpl final : public Communicator {
   CallCheck call_check_;
   bool check_calls_ = true;
   std::uint64_t calls_ = 0;
+  std::uint64_t splits_ = 0;
   Scratch cross_scratch_;  // the hierarchical allreduce's cross-host thread
   std::optional<Hierarchy> hierarchy_;
   std::optional<patterns::Ring> ring_;

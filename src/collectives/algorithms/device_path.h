@@ -92,7 +92,7 @@ struct DevicePart {
 struct DeviceSetup {
   BootstrapInfo info;
   Store* store = nullptr;
-  std::unique_ptr<Store> owned_store;
+  std::shared_ptr<Store> owned_store;  // shared with the communicators split from this one
   std::string key_prefix;
   bool one_host = false;
 };

@@ -14,6 +14,8 @@ Status run_call(Communicator& comm, const CallFingerprint* fp,
                 const std::function<std::string()>& what,
                 const std::function<Status(Context&)>& body, DevicePart* part) {
   auto* impl = dynamic_cast<CommImpl*>(&comm);
+  // A blocking call comes after the non-blocking ones started before it (communicator.h).
+  if (impl != nullptr) impl->async().drain();
   // A Communicator implemented outside hoop gets per-call scratch.
   Scratch local;
   Transport& base = part != nullptr ? *part->transport : comm.transport();

@@ -74,6 +74,7 @@ std::optional<Status> run_on_device(Communicator& comm, const Options& o,
   if (impl == nullptr)
     return invalid_argument(fmt::format(
         "{}: device buffers need a communicator built by Communicator::create", what()));
+  impl->async().drain();  // as run() does, before the device side is touched
   Result<DevicePart*> got = impl->device(*device);
   if (!got.ok()) return got.status().with_context(what());
   part = *got;

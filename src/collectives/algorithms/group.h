@@ -1,7 +1,9 @@
 // A subgroup of a transport's ranks seen as a transport of its own, so that an algorithm written
 // for "ranks 0..n-1" runs unchanged inside one host or across the hosts' i-th ranks (the
-// hierarchical allreduce's phases).
+// hierarchical allreduce's phases), or over a communicator split from another (split()).
 #pragma once
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <vector>
@@ -14,11 +16,14 @@ namespace hoop::collectives {
 class GroupTransport final : public Transport {
  public:
   /// `members` are ranks of `base` and include base.rank().
-  GroupTransport(Transport& base, const std::vector<int>& members)
+  GroupTransport(Transport& base, std::vector<int> members)
       : base_(base),
-        members_(members),
-        rank_(static_cast<int>(std::find(members.begin(), members.end(), base.rank()) -
-                               members.begin())) {}
+        members_(std::move(members)),
+        rank_(static_cast<int>(std::find(members_.begin(), members_.end(), base.rank()) -
+                               members_.begin())) {}
+
+  /// The base's rank of each of the group's ranks.
+  const std::vector<int>& members() const { return members_; }
 
   std::string_view name() const override { return base_.name(); }
   int rank() const override { return rank_; }
@@ -43,12 +48,13 @@ class GroupTransport final : public Transport {
  private:
   Status check(int peer) const {
     if (peer < 0 || peer >= size())
-      return invalid_argument("group transport: peer outside the group");
+      return invalid_argument(
+          fmt::format("peer {} is not a rank of this {}-rank group", peer, size()));
     return Status::success();
   }
 
   Transport& base_;
-  const std::vector<int>& members_;
+  std::vector<int> members_;
   int rank_;
 };
 

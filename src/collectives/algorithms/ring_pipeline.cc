@@ -216,24 +216,38 @@ std::vector<patterns::Range> partition_chunks(std::size_t count, int size) {
   return chunks;
 }
 
-Status reduce_on_ring(Context& ctx, std::byte* work, std::size_t count, DataType dtype, ReduceOp op,
-                      Phases phases, const std::byte* input) {
+Status reduce_on_ring(Context& ctx, std::byte* work, std::vector<patterns::Range> chunks,
+                      DataType dtype, ReduceOp op, Phases phases, const std::byte* input) {
   if (ctx.size == 1) {  // kAvg divides by 1: nothing to do but the copy
+    const std::size_t count = chunks.empty() ? 0 : chunks.back().offset + chunks.back().length;
     return input != nullptr ? ctx.copy(work, input, count * dtype_size(dtype)) : Status::success();
   }
-  return RingPipeline(ctx, work, partition_chunks(count, ctx.size), dtype, op, phases, input).run();
+  return RingPipeline(ctx, work, std::move(chunks), dtype, op, phases, input).run();
 }
 
 }  // namespace
 
 Status ring_reduce_scatter(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
                            ReduceOp op, const std::byte* input) {
-  return reduce_on_ring(ctx, work, count, dtype, op, Phases::kReduceScatter, input);
+  return reduce_on_ring(ctx, work, partition_chunks(count, ctx.size), dtype, op,
+                        Phases::kReduceScatter, input);
+}
+
+Status ring_reduce_scatterv(Context& ctx, std::byte* work, std::span<const std::size_t> counts,
+                            DataType dtype, ReduceOp op, const std::byte* input) {
+  std::vector<patterns::Range> chunks(counts.size());
+  std::size_t at = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    chunks[r] = {at, counts[r]};
+    at += counts[r];
+  }
+  return reduce_on_ring(ctx, work, std::move(chunks), dtype, op, Phases::kReduceScatter, input);
 }
 
 Status ring_allreduce(Context& ctx, std::byte* work, std::size_t count, DataType dtype, ReduceOp op,
                       const std::byte* input) {
-  return reduce_on_ring(ctx, work, count, dtype, op, Phases::kBoth, input);
+  return reduce_on_ring(ctx, work, partition_chunks(count, ctx.size), dtype, op, Phases::kBoth,
+                        input);
 }
 
 Status ring_allgatherv(Context& ctx, std::byte* out, std::span<const std::size_t> offsets,

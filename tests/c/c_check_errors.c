@@ -1,6 +1,8 @@
 /* Bad arguments through the C ABI: each must fail on this rank alone, with the status the C++
  * call gives and a message naming the argument, and leave the communicator usable. */
+#include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "c_check.h"
 
@@ -68,10 +70,31 @@ static void check_cxx_checks(hoop_comm_t* comm) {
                HOOP_ERR_INVALID_ARGUMENT, "peer");
 }
 
+/* Fails a call on its own thread and copies the message that thread then sees. */
+static void* fail_on_a_thread(void* message) {
+  hoop_comm_barrier(NULL);
+  strncpy((char*)message, hoop_last_error(), 127);
+  return NULL;
+}
+
+/* hoop_last_error is per thread: another thread's failure leaves this thread's message. */
+static void check_last_error_per_thread(hoop_comm_t* comm) {
+  float x = 0;
+  EXPECT_ERROR(hoop_comm_allreduce(comm, &x, &x, 1, (hoop_dtype_t)77, HOOP_SUM),
+               HOOP_ERR_INVALID_ARGUMENT, "dtype");
+  char theirs[128] = {0};
+  pthread_t thread;
+  CHECK(pthread_create(&thread, NULL, fail_on_a_thread, theirs) == 0, "pthread_create");
+  pthread_join(thread, NULL);
+  CHECK(strstr(theirs, "comm") != NULL, "the thread saw '%s'", theirs);
+  CHECK(strstr(hoop_last_error(), "dtype") != NULL, "this thread now sees '%s'", hoop_last_error());
+}
+
 int check_comm_errors(hoop_comm_t* comm) {
   const int before = g_failures;
   check_c_only(comm);
   check_cxx_checks(comm);
+  check_last_error_per_thread(comm);
   /* Nothing was sent: a real collective still lines up on every rank. */
   float one = 1.0f;
   CHECK_OK(hoop_comm_allreduce(comm, NULL, &one, 1, HOOP_F32, HOOP_SUM));

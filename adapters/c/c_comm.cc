@@ -58,6 +58,7 @@ Result<CommunicatorOptions> options_of(const hoop_comm_options_t* options) {
   CommunicatorOptions out;
   if (options == nullptr) return out;
   if (options->transport != nullptr) out.transport = options->transport;
+  if (options->key_prefix != nullptr) out.key_prefix = options->key_prefix;
   if (options->timeout_ms < 0)
     return invalid_argument("timeout_ms: " + std::to_string(options->timeout_ms) +
                             " is negative (0 takes HOOP_TIMEOUT_SECONDS)");

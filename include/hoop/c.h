@@ -106,6 +106,9 @@ typedef struct hoop_comm_options {
   const char* transport;      /* "auto", "tcp", "shm"; NULL or "": HOOP_TRANSPORT */
   int64_t timeout_ms;         /* deadline of each collective; 0: HOOP_TIMEOUT_SECONDS */
   hoop_algorithm_t algorithm; /* forced allreduce algorithm; FROM_ENV: HOOP_ALGO */
+  /* Names the communicator's keys in the rendezvous store, so that several communicators of one
+   * job can exist at once (each with its own name); NULL or "": the default. */
+  const char* key_prefix;
 } hoop_comm_options_t;
 
 /* Joins the job the environment describes (hooprun, mpirun, Slurm) and connects the ranks;

@@ -2,6 +2,7 @@
  * call gives and a message naming the argument, and leave the communicator usable. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "c_check.h"
@@ -12,10 +13,10 @@ static void check_c_only(hoop_comm_t* comm) {
   float x[4] = {1, 2, 3, 4};
   hoop_comm_t* none = NULL;
   EXPECT_ERROR(hoop_comm_create(NULL, NULL), HOOP_ERR_INVALID_ARGUMENT, "comm");
-  hoop_comm_options_t bad_timeout = {NULL, -1, HOOP_ALGO_FROM_ENV};
+  hoop_comm_options_t bad_timeout = {NULL, -1, HOOP_ALGO_FROM_ENV, NULL};
   EXPECT_ERROR(hoop_comm_create(&bad_timeout, &none), HOOP_ERR_INVALID_ARGUMENT, "timeout_ms");
   CHECK(none == NULL, "a failed hoop_comm_create left a communicator");
-  hoop_comm_options_t bad_algo = {NULL, 0, (hoop_algorithm_t)99};
+  hoop_comm_options_t bad_algo = {NULL, 0, (hoop_algorithm_t)99, NULL};
   EXPECT_ERROR(hoop_comm_create(&bad_algo, &none), HOOP_ERR_INVALID_ARGUMENT, "algorithm");
   EXPECT_ERROR(hoop_comm_allreduce(NULL, x, x, 4, HOOP_F32, HOOP_SUM), HOOP_ERR_INVALID_ARGUMENT,
                "comm");
@@ -90,11 +91,31 @@ static void check_last_error_per_thread(hoop_comm_t* comm) {
   CHECK(strstr(hoop_last_error(), "dtype") != NULL, "this thread now sees '%s'", hoop_last_error());
 }
 
+/* Explicit options: a second communicator beside the first (its own store keys), forced to the
+ * ring with a deadline of its own, and both still usable. */
+static void check_second_communicator(hoop_comm_t* comm) {
+  const hoop_comm_options_t options = {getenv("HOOP_TRANSPORT"), 30000, HOOP_ALGO_RING,
+                                       "c_check/second"};
+  hoop_comm_t* second = NULL;
+  CHECK_OK(hoop_comm_create(&options, &second));
+  if (second == NULL) return;
+  CHECK(hoop_comm_rank(second) == hoop_comm_rank(comm) &&
+            hoop_comm_size(second) == hoop_comm_size(comm),
+        "the second communicator's rank or size differs");
+  int64_t x = 2;
+  CHECK_OK(hoop_comm_allreduce(second, &x, &x, 1, HOOP_I64, HOOP_PROD));
+  CHECK(x == (int64_t)1 << hoop_comm_size(comm), "product over the second communicator: %lld",
+        (long long)x);
+  CHECK_OK(hoop_comm_barrier(comm));
+  hoop_comm_destroy(second);
+}
+
 int check_comm_errors(hoop_comm_t* comm) {
   const int before = g_failures;
   check_c_only(comm);
   check_cxx_checks(comm);
   check_last_error_per_thread(comm);
+  check_second_communicator(comm);
   /* Nothing was sent: a real collective still lines up on every rank. */
   float one = 1.0f;
   CHECK_OK(hoop_comm_allreduce(comm, NULL, &one, 1, HOOP_F32, HOOP_SUM));

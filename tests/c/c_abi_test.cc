@@ -78,5 +78,14 @@ TEST_P(CAbiFault, APeerThatExitsEarlyFailsTheOthers) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, CAbiFault, ::testing::Values("tcp", "shm"));
 
+// The README's example: (1 + 2) * [1, 2, 3, 4] on both ranks, both ways.
+TEST(CAbiExample, AllreduceCPrintsTheSumOnEveryRank) {
+  const RunResult r = launch::testing::run_ranks(HOOP_C_EXAMPLE_BIN, 2, {}, {}, kFaultDeadline);
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "communicator sum = [3, 6, 9, 12]"), 2) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "runtime sum = [3, 6, 9, 12]"), 2) << r.out << r.err;
+}
+
 }  // namespace
 }  // namespace hoop

@@ -189,7 +189,8 @@ typedef struct hoop_tensor {
   hoop_dtype_t dtype;
   const int64_t* shape;
   int ndim;
-  int device; /* HOOP_CPU_DEVICE for host memory, else a CUDA device ordinal */
+  int device; /* HOOP_CPU_DEVICE for host memory, else a CUDA device ordinal (so a zeroed
+               * tensor means CUDA device 0: set it) */
 } hoop_tensor_t;
 
 /* Settings of a reduction; NULL means HOOP_REDUCE_OPTIONS_INIT (a zeroed struct would scale by

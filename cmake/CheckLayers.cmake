@@ -26,6 +26,7 @@ set(rules
   "src/connect|core/,device/,topology/,transports/registry.h,collectives/"
   "src/runtime|core/,device/"
   "src/launch|core/,device/,rendezvous/,transports/,topology/,collectives/,connect/,runtime/"
+  "adapters/c|"
   "adapters/torch|"
   "adapters/train|"
 )

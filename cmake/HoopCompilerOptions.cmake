@@ -3,7 +3,7 @@
 
 if(HOOP_SANITIZE)
   # Applied globally so that every object (tests included) shares one runtime.
-  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
   add_link_options(-fsanitize=address,undefined)
 endif()
 
@@ -15,7 +15,11 @@ function(hoop_target_defaults target)
     list(APPEND warnings -Werror)
   endif()
   list(JOIN warnings "," host_warnings)
+  # C sources (the C ABI's example and tests) take the same warnings less the C++-only one.
+  set(c_warnings ${warnings})
+  list(REMOVE_ITEM c_warnings -Wnon-virtual-dtor)
   target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${warnings}>"
+                                           "$<$<COMPILE_LANGUAGE:C>:${c_warnings}>"
                                            "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${host_warnings}>")
   if(HOOP_WERROR)
     target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>")

@@ -72,7 +72,7 @@ Result<RuntimeSettings> runtime_settings_from_env() {
   return s;
 }
 
-Controller::Controller(int rank, int size, const RuntimeSettings& settings, Timeline* timeline)
+Controller::Controller(int rank, int size, const RuntimeSettings& settings, Timeline& timeline)
     : rank_(rank),
       size_(size),
       settings_(settings),
@@ -82,7 +82,7 @@ Controller::Controller(int rank, int size, const RuntimeSettings& settings, Time
 Result<std::unique_ptr<Controller>> Controller::start(const BootstrapInfo& info, Store* store,
                                                       const std::string& prefix,
                                                       const RuntimeSettings& settings,
-                                                      Timeline* timeline) {
+                                                      Timeline& timeline) {
   std::unique_ptr<Controller> c(new Controller(info.rank, info.size, settings, timeline));
   // Control messages travel apart from the data: the transport matches messages per pair in
   // order, so a negotiation message must never meet a collective's receive.
@@ -146,7 +146,7 @@ Status Controller::submit(std::vector<Entry> entries) {
     }
     for (Entry& e : entries) {
       in_flight_[e.request.name] = true;
-      if (timeline_ != nullptr) timeline_->begin(e.request.name, "QUEUE");
+      timeline_.begin(e.request.name, "QUEUE");
       queue_.push_back(std::move(e));
     }
     submitted_.fetch_add(1, std::memory_order_release);
@@ -293,12 +293,10 @@ bool Controller::collect(RequestList& out) {
     more = more || submitted_.load(std::memory_order_acquire) != seen;
     if (!more) break;
   }
-  if (!taken.empty() && timeline_ != nullptr) timeline_->cycle();
+  if (!taken.empty()) timeline_.cycle();
   for (Entry& e : taken) {
-    if (timeline_ != nullptr) {
-      timeline_->end(e.request.name);
-      timeline_->begin(e.request.name, "NEGOTIATE");
-    }
+    timeline_.end(e.request.name);
+    timeline_.begin(e.request.name, "NEGOTIATE");
     // Rank 0 names cached tensors by slot too: its coordinator then counts them on the fast
     // path without copying their descriptions.
     if (auto slot = cache_.find(e.request)) {
@@ -449,7 +447,7 @@ Status Controller::run_responses(const ResponseList& list) {
       mine.push_back(std::move(it->second));
       pending_.erase(it);
       entries.push_back(&mine.back());
-      if (timeline_ != nullptr) timeline_->end(t.name);
+      timeline_.end(t.name);
     }
     Status s;
     if (!resp.error.empty()) {

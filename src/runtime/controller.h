@@ -65,7 +65,7 @@ class Controller {
   static Result<std::unique_ptr<Controller>> start(const BootstrapInfo& info, Store* store,
                                                    const std::string& prefix,
                                                    const RuntimeSettings& settings,
-                                                   Timeline* timeline);
+                                                   Timeline& timeline);
   /// Stops the thread; work still pending fails (call shutdown() first for a clean stop).
   ~Controller();
 
@@ -83,7 +83,7 @@ class Controller {
   Status shutdown();
 
  private:
-  Controller(int rank, int size, const RuntimeSettings& settings, Timeline* timeline);
+  Controller(int rank, int size, const RuntimeSettings& settings, Timeline& timeline);
   void loop();
   /// One pass: local work out, messages in, responses out and run. True if anything moved.
   Result<bool> step();
@@ -117,7 +117,7 @@ class Controller {
   int rank_;
   int size_;
   RuntimeSettings settings_;
-  Timeline* timeline_;
+  Timeline& timeline_;
   std::unique_ptr<Communicator> control_;
   std::unique_ptr<Communicator> data_;
   std::unique_ptr<Executor> executor_;

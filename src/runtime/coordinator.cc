@@ -310,9 +310,12 @@ ResponseList Coordinator::take_ready() {
     out.responses.push_back(std::move(r));
   }
   ready_.clear();
-  for (Response& r : out.responses)
-    if (r.type == OpType::kAllreduce && r.tensors.front().op != ReduceOp::kAdasum)
-      r.algorithm = algorithm_;
+  // Only the autotuner sets an algorithm; kAuto is every response's default already.
+  if (algorithm_ != Algorithm::kAuto) {
+    for (Response& r : out.responses)
+      if (r.type == OpType::kAllreduce && r.tensors.front().op != ReduceOp::kAdasum)
+        r.algorithm = algorithm_;
+  }
   if (join_done_) {
     out.join_done_last = last_joined_;
     join_done_ = false;

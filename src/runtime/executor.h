@@ -53,7 +53,7 @@ class CopyWorker {
 class Executor {
  public:
   /// Runs over `comm`; `timeline` may be null.
-  Executor(Communicator& comm, Timeline* timeline) : comm_(comm), timeline_(timeline) {}
+  Executor(Communicator& comm, Timeline& timeline) : comm_(comm), timeline_(timeline) {}
 
   /// Runs `resp`. entries[i] is this rank's submission of resp.tensors[i], or null where this
   /// rank has joined. Returns what failed (a transport failure fails the whole job).
@@ -76,7 +76,7 @@ class Executor {
   void end(const Response& resp);
 
   Communicator& comm_;
-  Timeline* timeline_;
+  Timeline& timeline_;
   Algorithm algorithm_ = Algorithm::kAuto;  // the running response's (Response::algorithm)
   Workspace fusion_;  // the persistent fusion buffer
   Workspace scratch_;

@@ -272,7 +272,7 @@ void init() {
   for (int r = 0; r < g.info.size; ++r) all.ranks.push_back(r);
   all.my_rank = g.info.rank;
   auto c = Controller::start(g.info, g.store.get(), fmt::format("hoop/rt{}/ps0", g.generation),
-                             g.settings, g.timeline.get());
+                             g.settings, *g.timeline);
   if (!c.ok()) fresh(c.status());
   all.controller = std::move(*c);
   g.sets[kGlobalProcessSet] = std::move(all);
@@ -527,7 +527,7 @@ ProcessSet add_process_set(const std::vector<int>& ranks) {
     runtime::RuntimeSettings settings = g.settings;
     settings.autotune = false;
     auto c = Controller::start(sub, ranks.size() > 1 ? g.store.get() : nullptr, prefix, settings,
-                               g.timeline.get());
+                               *g.timeline);
     check(c.status());
     set.controller = std::move(*c);
   }

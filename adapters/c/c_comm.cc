@@ -1,37 +1,14 @@
-// The Communicator (communicator.h) behind hoop_comm_t. The C++ collectives check their own
-// arguments (null buffers, roots, peers, counts) with messages naming them; this file adds the
-// checks only C needs: a null communicator, enum values outside the C++ enums, and null
-// `counts` arrays, which a span could not tell from an empty one.
+// hoop_comm_t's life: creating one from the environment, splitting and duplicating it, and
+// destroying it. Its collectives are in c_collectives.cc, its requests in c_request.cc.
+#include "c_comm.h"
+
 #include <chrono>
 #include <memory>
-#include <span>
+#include <optional>
 #include <string>
-
-#include "c_abi.h"
-#include "hoop/communicator.h"
-
-struct hoop_comm {
-  std::unique_ptr<hoop::Communicator> comm;
-};
 
 namespace hoop::c_abi {
 namespace {
-
-// Runs `body(Communicator&)` at the C boundary once `comm` is known not to be null.
-template <typename F>
-hoop_status_t with_comm(hoop_comm_t* comm, F&& body) noexcept {
-  return guard([&]() -> Status {
-    HOOP_RETURN_IF_ERROR(check_not_null(comm, "comm"));
-    return body(*comm->comm);
-  });
-}
-
-// A per-rank counts array as the span the C++ calls take.
-Result<std::span<const std::size_t>> counts_of(const Communicator& comm, const size_t* counts,
-                                               std::string_view what) {
-  HOOP_RETURN_IF_ERROR(check_not_null(counts, what));
-  return std::span<const std::size_t>(counts, static_cast<std::size_t>(comm.size()));
-}
 
 Result<std::optional<Algorithm>> algorithm_of(hoop_algorithm_t algorithm) {
   switch (algorithm) {
@@ -67,15 +44,25 @@ Result<CommunicatorOptions> options_of(const hoop_comm_options_t* options) {
   return out;
 }
 
+// Runs `make(Communicator&)` (a split or dup of comm) at the C boundary and hands the new
+// communicator out through *out; a null one (HOOP_NO_COLOR) leaves *out NULL.
+template <typename F>
+hoop_status_t derive(hoop_comm_t* comm, hoop_comm_t** out, F&& make) noexcept {
+  return guard([&]() -> Status {
+    HOOP_RETURN_IF_ERROR(check_not_null(out, "out"));
+    *out = nullptr;
+    HOOP_RETURN_IF_ERROR(check_not_null(comm, "comm"));
+    HOOP_ASSIGN_OR_RETURN(auto made, make(*comm->comm));
+    if (made != nullptr) *out = new hoop_comm{std::move(made)};
+    return Status::success();
+  });
+}
+
 }  // namespace
 }  // namespace hoop::c_abi
 
 using hoop::Communicator;
 using hoop::Status;
-using hoop::c_abi::counts_of;
-using hoop::c_abi::dtype_of;
-using hoop::c_abi::op_of;
-using hoop::c_abi::with_comm;
 
 extern "C" {
 
@@ -114,158 +101,13 @@ int hoop_comm_size(const hoop_comm_t* comm) {
   return comm->comm->size();
 }
 
-hoop_status_t hoop_comm_allreduce(hoop_comm_t* comm, const void* input, void* output, size_t count,
-                                  hoop_dtype_t dtype, hoop_reduce_op_t op) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    hoop::AllreduceOptions o{.input = input, .output = output, .count = count};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    HOOP_ASSIGN_OR_RETURN(o.op, op_of(op));
-    return hoop::allreduce(c, o);
-  });
+hoop_status_t hoop_comm_split(hoop_comm_t* comm, int color, int key, hoop_comm_t** out) {
+  return hoop::c_abi::derive(comm, out,
+                             [&](Communicator& parent) { return hoop::split(parent, color, key); });
 }
 
-hoop_status_t hoop_comm_broadcast(hoop_comm_t* comm, void* buffer, size_t count, hoop_dtype_t dtype,
-                                  int root) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    hoop::BroadcastOptions o{.buffer = buffer, .count = count, .root = root};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    return hoop::broadcast(c, o);
-  });
-}
-
-hoop_status_t hoop_comm_allgather(hoop_comm_t* comm, const void* input, void* output, size_t count,
-                                  hoop_dtype_t dtype) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    hoop::AllgatherOptions o{.input = input, .output = output, .count = count};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    return hoop::allgather(c, o);
-  });
-}
-
-hoop_status_t hoop_comm_allgatherv(hoop_comm_t* comm, const void* input, void* output,
-                                   const size_t* counts, hoop_dtype_t dtype) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    HOOP_ASSIGN_OR_RETURN(const auto per_rank, counts_of(c, counts, "counts"));
-    hoop::AllgathervOptions o{.input = input, .output = output, .counts = per_rank};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    return hoop::allgatherv(c, o);
-  });
-}
-
-hoop_status_t hoop_comm_reduce_scatter(hoop_comm_t* comm, const void* input, void* output,
-                                       size_t count, hoop_dtype_t dtype, hoop_reduce_op_t op) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    hoop::ReduceScatterOptions o{.input = input, .output = output, .count = count};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    HOOP_ASSIGN_OR_RETURN(o.op, op_of(op));
-    return hoop::reduce_scatter(c, o);
-  });
-}
-
-hoop_status_t hoop_comm_alltoall(hoop_comm_t* comm, const void* input, void* output, size_t count,
-                                 hoop_dtype_t dtype) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    hoop::AlltoallOptions o{.input = input, .output = output, .count = count};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    return hoop::alltoall(c, o);
-  });
-}
-
-hoop_status_t hoop_comm_alltoallv(hoop_comm_t* comm, const void* input, const size_t* send_counts,
-                                  void* output, const size_t* recv_counts, hoop_dtype_t dtype) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    HOOP_ASSIGN_OR_RETURN(const auto to, counts_of(c, send_counts, "send_counts"));
-    HOOP_ASSIGN_OR_RETURN(const auto from, counts_of(c, recv_counts, "recv_counts"));
-    hoop::AlltoallvOptions o{
-        .input = input, .send_counts = to, .output = output, .recv_counts = from};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    return hoop::alltoallv(c, o);
-  });
-}
-
-hoop_status_t hoop_comm_barrier(hoop_comm_t* comm) {
-  return with_comm(comm, [&](Communicator& c) { return hoop::barrier(c); });
-}
-
-hoop_status_t hoop_comm_reduce(hoop_comm_t* comm, const void* input, void* output, size_t count,
-                               hoop_dtype_t dtype, hoop_reduce_op_t op, int root) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    hoop::RootReduceOptions o{.input = input, .output = output, .count = count, .root = root};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    HOOP_ASSIGN_OR_RETURN(o.op, op_of(op));
-    return hoop::reduce(c, o);
-  });
-}
-
-hoop_status_t hoop_comm_gather(hoop_comm_t* comm, const void* input, void* output, size_t count,
-                               hoop_dtype_t dtype, int root) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    hoop::GatherOptions o{.input = input, .output = output, .count = count, .root = root};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    return hoop::gather(c, o);
-  });
-}
-
-hoop_status_t hoop_comm_gatherv(hoop_comm_t* comm, const void* input, void* output,
-                                const size_t* counts, hoop_dtype_t dtype, int root) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    HOOP_ASSIGN_OR_RETURN(const auto per_rank, counts_of(c, counts, "counts"));
-    hoop::GathervOptions o{.input = input, .output = output, .counts = per_rank, .root = root};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    return hoop::gatherv(c, o);
-  });
-}
-
-hoop_status_t hoop_comm_scatter(hoop_comm_t* comm, const void* input, void* output, size_t count,
-                                hoop_dtype_t dtype, int root) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    hoop::ScatterOptions o{.input = input, .output = output, .count = count, .root = root};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    return hoop::scatter(c, o);
-  });
-}
-
-hoop_status_t hoop_comm_scatterv(hoop_comm_t* comm, const void* input, void* output,
-                                 const size_t* counts, hoop_dtype_t dtype, int root) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    HOOP_ASSIGN_OR_RETURN(const auto per_rank, counts_of(c, counts, "counts"));
-    hoop::ScattervOptions o{.input = input, .output = output, .counts = per_rank, .root = root};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    return hoop::scatterv(c, o);
-  });
-}
-
-hoop_status_t hoop_comm_send(hoop_comm_t* comm, const void* data, size_t count, hoop_dtype_t dtype,
-                             int peer, int32_t tag) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    hoop::SendOptions o{.data = data, .count = count, .peer = peer, .tag = tag};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    return hoop::send(c, o);
-  });
-}
-
-hoop_status_t hoop_comm_recv(hoop_comm_t* comm, void* data, size_t count, hoop_dtype_t dtype,
-                             int peer, int32_t tag) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    hoop::RecvOptions o{.data = data, .count = count, .peer = peer, .tag = tag};
-    HOOP_ASSIGN_OR_RETURN(o.dtype, dtype_of(dtype));
-    return hoop::recv(c, o);
-  });
-}
-
-hoop_status_t hoop_comm_sendrecv(hoop_comm_t* comm, const void* send_data, size_t send_count,
-                                 hoop_dtype_t send_dtype, int send_peer, int32_t send_tag,
-                                 void* recv_data, size_t recv_count, hoop_dtype_t recv_dtype,
-                                 int recv_peer, int32_t recv_tag) {
-  return with_comm(comm, [&](Communicator& c) -> Status {
-    hoop::SendOptions to{
-        .data = send_data, .count = send_count, .peer = send_peer, .tag = send_tag};
-    hoop::RecvOptions from{
-        .data = recv_data, .count = recv_count, .peer = recv_peer, .tag = recv_tag};
-    HOOP_ASSIGN_OR_RETURN(to.dtype, dtype_of(send_dtype));
-    HOOP_ASSIGN_OR_RETURN(from.dtype, dtype_of(recv_dtype));
-    return hoop::sendrecv(c, to, from);
-  });
+hoop_status_t hoop_comm_dup(hoop_comm_t* comm, hoop_comm_t** out) {
+  return hoop::c_abi::derive(comm, out, [](Communicator& parent) { return hoop::dup(parent); });
 }
 
 }  // extern "C"

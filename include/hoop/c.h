@@ -9,7 +9,8 @@
  *
  * Ownership: the caller owns every buffer it passes and must keep it valid until the call
  * returns, or for an asynchronous call until its handle has finished (hoop_poll() true or
- * hoop_wait() returned). Results whose size the runtime decides (allgather, alltoall,
+ * hoop_wait() returned), or for a non-blocking communicator call until its request has
+ * completed. Results whose size the runtime decides (allgather, alltoall,
  * reducescatter) are owned by their handle and freed by hoop_handle_release(). Strings
  * returned by hoop are owned by hoop.
  *
@@ -114,11 +115,28 @@ typedef struct hoop_comm_options {
 /* Joins the job the environment describes (hooprun, mpirun, Slurm) and connects the ranks;
  * collective: every rank calls it. *comm is NULL on failure. */
 HOOP_C_API hoop_status_t hoop_comm_create(const hoop_comm_options_t* options, hoop_comm_t** comm);
-/* Closes the connections; NULL is a no-op. Peers still using it see this rank as lost. */
+/* Waits for the non-blocking calls in flight on its connections, then closes them once no
+ * communicator split from them is left; NULL is a no-op. Peers still using the connections see
+ * this rank as lost. */
 HOOP_C_API void hoop_comm_destroy(hoop_comm_t* comm);
 /* This rank and the number of ranks; -1 when comm is NULL. */
 HOOP_C_API int hoop_comm_rank(const hoop_comm_t* comm);
 HOOP_C_API int hoop_comm_size(const hoop_comm_t* comm);
+
+/* Passed as hoop_comm_split's color by a rank that joins none of the new communicators. */
+#define HOOP_NO_COLOR (-1)
+
+/* A new communicator over the ranks of comm that pass the same color (>= 0), ranked by key, ties
+ * by their rank in comm (MPI_Comm_split, ncclCommSplit); collective over comm. A rank passing
+ * HOOP_NO_COLOR gets HOOP_OK and *out = NULL; *out is NULL on failure too. The new communicator
+ * reuses comm's connections, so both keep one rule: their calls are made in the same order on
+ * every rank they have in common, and a failure in either fails both. It takes comm's settings
+ * (algorithm, deadline), may outlive comm, and is destroyed with hoop_comm_destroy; the
+ * hierarchical allreduce needs a communicator from hoop_comm_create. */
+HOOP_C_API hoop_status_t hoop_comm_split(hoop_comm_t* comm, int color, int key, hoop_comm_t** out);
+/* A communicator over the same ranks in the same order (MPI_Comm_dup): a split with one color,
+ * keyed by rank. */
+HOOP_C_API hoop_status_t hoop_comm_dup(hoop_comm_t* comm, hoop_comm_t** out);
 
 /* The collectives of communicator.h with its semantics: a call is in place when input equals
  * output (input may then be NULL); counts are element counts; the `counts` arrays hold one entry
@@ -140,6 +158,13 @@ HOOP_C_API hoop_status_t hoop_comm_allgatherv(hoop_comm_t* comm, const void* inp
 HOOP_C_API hoop_status_t hoop_comm_reduce_scatter(hoop_comm_t* comm, const void* input,
                                                   void* output, size_t count, hoop_dtype_t dtype,
                                                   hoop_reduce_op_t op);
+/* Reduce-scatter with counts[r] elements for rank r (MPI_Reduce_scatter): input holds
+ * sum(counts) elements on every rank, and rank r's output gets the reduction of the counts[r]
+ * elements at the sum of counts[0..r). In place when input is NULL or equals output: output then
+ * holds all sum(counts) inputs and this rank's block lands at its start. */
+HOOP_C_API hoop_status_t hoop_comm_reduce_scatterv(hoop_comm_t* comm, const void* input,
+                                                   void* output, const size_t* counts,
+                                                   hoop_dtype_t dtype, hoop_reduce_op_t op);
 /* Block j of rank i's input becomes block i of rank j's output (count elements a block). */
 HOOP_C_API hoop_status_t hoop_comm_alltoall(hoop_comm_t* comm, const void* input, void* output,
                                             size_t count, hoop_dtype_t dtype);
@@ -179,6 +204,109 @@ HOOP_C_API hoop_status_t hoop_comm_sendrecv(hoop_comm_t* comm, const void* send_
                                             int send_peer, int32_t send_tag, void* recv_data,
                                             size_t recv_count, hoop_dtype_t recv_dtype,
                                             int recv_peer, int32_t recv_tag);
+
+/* ---- Non-blocking communicator calls (MPI_Iallreduce and friends) ---- */
+
+/* A non-blocking call in flight. */
+typedef struct hoop_request hoop_request_t;
+
+/* hoop_comm_i<name> takes hoop_comm_<name>'s arguments and a last one, `request`: it starts the
+ * call, stores a new request in *request and returns at once. A thread of the communicator runs
+ * the calls one at a time in the order they were started, so they overlap with the caller's
+ * own work and complete in that order, while their requests may be waited for in any order.
+ *
+ * Ordering across ranks: every rank starts the non-blocking calls of a communicator, and makes
+ * its blocking ones, in the same order, as for blocking calls alone. A blocking call on a
+ * communicator (or on one split from the same connections) with calls in flight first waits for
+ * them. A call that fails aborts the communicator, so the calls started after it fail with the
+ * same cause. There is no isend/irecv: on the one thread, a send started before a receive would
+ * wait for its peer to take it first; hoop_comm_isendrecv moves both at once.
+ *
+ * Buffers: the buffers, and the counts arrays a v-form points to, stay valid and untouched until
+ * the request has completed (hoop_request_test set *done, or hoop_request_wait returned), even
+ * when the request is freed before that.
+ *
+ * Errors: what C checks itself (a NULL comm or request, an enum value outside its enum, a NULL
+ * counts array) fails the function, with *request NULL and nothing started; the checks of the
+ * C++ call (buffers, counts, roots, peers) and the call's own failures fail the request. */
+
+/* Whether the call has finished, without blocking:
+ *   running:   HOOP_OK, *done = 0;
+ *   succeeded: HOOP_OK, *done = 1;
+ *   failed:    the call's status, *done = 1 (hoop_last_error() says why).
+ * The same answer again once finished. A NULL request (or done) gives HOOP_ERR_INVALID_ARGUMENT
+ * with *done = 0 where done is not NULL, which tells it from a failed call. */
+HOOP_C_API hoop_status_t hoop_request_test(hoop_request_t* request, int* done);
+/* Blocks until the call has finished and returns its status (again on a later wait);
+ * HOOP_ERR_INVALID_ARGUMENT for a NULL request. */
+HOOP_C_API hoop_status_t hoop_request_wait(hoop_request_t* request);
+/* Frees the request; NULL is a no-op. This does not cancel the call: it still runs in its place
+ * in the order, its buffers must outlive it, and hoop_comm_destroy waits for it. */
+HOOP_C_API void hoop_request_free(hoop_request_t* request);
+
+/* hoop_comm_allreduce, started. */
+HOOP_C_API hoop_status_t hoop_comm_iallreduce(hoop_comm_t* comm, const void* input, void* output,
+                                              size_t count, hoop_dtype_t dtype, hoop_reduce_op_t op,
+                                              hoop_request_t** request);
+/* hoop_comm_broadcast, started. */
+HOOP_C_API hoop_status_t hoop_comm_ibroadcast(hoop_comm_t* comm, void* buffer, size_t count,
+                                              hoop_dtype_t dtype, int root,
+                                              hoop_request_t** request);
+/* hoop_comm_allgather, started. */
+HOOP_C_API hoop_status_t hoop_comm_iallgather(hoop_comm_t* comm, const void* input, void* output,
+                                              size_t count, hoop_dtype_t dtype,
+                                              hoop_request_t** request);
+/* hoop_comm_allgatherv, started. */
+HOOP_C_API hoop_status_t hoop_comm_iallgatherv(hoop_comm_t* comm, const void* input, void* output,
+                                               const size_t* counts, hoop_dtype_t dtype,
+                                               hoop_request_t** request);
+/* hoop_comm_reduce_scatter, started. */
+HOOP_C_API hoop_status_t hoop_comm_ireduce_scatter(hoop_comm_t* comm, const void* input,
+                                                   void* output, size_t count, hoop_dtype_t dtype,
+                                                   hoop_reduce_op_t op, hoop_request_t** request);
+/* hoop_comm_reduce_scatterv, started. */
+HOOP_C_API hoop_status_t hoop_comm_ireduce_scatterv(hoop_comm_t* comm, const void* input,
+                                                    void* output, const size_t* counts,
+                                                    hoop_dtype_t dtype, hoop_reduce_op_t op,
+                                                    hoop_request_t** request);
+/* hoop_comm_alltoall, started. */
+HOOP_C_API hoop_status_t hoop_comm_ialltoall(hoop_comm_t* comm, const void* input, void* output,
+                                             size_t count, hoop_dtype_t dtype,
+                                             hoop_request_t** request);
+/* hoop_comm_alltoallv, started. */
+HOOP_C_API hoop_status_t hoop_comm_ialltoallv(hoop_comm_t* comm, const void* input,
+                                              const size_t* send_counts, void* output,
+                                              const size_t* recv_counts, hoop_dtype_t dtype,
+                                              hoop_request_t** request);
+/* hoop_comm_barrier, started. */
+HOOP_C_API hoop_status_t hoop_comm_ibarrier(hoop_comm_t* comm, hoop_request_t** request);
+/* hoop_comm_reduce, started. */
+HOOP_C_API hoop_status_t hoop_comm_ireduce(hoop_comm_t* comm, const void* input, void* output,
+                                           size_t count, hoop_dtype_t dtype, hoop_reduce_op_t op,
+                                           int root, hoop_request_t** request);
+/* hoop_comm_gather, started. */
+HOOP_C_API hoop_status_t hoop_comm_igather(hoop_comm_t* comm, const void* input, void* output,
+                                           size_t count, hoop_dtype_t dtype, int root,
+                                           hoop_request_t** request);
+/* hoop_comm_gatherv, started. */
+HOOP_C_API hoop_status_t hoop_comm_igatherv(hoop_comm_t* comm, const void* input, void* output,
+                                            const size_t* counts, hoop_dtype_t dtype, int root,
+                                            hoop_request_t** request);
+/* hoop_comm_scatter, started. */
+HOOP_C_API hoop_status_t hoop_comm_iscatter(hoop_comm_t* comm, const void* input, void* output,
+                                            size_t count, hoop_dtype_t dtype, int root,
+                                            hoop_request_t** request);
+/* hoop_comm_scatterv, started. */
+HOOP_C_API hoop_status_t hoop_comm_iscatterv(hoop_comm_t* comm, const void* input, void* output,
+                                             const size_t* counts, hoop_dtype_t dtype, int root,
+                                             hoop_request_t** request);
+/* hoop_comm_sendrecv, started. */
+HOOP_C_API hoop_status_t hoop_comm_isendrecv(hoop_comm_t* comm, const void* send_data,
+                                             size_t send_count, hoop_dtype_t send_dtype,
+                                             int send_peer, int32_t send_tag, void* recv_data,
+                                             size_t recv_count, hoop_dtype_t recv_dtype,
+                                             int recv_peer, int32_t recv_tag,
+                                             hoop_request_t** request);
 
 /* ---- Runtime: named tensors, negotiated and fused in the background (Horovod-style) ---- */
 

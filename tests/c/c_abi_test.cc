@@ -40,15 +40,14 @@ TEST_P(CAbi, EveryRankPassesItsChecks) {
   EXPECT_EQ(count_lines_with(r.out, "FAIL"), 0) << r.out << r.err;
 }
 
-INSTANTIATE_TEST_SUITE_P(Jobs, CAbi,
-                         ::testing::Combine(::testing::Values("comm", "runtime", "errors"),
-                                            ::testing::Values(2, 3),
-                                            ::testing::Values("tcp", "shm")),
-                         [](const auto& p) {
-                           return std::get<0>(p.param) + "_" +
-                                  std::to_string(std::get<1>(p.param)) + "Ranks_" +
-                                  std::get<2>(p.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Jobs, CAbi,
+    ::testing::Combine(::testing::Values("comm", "runtime", "errors", "groups", "async"),
+                       ::testing::Values(2, 3), ::testing::Values("tcp", "shm")),
+    [](const auto& p) {
+      return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "Ranks_" +
+             std::get<2>(p.param);
+    });
 
 class CAbiFault : public ::testing::TestWithParam<std::string> {};
 

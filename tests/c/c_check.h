@@ -53,10 +53,18 @@ extern const hoop_dtype_t kAllDtypes[9];
 /* Counts every communicator collective runs: empty, one, a prime and a large one. */
 extern const size_t kCounts[4];
 
+/* counts[r] for rank r: base + r, except 0 where (r + shift) % 3 == 0, so that each shift puts
+ * the empty blocks on other ranks. Returns their sum. */
+size_t counts_with_zeros(size_t* counts, int size, size_t base, int shift);
+/* want[i] = the sum over `size` ranks of small_value(r, first + i), for `count` elements. */
+void sum_of_small_values(double* want, int size, size_t first, size_t count);
+
 /* The parts, each returning the number of failures. */
 int check_comm_collectives(hoop_comm_t* comm);
 int check_comm_p2p(hoop_comm_t* comm);
 int check_comm_errors(hoop_comm_t* comm);
+int check_comm_groups(hoop_comm_t* comm);
+int check_comm_async(hoop_comm_t* comm);
 int check_runtime(void);
 
 #endif /* HOOP_TESTS_C_CHECK_H_ */

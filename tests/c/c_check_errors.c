@@ -45,6 +45,58 @@ static void check_c_only(hoop_comm_t* comm) {
         "hoop_dtype_size");
 }
 
+/* The C checks of split, dup, reduce_scatterv and the non-blocking calls; test, wait and free
+ * on NULL; and a request that the C++ call's own checks fail, on this rank alone. */
+static void check_requests_and_splits(hoop_comm_t* comm) {
+  const int size = hoop_comm_size(comm);
+  float x[4] = {1, 2, 3, 4};
+  hoop_request_t* const unset = (hoop_request_t*)x; /* not NULL, to see a failure clear it */
+  hoop_request_t* request = unset;
+  EXPECT_ERROR(hoop_comm_iallreduce(comm, x, x, 4, HOOP_F32, HOOP_SUM, NULL),
+               HOOP_ERR_INVALID_ARGUMENT, "request");
+  EXPECT_ERROR(hoop_comm_iallreduce(NULL, x, x, 4, HOOP_F32, HOOP_SUM, &request),
+               HOOP_ERR_INVALID_ARGUMENT, "comm");
+  CHECK(request == NULL, "a failed hoop_comm_iallreduce left a request");
+  request = unset;
+  EXPECT_ERROR(hoop_comm_ibarrier(NULL, &request), HOOP_ERR_INVALID_ARGUMENT, "comm");
+  CHECK(request == NULL, "a failed hoop_comm_ibarrier left a request");
+  request = unset;
+  EXPECT_ERROR(hoop_comm_ireduce_scatterv(comm, x, x, NULL, HOOP_F32, HOOP_SUM, &request),
+               HOOP_ERR_INVALID_ARGUMENT, "counts");
+  CHECK(request == NULL, "a failed hoop_comm_ireduce_scatterv left a request");
+  EXPECT_ERROR(
+      hoop_comm_isendrecv(comm, x, 4, (hoop_dtype_t)99, 0, 0, x, 4, HOOP_F32, 0, 0, &request),
+      HOOP_ERR_INVALID_ARGUMENT, "dtype");
+  EXPECT_ERROR(hoop_comm_reduce_scatterv(comm, x, x, NULL, HOOP_F32, HOOP_SUM),
+               HOOP_ERR_INVALID_ARGUMENT, "counts");
+
+  int done = 5;
+  EXPECT_ERROR(hoop_request_test(NULL, &done), HOOP_ERR_INVALID_ARGUMENT, "request");
+  CHECK(done == 0, "hoop_request_test(NULL) set done to %d", done);
+  EXPECT_ERROR(hoop_request_wait(NULL), HOOP_ERR_INVALID_ARGUMENT, "request");
+  hoop_request_free(NULL);
+
+  /* Started, then failed by broadcast's own check of the root. */
+  request = NULL;
+  CHECK_OK(hoop_comm_ibroadcast(comm, x, 4, HOOP_F32, size, &request));
+  EXPECT_ERROR(hoop_request_wait(request), HOOP_ERR_INVALID_ARGUMENT, "root");
+  done = 0;
+  EXPECT_ERROR(hoop_request_test(request, &done), HOOP_ERR_INVALID_ARGUMENT, "root");
+  CHECK(done == 1, "a failed call tested: done %d", done);
+  EXPECT_ERROR(hoop_request_test(request, NULL), HOOP_ERR_INVALID_ARGUMENT, "done");
+  hoop_request_free(request);
+
+  hoop_comm_t* out = comm; /* not NULL, to see a failure clear it */
+  EXPECT_ERROR(hoop_comm_split(comm, 0, 0, NULL), HOOP_ERR_INVALID_ARGUMENT, "out");
+  EXPECT_ERROR(hoop_comm_split(NULL, 0, 0, &out), HOOP_ERR_INVALID_ARGUMENT, "comm");
+  CHECK(out == NULL, "a failed hoop_comm_split left a communicator");
+  out = comm;
+  EXPECT_ERROR(hoop_comm_split(comm, -2, 0, &out), HOOP_ERR_INVALID_ARGUMENT, "color");
+  CHECK(out == NULL, "a split with color -2 left a communicator");
+  EXPECT_ERROR(hoop_comm_dup(NULL, &out), HOOP_ERR_INVALID_ARGUMENT, "comm");
+  EXPECT_ERROR(hoop_comm_dup(comm, NULL), HOOP_ERR_INVALID_ARGUMENT, "out");
+}
+
 /* What the C++ calls check, as a C caller sees it. */
 static void check_cxx_checks(hoop_comm_t* comm) {
   const int rank = hoop_comm_rank(comm), size = hoop_comm_size(comm);
@@ -114,6 +166,7 @@ int check_comm_errors(hoop_comm_t* comm) {
   const int before = g_failures;
   check_c_only(comm);
   check_cxx_checks(comm);
+  check_requests_and_splits(comm);
   check_last_error_per_thread(comm);
   check_second_communicator(comm);
   /* Nothing was sent: a real collective still lines up on every rank. */

@@ -2,6 +2,8 @@
  * C11 so that include/hoop/c.h is proven to be plain C. Modes:
  *   comm:       every communicator collective and point-to-point call against a reference
  *   errors:     bad arguments, each naming the argument, with the communicator usable after
+ *   groups:     reduce_scatterv, and communicators split and duplicated from the first
+ *   async:      non-blocking calls in flight at once, waited for and polled
  *   runtime:    the runtime's calls, before init, between init and shutdown, and after
  *   mismatch:   rank 1 passes a different count; every rank prints its error
  *   early_exit: the last rank exits after joining; every other rank prints its error
@@ -50,6 +52,21 @@ static int run_early_exit(hoop_comm_t* comm) {
   return report_fault("early exit", rank, s);
 }
 
+typedef int (*check_fn)(hoop_comm_t* comm);
+
+static int check_comm(hoop_comm_t* comm) {
+  return check_comm_collectives(comm) + check_comm_p2p(comm);
+}
+
+/* The check a communicator mode runs, or NULL for the other modes. */
+static check_fn check_of(const char* mode) {
+  if (strcmp(mode, "comm") == 0) return check_comm;
+  if (strcmp(mode, "errors") == 0) return check_comm_errors;
+  if (strcmp(mode, "groups") == 0) return check_comm_groups;
+  if (strcmp(mode, "async") == 0) return check_comm_async;
+  return NULL;
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "comm";
   if (strcmp(mode, "runtime") == 0) {
@@ -77,10 +94,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   int rc = 0;
-  if (strcmp(mode, "comm") == 0 || strcmp(mode, "errors") == 0) {
-    const int failures = strcmp(mode, "comm") == 0
-                             ? check_comm_collectives(comm) + check_comm_p2p(comm)
-                             : check_comm_errors(comm);
+  const check_fn check = check_of(mode);
+  if (check != NULL) {
+    const int failures = check(comm);
     if (failures == 0) printf("rank %d: %s ok (%d checks)\n", hoop_comm_rank(comm), mode, g_checks);
     rc = failures == 0 ? 0 : 1;
   } else if (strcmp(mode, "mismatch") == 0) {
@@ -88,7 +104,7 @@ int main(int argc, char** argv) {
   } else if (strcmp(mode, "early_exit") == 0) {
     rc = run_early_exit(comm);
   } else {
-    printf("usage: c_check comm|errors|runtime|mismatch|early_exit\n");
+    printf("usage: c_check comm|errors|groups|async|runtime|mismatch|early_exit\n");
     rc = 64;
   }
   hoop_comm_destroy(comm);

@@ -3,7 +3,9 @@
 // and the checked conversions of C enum values, which may hold anything a C caller put there.
 #pragma once
 
+#include <cstring>
 #include <string_view>
+#include <type_traits>
 
 #include "hoop/c.h"
 #include "hoop/core.h"
@@ -40,8 +42,18 @@ int guard_int(F&& body) noexcept {
 /// invalid_argument naming `what` when `pointer` is null.
 Status check_not_null(const void* pointer, std::string_view what);
 
+/// The integer a C caller stored in an enum argument or field, read as bytes: C lets any int
+/// sit there, and loading one outside the enumerators as the enum type is undefined in C++
+/// (UBSan stops on it).
+template <typename E>
+long long raw_enum(const E& value) {
+  std::underlying_type_t<E> raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  return static_cast<long long>(raw);
+}
+
 /// The C++ values of C enum values, or invalid_argument naming the argument.
-Result<DataType> dtype_of(hoop_dtype_t dtype);
-Result<ReduceOp> op_of(hoop_reduce_op_t op);
+Result<DataType> dtype_of(const hoop_dtype_t& dtype);
+Result<ReduceOp> op_of(const hoop_reduce_op_t& op);
 
 }  // namespace hoop::c_abi

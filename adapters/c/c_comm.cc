@@ -10,8 +10,9 @@
 namespace hoop::c_abi {
 namespace {
 
-Result<std::optional<Algorithm>> algorithm_of(hoop_algorithm_t algorithm) {
-  switch (algorithm) {
+Result<std::optional<Algorithm>> algorithm_of(const hoop_algorithm_t& algorithm) {
+  const long long value = raw_enum(algorithm);
+  switch (value) {
     case HOOP_ALGO_FROM_ENV:
       return std::optional<Algorithm>();
     case HOOP_ALGO_AUTO:
@@ -27,8 +28,7 @@ Result<std::optional<Algorithm>> algorithm_of(hoop_algorithm_t algorithm) {
     case HOOP_ALGO_HIERARCHICAL:
       return std::optional(Algorithm::kHierarchical);
   }
-  return invalid_argument("algorithm: unknown algorithm " +
-                          std::to_string(static_cast<int>(algorithm)));
+  return invalid_argument("algorithm: unknown algorithm " + std::to_string(value));
 }
 
 Result<CommunicatorOptions> options_of(const hoop_comm_options_t* options) {

@@ -30,12 +30,16 @@ using StartFn = Request (*)(Communicator&, const O&);
 /// arguments>...)` that is the one place its C arguments become C++ options, and its C++
 /// forms. kStart is null for the calls that have no non-blocking form (send, recv), so that
 /// asking for one does not compile.
-template <typename O, auto kBuild, RunFn<O> kRun, StartFn<O> kStart = nullptr>
+template <typename O, auto kBuild, RunFn<O> kRun, auto kStart = nullptr>
 struct Described {
   using Options = O;
   static constexpr auto build = kBuild;
   static constexpr auto run = kRun;
   static constexpr auto start = kStart;
+  // From the type, not the pointer's value: under the sanitizers a function's address is not a
+  // constant expression.
+  static constexpr bool can_start = !std::is_null_pointer_v<decltype(kStart)>;
+  static_assert(!can_start || std::is_same_v<decltype(kStart), StartFn<O>>);
 };
 
 /// call<C>'s mode: run the blocking form and return its status.
@@ -52,7 +56,7 @@ template <typename C, typename Mode, typename... Args>
 hoop_status_t call(hoop_comm_t* comm, Mode mode, const Args&... args) noexcept {
   return guard([&]() -> Status {
     if constexpr (std::is_same_v<Mode, Start>) {
-      static_assert(C::start != nullptr, "this call has no non-blocking form");
+      static_assert(C::can_start, "this call has no non-blocking form");
       // Before anything starts: a call started on this rank alone, whose request the caller
       // could not see, would stay in the order every rank must keep.
       HOOP_RETURN_IF_ERROR(check_not_null(mode.out, "request"));

@@ -73,15 +73,15 @@ Status check_not_null(const void* pointer, std::string_view what) {
   return Status::success();
 }
 
-Result<DataType> dtype_of(hoop_dtype_t dtype) {
-  const int value = static_cast<int>(dtype);
+Result<DataType> dtype_of(const hoop_dtype_t& dtype) {
+  const long long value = raw_enum(dtype);
   if (value < 0 || value > static_cast<int>(DataType::kI16))
     return invalid_argument("dtype: unknown data type " + std::to_string(value));
   return static_cast<DataType>(value);
 }
 
-Result<ReduceOp> op_of(hoop_reduce_op_t op) {
-  const int value = static_cast<int>(op);
+Result<ReduceOp> op_of(const hoop_reduce_op_t& op) {
+  const long long value = raw_enum(op);
   if (value < 0 || value > static_cast<int>(ReduceOp::kAdasum))
     return invalid_argument("op: unknown reduce op " + std::to_string(value));
   return static_cast<ReduceOp>(value);

@@ -3,7 +3,7 @@
 // bench/run_peers.sh can put hoop next to Open MPI and Gloo.
 //
 //   build/bin/hooprun -np 2 build/bin/hoop-bench -b 8 -e 64M -f 2 --collective allreduce
-//       [--algo auto|ring|recursive_doubling|rabenseifner|tree|hierarchical]
+//       [-r ROOT] [--algo auto|ring|recursive_doubling|rabenseifner|tree|hierarchical]
 //       [--transport auto|tcp|shm|ucx|mpi] [-g] [--json FILE]
 //
 // -g/--device runs the collectives on CUDA device buffers (the device of local rank % device
@@ -14,16 +14,15 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "bench/common/allreduce_bench.h"
-#include "bench/hoop_bench_collectives.h"
+#include "bench/common/collective_bench.h"
 #include "bench/hoop_bench_device.h"
 #include "bench/hoop_bench_peer.h"
 #include "hoop/communicator.h"
@@ -32,9 +31,6 @@ namespace hoop::bench {
 namespace {
 
 constexpr char kProgram[] = "hoop-bench";
-constexpr std::array kEveryCollective = {Collective::kAllreduce, Collective::kBroadcast,
-                                         Collective::kAllgather, Collective::kReduceScatter,
-                                         Collective::kAlltoall};
 
 struct Flags {
   BenchOptions bench;
@@ -46,7 +42,7 @@ struct Flags {
 
 // With --collective all, each collective's report goes to FILE with the collective's name
 // before the extension (r.json -> r.allgather.json), since one report holds one table.
-std::string json_path_for(const std::string& path, Collective collective, bool several) {
+std::string json_path_for(const std::string& path, BenchCollective collective, bool several) {
   if (path.empty() || !several) return path;
   const std::size_t slash = path.find_last_of('/');
   const std::size_t dot = path.find_last_of('.');
@@ -62,7 +58,8 @@ std::optional<int> parse_flags(int argc, char** argv, Flags& flags) {
   CLI::App app{"hoop's collectives, timed and checked like nccl-tests' *_perf programs"};
   add_bench_flags(app, flags.bench);
   app.add_option("--collective", flags.collective,
-                 "allreduce, broadcast, allgather, reduce_scatter, alltoall or all")
+                 "allreduce, broadcast, allgather, reduce_scatter, alltoall, reduce, gather, "
+                 "scatter, sendrecv, or all (sendrecv only with 2 ranks or more)")
       ->check([](const std::string& name) -> std::string {
         if (name == "all" || parse_collective(name)) return "";
         return fmt::format("unknown collective '{}'", name);
@@ -106,9 +103,10 @@ int run(int argc, char** argv) {
   Flags flags;
   if (const std::optional<int> code = parse_flags(argc, argv, flags)) return *code;
   const Algorithm algorithm = *parse_algorithm(flags.algo);
-  std::vector<Collective> collectives;
-  if (flags.collective == "all") {
-    collectives.assign(kEveryCollective.begin(), kEveryCollective.end());
+  const bool every = flags.collective == "all";
+  std::vector<BenchCollective> collectives;
+  if (every) {
+    collectives.assign(std::begin(kAllBenchCollectives), std::end(kAllBenchCollectives));
   } else {
     collectives.push_back(*parse_collective(flags.collective));
   }
@@ -128,13 +126,16 @@ int run(int argc, char** argv) {
   HoopPeer peer(std::move(*comm), algorithm, device);
 
   std::int64_t wrong = 0;
-  for (const Collective collective : collectives) {
+  for (const BenchCollective collective : collectives) {
+    // One rank has no next rank to send to: `all` leaves sendrecv out there.
+    if (every && collective == BenchCollective::kSendrecv && peer.size() < 2) {
+      if (peer.rank() == 0) fmt::print("# sendrecv skipped: it needs 2 ranks or more\n");
+      continue;
+    }
     BenchOptions options = flags.bench;
-    options.json_path = json_path_for(options.json_path, collective, collectives.size() > 1);
+    options.json_path = json_path_for(options.json_path, collective, every);
     const Result<std::int64_t> result =
-        collective == Collective::kAllreduce
-            ? run_allreduce_bench(options, peer, kProgram, stdout)
-            : run_collective_bench(options, peer, collective, kProgram, stdout);
+        run_collective_bench(options, peer, collective, kProgram, stdout);
     if (!result.ok()) return exit_code(result.status(), peer.rank());
     wrong += *result;
   }

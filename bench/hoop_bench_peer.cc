@@ -32,6 +32,11 @@ std::string HoopPeer::description() const {
   return describe(fmt::format("allreduce, algo {}", algorithm_name(shown)));
 }
 
+std::string HoopPeer::describe_collective(BenchCollective collective) const {
+  if (collective == BenchCollective::kAllreduce) return description();
+  return describe(std::string(collective_name(collective)));
+}
+
 Status HoopPeer::supports(DataType /*dtype*/, ReduceOp /*op*/) const {
   // hoop reduces every DataType with every ReduceOp.
   return Status::success();
@@ -47,6 +52,56 @@ Status HoopPeer::allreduce(const void* send, void* recv, std::size_t count, Data
   o.op = op;
   o.algorithm = algorithm_;
   return hoop::allreduce(*comm_, o);
+}
+
+Status HoopPeer::run(const CollectiveCall& c) {
+  Communicator& comm = *comm_;
+  switch (c.collective) {
+    case BenchCollective::kAllreduce:
+      return allreduce(c.input, c.output, c.count, c.dtype, c.op);
+    case BenchCollective::kBroadcast:
+      // The root's input is its buffer (the same as its output in place); the others receive.
+      return hoop::broadcast(comm, {.buffer = rank() == c.root ? c.input : c.output,
+                                    .count = c.count,
+                                    .dtype = c.dtype,
+                                    .root = c.root});
+    case BenchCollective::kAllgather:
+      return hoop::allgather(
+          comm, {.input = c.input, .output = c.output, .count = c.count, .dtype = c.dtype});
+    case BenchCollective::kReduceScatter:
+      return hoop::reduce_scatter(
+          comm,
+          {.input = c.input, .output = c.output, .count = c.count, .dtype = c.dtype, .op = c.op});
+    case BenchCollective::kAlltoall:
+      return hoop::alltoall(
+          comm, {.input = c.input, .output = c.output, .count = c.count, .dtype = c.dtype});
+    case BenchCollective::kReduce:
+      return hoop::reduce(comm, {.input = c.input,
+                                 .output = c.output,
+                                 .count = c.count,
+                                 .dtype = c.dtype,
+                                 .op = c.op,
+                                 .root = c.root});
+    case BenchCollective::kGather:
+      return hoop::gather(comm, {.input = c.input,
+                                 .output = c.output,
+                                 .count = c.count,
+                                 .dtype = c.dtype,
+                                 .root = c.root});
+    case BenchCollective::kScatter:
+      return hoop::scatter(comm, {.input = c.input,
+                                  .output = c.output,
+                                  .count = c.count,
+                                  .dtype = c.dtype,
+                                  .root = c.root});
+    case BenchCollective::kSendrecv: {
+      const int n = size();
+      return hoop::sendrecv(
+          comm, {.data = c.input, .count = c.count, .dtype = c.dtype, .peer = (rank() + 1) % n},
+          {.data = c.output, .count = c.count, .dtype = c.dtype, .peer = (rank() + n - 1) % n});
+    }
+  }
+  return invalid_argument("hoop-bench: unknown collective");
 }
 
 Result<std::unique_ptr<BenchBuffer>> HoopPeer::allocate(std::size_t bytes) {

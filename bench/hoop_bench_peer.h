@@ -1,5 +1,5 @@
-// HoopPeer: hoop's allreduce behind the shared nccl-tests loop (bench/common), plus the helpers
-// (barrier, max, sum, gather of header lines) that the loops of the other collectives use too.
+// HoopPeer: hoop's collectives and point-to-point sendrecv behind the shared nccl-tests loops
+// (bench/common).
 #pragma once
 
 #include <cstdint>
@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/allreduce_bench.h"
+#include "bench/common/collective_bench.h"
 #include "hoop/communicator.h"
 
 namespace hoop::bench {
 
-class HoopPeer final : public AllreducePeer {
+class HoopPeer final : public CollectivePeer {
  public:
   /// `algorithm` is passed to every timed allreduce; kAuto leaves the choice to hoop. The
   /// benchmark's buffers live on CUDA device `device`, or in host memory for kCpuDevice.
@@ -29,13 +29,13 @@ class HoopPeer final : public AllreducePeer {
   Result<std::int64_t> sum_over_ranks(std::int64_t value) override;
   Result<std::vector<std::string>> gather_lines(const std::string& line) override;
   Result<std::unique_ptr<BenchBuffer>> allocate(std::size_t bytes) override;
+  std::string describe_collective(BenchCollective collective) const override;
+  Status run(const CollectiveCall& call) override;
 
-  /// The communicator the other collectives run on.
-  Communicator& comm() { return *comm_; }
+ private:
   /// "hoop <what>, transport tcp[, buffers on cuda:0]": the table header's implementation line.
   std::string describe(const std::string& what) const;
 
- private:
   std::unique_ptr<Communicator> comm_;
   Algorithm algorithm_;
   int device_;

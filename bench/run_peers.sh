@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Runs the allreduce peers side by side on loopback -- the TCP bound (2 ranks), Open MPI over
-# TCP, Gloo ring_chunked and halving_doubling, and hoop-bench once it is built -- with the same
-# nccl-tests flags, R times each, and prints one Markdown table per rank count with the MEDIAN
-# time and busbw of every peer at every size.
+# Runs the peers of one collective side by side on loopback -- for allreduce the TCP bound (2
+# ranks), Open MPI over TCP, Gloo ring_chunked and halving_doubling, and hoop-bench once it is
+# built; for the others Open MPI and hoop-bench (plus the TCP bound for sendrecv) -- with the
+# same nccl-tests flags, R times each, and prints one Markdown table per rank count with the
+# MEDIAN time and busbw of every peer at every size.
 #
-#   bench/run_peers.sh [-R 5] [--ranks "2 4"] [-b 8] [-e 64M] [-f 2] [--bin build/bin]
-#                      [--peer 'NAME=COMMAND'] [--in-place] [--out DIR]
+#   bench/run_peers.sh [--collective allreduce] [-R 5] [--ranks "2 4"] [-b 8] [-e 64M] [-f 2]
+#                      [--bin build/bin] [--peer 'NAME=COMMAND'] [--ratio A/B] [--in-place]
+#                      [--out DIR]
 #
 # A peer is any command that prints the nccl-tests table and accepts its flags plus --json FILE;
-# in COMMAND, {n} stands for the rank count, {bin} for the binary folder. The script appends the
-# flags and reads the JSON, so hoop-bench joins with
-#   --peer 'hoop={bin}/hooprun -np {n} {bin}/hoop-bench --collective allreduce --transport tcp'
+# in COMMAND, {n} stands for the rank count, {bin} for the binary folder, {collective} for
+# --collective. The script appends the flags and reads the JSON, so hoop-bench joins with
+#   --peer 'hoop={bin}/hooprun -np {n} {bin}/hoop-bench --collective {collective} --transport tcp'
 # and is added that way automatically when {bin}/hoop-bench and {bin}/hooprun exist.
 #
 # Repetitions are interleaved (every peer once, then every peer again) so that slow phases of a
@@ -21,6 +23,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 
+collective=allreduce
 reps=5
 ranks="2 4"
 bin="$repo/build/bin"
@@ -35,12 +38,15 @@ large_warmup=1
 variant=out_of_place
 out=""
 declare -a extra_peers=()
+declare -a ratios=()
 default_peers=1
 
 usage() {
-  sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   cat <<EOF
 Options:
+  --collective NAME  allreduce, broadcast, allgather, reduce_scatter, alltoall, reduce, gather,
+                     scatter or sendrecv (default $collective)
   -R N               repetitions per peer and rank count (default $reps)
   --ranks "N ..."    rank counts (default "$ranks")
   -b, -e, -f         min bytes, max bytes, step factor (default $minbytes, $maxbytes, $factor)
@@ -49,8 +55,11 @@ Options:
   --large-iters N    iterations above --split (default $large_iters)
   --large-warmup N   warm-up above --split (default $large_warmup)
   --bin DIR          where the binaries are (default build/bin)
-  --peer NAME=CMD    add a peer (repeatable); {n} = rank count, {bin} = --bin
-  --only-extra       run only the --peer peers (and the TCP bound)
+  --peer NAME=CMD    add a peer (repeatable); {n} = rank count, {bin} = --bin,
+                     {collective} = --collective
+  --only-extra       run only the --peer peers (and the TCP bound, for allreduce and sendrecv)
+  --no-bound         leave the TCP bound out
+  --ratio A/B        add a column: peer A's median time / peer B's (repeatable)
   --in-place         tabulate the in-place columns instead of the out-of-place ones
   --out DIR          keep the JSON reports and logs here (default: a new temporary folder)
 EOF
@@ -58,6 +67,7 @@ EOF
 
 while (($#)); do
   case "$1" in
+    --collective) collective="$2"; shift 2 ;;
     -R) reps="$2"; shift 2 ;;
     --ranks) ranks="$2"; shift 2 ;;
     -b) minbytes="$2"; shift 2 ;;
@@ -71,12 +81,23 @@ while (($#)); do
     --bin) bin="$(cd "$2" && pwd)"; shift 2 ;;
     --peer) extra_peers+=("$2"); shift 2 ;;
     --only-extra) default_peers=0; shift ;;
+    --no-bound) bound=0; shift ;;
+    --ratio) ratios+=(--ratio "$2"); shift 2 ;;
     --in-place) variant=in_place; shift ;;
     --out) out="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run_peers.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+
+# The bidirectional TCP probe bounds what 2 ranks can reach when each sends and receives the
+# whole size at once: allreduce's exchange and sendrecv's ring; the other collectives move data
+# one way between a pair, so it would not bound them.
+case "$collective" in
+  allreduce|sendrecv) bound=${bound:-1} ;;
+  broadcast|allgather|reduce_scatter|alltoall|reduce|gather|scatter) bound=0 ;;
+  *) echo "run_peers.sh: unknown collective $collective (see --help)" >&2; exit 2 ;;
+esac
 
 to_bytes() {  # 64M -> 67108864, as the binaries' -b/-e parse it
   local v="$1" mult=1
@@ -105,18 +126,21 @@ if [[ "$(id -u)" == 0 ]]; then mpirun_base+=(--allow-run-as-root); fi
 
 declare -a peers=()
 if ((default_peers)); then
-  for exe in peer_mpi_allreduce peer_gloo_allreduce; do
+  # Gloo's peer runs allreduce only.
+  wanted=(peer_mpi_allreduce)
+  if [[ "$collective" == allreduce ]]; then wanted+=(peer_gloo_allreduce); fi
+  for exe in "${wanted[@]}"; do
     [[ -x "$bin/$exe" ]] || echo "run_peers.sh: $bin/$exe not built, skipping it" >&2
   done
   if [[ -x "$bin/peer_mpi_allreduce" ]]; then
-    peers+=("mpi=${mpirun_base[*]} -np {n} --mca pml ob1 --mca btl self,tcp {bin}/peer_mpi_allreduce")
+    peers+=("mpi=${mpirun_base[*]} -np {n} --mca pml ob1 --mca btl self,tcp {bin}/peer_mpi_allreduce --collective {collective}")
   fi
-  if [[ -x "$bin/peer_gloo_allreduce" ]]; then
+  if [[ "$collective" == allreduce && -x "$bin/peer_gloo_allreduce" ]]; then
     peers+=("gloo_ring_chunked=${mpirun_base[*]} -np {n} {bin}/peer_gloo_allreduce --algo ring_chunked")
     peers+=("gloo_halving_doubling=${mpirun_base[*]} -np {n} {bin}/peer_gloo_allreduce --algo halving_doubling")
   fi
   if [[ -x "$bin/hoop-bench" && -x "$bin/hooprun" ]]; then
-    peers+=("hoop={bin}/hooprun -np {n} {bin}/hoop-bench --collective allreduce --transport tcp")
+    peers+=("hoop={bin}/hooprun -np {n} {bin}/hoop-bench --collective {collective} --transport tcp")
   fi
 fi
 peers+=("${extra_peers[@]}")
@@ -154,11 +178,11 @@ sweep() {
   fi
 }
 
-echo "run_peers.sh: $reps repetitions, ranks $ranks, sizes $minbytes..$maxbytes x$factor, reports in $out" >&2
+echo "run_peers.sh: $collective, $reps repetitions, ranks $ranks, sizes $minbytes..$maxbytes x$factor, reports in $out" >&2
 start=$SECONDS
 for ((rep = 1; rep <= reps; rep++)); do
   for n in $ranks; do
-    if [[ "$n" == 2 ]]; then
+    if [[ "$n" == 2 ]] && ((bound)); then
       sweep tcp_bound 2 "$rep" "$bin/tcp_bound"
     fi
     for peer in "${peers[@]}"; do
@@ -166,6 +190,7 @@ for ((rep = 1; rep <= reps; rep++)); do
       cmd="${peer#*=}"
       cmd="${cmd//\{n\}/$n}"
       cmd="${cmd//\{bin\}/$bin}"
+      cmd="${cmd//\{collective\}/$collective}"
       # The peer command is a command line given as text; word splitting is intended.
       # shellcheck disable=SC2086
       sweep "$label" "$n" "$rep" $cmd -d f32 -o sum -c 1
@@ -174,5 +199,5 @@ for ((rep = 1; rep <= reps; rep++)); do
   echo "run_peers.sh: repetition $rep of $reps done after $((SECONDS - start)) s" >&2
 done
 
-python3 "$here/peers/summarize_peers.py" --variant "$variant" "$manifest"
+python3 "$here/peers/summarize_peers.py" --variant "$variant" "${ratios[@]}" "$manifest"
 echo "run_peers.sh: total $((SECONDS - start)) s; JSON reports and logs in $out" >&2

@@ -75,7 +75,7 @@ Result<Row> measure(AllreducePeer& peer, const BenchOptions& options, BenchBuffe
   row.dtype = c.dtype;
   row.op = c.op;
   row.root = -1;
-  const double factor = bus_factor(Collective::kAllreduce, peer.size());
+  const double factor = bus_factor(BenchCollective::kAllreduce, peer.size());
   row.out_of_place = make_measurement(row.bytes, oop_us, factor, oop_wrong);
   row.in_place = make_measurement(row.bytes, ip_us, factor, ip_wrong);
   return row;
@@ -110,10 +110,10 @@ Result<std::int64_t> run_allreduce_bench(const BenchOptions& options, AllreduceP
 
   std::optional<Report> report;
   if (peer.rank() == 0) {
-    report.emplace(
-        options,
-        RunInfo{program, peer.description(), Collective::kAllreduce, peer.size(), std::move(lines)},
-        out);
+    report.emplace(options,
+                   RunInfo{program, peer.description(), BenchCollective::kAllreduce, peer.size(),
+                           std::move(lines)},
+                   out);
     report->print_header();
   }
   const auto note = [&report](const std::string& text) {

@@ -32,6 +32,7 @@ std::string format_wrong(std::int64_t wrong) {
 }
 
 nlohmann::json measurement_json(const Measurement& m) {
+  if (!m.measured) return nullptr;
   nlohmann::json j{
       {"time_us", m.time_us}, {"algbw_gbps", m.algbw_gbps}, {"busbw_gbps", m.busbw_gbps}};
   j["wrong"] = m.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(m.wrong);
@@ -58,40 +59,87 @@ std::vector<T> parse_list(const std::string& text, const T (&all)[N], Parse pars
 
 }  // namespace
 
-std::optional<Collective> parse_collective(std::string_view name) {
+std::string_view collective_name(BenchCollective collective) {
+  switch (collective) {
+    case BenchCollective::kAllreduce:
+      return "allreduce";
+    case BenchCollective::kBroadcast:
+      return "broadcast";
+    case BenchCollective::kAllgather:
+      return "allgather";
+    case BenchCollective::kReduceScatter:
+      return "reduce_scatter";
+    case BenchCollective::kAlltoall:
+      return "alltoall";
+    case BenchCollective::kReduce:
+      return "reduce";
+    case BenchCollective::kGather:
+      return "gather";
+    case BenchCollective::kScatter:
+      return "scatter";
+    case BenchCollective::kSendrecv:
+      return "sendrecv";
+  }
+  return "unknown";
+}
+
+std::optional<BenchCollective> parse_collective(std::string_view name) {
   std::string key = lower(name);
   std::erase(key, '_');
   std::erase(key, '-');
-  if (key == "allreduce") return Collective::kAllreduce;
-  if (key == "allgather") return Collective::kAllgather;
-  if (key == "reducescatter") return Collective::kReduceScatter;
-  if (key == "alltoall") return Collective::kAlltoall;
-  if (key == "broadcast" || key == "bcast") return Collective::kBroadcast;
+  if (key == "bcast") return BenchCollective::kBroadcast;
+  for (const BenchCollective collective : kAllBenchCollectives) {
+    std::string known(collective_name(collective));
+    std::erase(known, '_');
+    if (key == known) return collective;
+  }
   return std::nullopt;
 }
 
-double bus_factor(Collective collective, int nranks) {
+double bus_factor(BenchCollective collective, int nranks) {
   const double n = nranks;
   switch (collective) {
-    case Collective::kAllreduce:
+    case BenchCollective::kAllreduce:
       return 2.0 * (n - 1.0) / n;
-    case Collective::kAllgather:
-    case Collective::kAllgatherv:
-    case Collective::kReduceScatter:
-    case Collective::kReduceScatterv:
-    case Collective::kAlltoall:
-    case Collective::kAlltoallv:
-    case Collective::kGather:
-    case Collective::kGatherv:
-    case Collective::kScatter:
-    case Collective::kScatterv:
+    case BenchCollective::kAllgather:
+    case BenchCollective::kReduceScatter:
+    case BenchCollective::kAlltoall:
+    case BenchCollective::kGather:
+    case BenchCollective::kScatter:
       return (n - 1.0) / n;
-    case Collective::kBroadcast:
-    case Collective::kReduce:
-    case Collective::kBarrier:
+    case BenchCollective::kBroadcast:
+    case BenchCollective::kReduce:
+    case BenchCollective::kSendrecv:
       return 1.0;
   }
   return 1.0;
+}
+
+bool is_rooted(BenchCollective collective) {
+  return collective == BenchCollective::kBroadcast || collective == BenchCollective::kReduce ||
+         collective == BenchCollective::kGather || collective == BenchCollective::kScatter;
+}
+
+bool reduces(BenchCollective collective) {
+  return collective == BenchCollective::kAllreduce ||
+         collective == BenchCollective::kReduceScatter || collective == BenchCollective::kReduce;
+}
+
+int blocks_per_size(BenchCollective collective, int nranks) {
+  switch (collective) {
+    case BenchCollective::kAllgather:
+    case BenchCollective::kReduceScatter:
+    case BenchCollective::kAlltoall:
+    case BenchCollective::kGather:
+    case BenchCollective::kScatter:
+      return nranks;
+    case BenchCollective::kAllreduce:
+    case BenchCollective::kBroadcast:
+    case BenchCollective::kReduce:
+    case BenchCollective::kSendrecv:
+      return 1;
+  }
+  return 1;
 }
 
 std::optional<std::size_t> parse_bytes(std::string_view text) {
@@ -201,6 +249,12 @@ Measurement make_measurement(std::size_t bytes, double time_us, double factor, s
   return m;
 }
 
+Measurement not_measured() {
+  Measurement m;
+  m.measured = false;
+  return m;
+}
+
 std::string local_rank_line(int rank) {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown");
@@ -253,6 +307,10 @@ void Report::add_row(const Row& row) {
       fmt::format("{:12d}  {:12d}  {:>8s}  {:>6s}  {:6d}", row.bytes, row.count,
                   dtype_name(row.dtype), row.op ? op_name(*row.op) : "none", row.root);
   for (const Measurement* m : {&row.out_of_place, &row.in_place}) {
+    if (!m->measured) {
+      line += fmt::format("  {:>7s}  {:>6s}  {:>6s}  {:>6s}", "N/A", "N/A", "N/A", "N/A");
+      continue;
+    }
     line += fmt::format("  {}  {:6.2f}  {:6.2f}  {:>6s}", format_time(m->time_us), m->algbw_gbps,
                         m->busbw_gbps, format_wrong(m->wrong));
   }
@@ -278,8 +336,11 @@ double Report::avg_busbw_gbps() const {
   double total = 0;
   std::size_t n = 0;
   for (const Row& row : rows_) {
-    total += row.out_of_place.busbw_gbps + row.in_place.busbw_gbps;
-    n += 2;
+    for (const Measurement* m : {&row.out_of_place, &row.in_place}) {
+      if (!m->measured) continue;
+      total += m->busbw_gbps;
+      ++n;
+    }
   }
   return n == 0 ? 0.0 : total / static_cast<double>(n);
 }

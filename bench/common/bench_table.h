@@ -25,13 +25,43 @@ class App;
 
 namespace hoop::bench {
 
-// The collectives are hoop::Collective (hoop/communicator.h), named by hoop::collective_name.
+/// What a table measures: the collectives of hoop/communicator.h that nccl-tests has a *_perf
+/// program for, plus sendrecv_perf's ring (every rank sends to rank + 1 and receives from
+/// rank - 1). hoop::Collective lists call fingerprints, which point-to-point calls do not have,
+/// hence a list of its own.
+enum class BenchCollective : std::uint8_t {
+  kAllreduce,
+  kBroadcast,
+  kAllgather,
+  kReduceScatter,
+  kAlltoall,
+  kReduce,
+  kGather,
+  kScatter,
+  kSendrecv
+};
+/// Every BenchCollective, in the order `--collective all` runs them.
+inline constexpr BenchCollective kAllBenchCollectives[] = {
+    BenchCollective::kAllreduce,     BenchCollective::kBroadcast, BenchCollective::kAllgather,
+    BenchCollective::kReduceScatter, BenchCollective::kAlltoall,  BenchCollective::kReduce,
+    BenchCollective::kGather,        BenchCollective::kScatter,   BenchCollective::kSendrecv};
 
-/// Parses the name of a collective the table can weigh (allreduce, allgather, reduce_scatter,
-/// alltoall, broadcast); accepts "all_reduce" style spellings too.
-std::optional<Collective> parse_collective(std::string_view name);
+/// "allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "reduce", "gather",
+/// "scatter" or "sendrecv".
+std::string_view collective_name(BenchCollective collective);
+/// Parses a name as collective_name prints it; accepts "all_reduce", "bcast" and "send_recv"
+/// style spellings too.
+std::optional<BenchCollective> parse_collective(std::string_view name);
 /// busbw / algbw for `collective` on `nranks` ranks, as nccl-tests defines it.
-double bus_factor(Collective collective, int nranks);
+double bus_factor(BenchCollective collective, int nranks);
+/// Whether -r/--root applies (broadcast, reduce, gather, scatter); the others print root -1.
+bool is_rooted(BenchCollective collective);
+/// Whether the collective reduces, so that the table has one block of rows per -o op.
+bool reduces(BenchCollective collective);
+/// Number of per-rank blocks in the buffer the table's size counts: the rank count for
+/// allgather, reduce_scatter, alltoall, gather and scatter (whose count column is per rank),
+/// one for the others.
+int blocks_per_size(BenchCollective collective, int nranks);
 
 /// Parses a byte count with an optional K, M or G suffix (powers of 1024): "8", "64M", "1G".
 std::optional<std::size_t> parse_bytes(std::string_view text);
@@ -59,6 +89,7 @@ std::vector<std::size_t> message_sizes(const BenchOptions& options, std::size_t 
 
 /// One timed variant (out-of-place or in-place) of one table row.
 struct Measurement {
+  bool measured = true;     // false: the variant does not exist (sendrecv in place); prints N/A
   double time_us = 0;       // per iteration, slowest rank
   double algbw_gbps = 0;    // bytes / time, GB = 1e9
   double busbw_gbps = 0;    // algbw x bus_factor
@@ -68,6 +99,8 @@ struct Measurement {
 /// Builds a Measurement from a byte count, a time and a wrong-element count.
 Measurement make_measurement(std::size_t bytes, double time_us, double bus_factor,
                              std::int64_t wrong);
+/// The Measurement of a variant that does not exist.
+Measurement not_measured();
 
 /// One line of the table.
 struct Row {
@@ -90,7 +123,7 @@ struct Row {
 struct RunInfo {
   std::string program;         // e.g. "peer_mpi_allreduce"
   std::string implementation;  // e.g. "Open MPI 4.1.4, pml ob1, btl tcp"
-  Collective collective = Collective::kAllreduce;
+  BenchCollective collective = BenchCollective::kAllreduce;
   int nranks = 1;
   std::vector<std::string> rank_lines;  // one per rank, from local_rank_line()
 };
@@ -112,7 +145,7 @@ class Report {
   /// Prints the closing lines (wrong total, average bus bandwidth) and writes the JSON file.
   Status finish();
 
-  /// Mean busbw over every measurement printed so far (out-of-place and in-place).
+  /// Mean busbw over every measurement printed so far (out-of-place and in-place, N/A left out).
   double avg_busbw_gbps() const;
   /// Sum of the wrong counts of every checked measurement.
   std::int64_t wrong_total() const;

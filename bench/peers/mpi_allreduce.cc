@@ -1,8 +1,11 @@
-// peer_mpi_allreduce: MPI_Allreduce (out-of-place and MPI_IN_PLACE) through the shared
-// nccl-tests loop, so that Open MPI's numbers sit next to hoop's in the same table.
+// peer_mpi_allreduce: MPI's collectives (out-of-place and MPI_IN_PLACE) through the shared
+// nccl-tests loops, so that Open MPI's numbers sit next to hoop's in the same table.
+// --collective picks one: MPI_Allreduce (the default, which gave the program its name),
+// MPI_Bcast, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Alltoall, MPI_Reduce, MPI_Gather,
+// MPI_Scatter or MPI_Sendrecv (to rank + 1, from rank - 1).
 //
 //   mpirun --allow-run-as-root -np 2 --mca pml ob1 --mca btl self,tcp
-//          build/bin/peer_mpi_allreduce -b 8 -e 64M -f 2 --json mpi.json
+//          build/bin/peer_mpi_allreduce -b 8 -e 64M -f 2 [--collective reduce] --json mpi.json
 #include <fmt/format.h>
 #include <mpi.h>
 
@@ -11,7 +14,7 @@
 #include <cstdlib>
 #include <optional>
 
-#include "bench/common/allreduce_bench.h"
+#include "bench/common/collective_bench.h"
 
 namespace hoop::bench {
 namespace {
@@ -72,7 +75,32 @@ std::string mca_setting(const char* name) {
   return value != nullptr ? value : "default";
 }
 
-class MpiPeer final : public AllreducePeer {
+// The MPI function a table measures.
+const char* mpi_function(BenchCollective collective) {
+  switch (collective) {
+    case BenchCollective::kAllreduce:
+      return "MPI_Allreduce";
+    case BenchCollective::kBroadcast:
+      return "MPI_Bcast";
+    case BenchCollective::kAllgather:
+      return "MPI_Allgather";
+    case BenchCollective::kReduceScatter:
+      return "MPI_Reduce_scatter_block";
+    case BenchCollective::kAlltoall:
+      return "MPI_Alltoall";
+    case BenchCollective::kReduce:
+      return "MPI_Reduce";
+    case BenchCollective::kGather:
+      return "MPI_Gather";
+    case BenchCollective::kScatter:
+      return "MPI_Scatter";
+    case BenchCollective::kSendrecv:
+      return "MPI_Sendrecv";
+  }
+  return "MPI";
+}
+
+class MpiPeer final : public CollectivePeer {
  public:
   MpiPeer() {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -83,12 +111,16 @@ class MpiPeer final : public AllreducePeer {
   int size() const override { return size_; }
 
   std::string description() const override {
+    return describe_collective(BenchCollective::kAllreduce);
+  }
+
+  std::string describe_collective(BenchCollective collective) const override {
     char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
     int length = 0;
     MPI_Get_library_version(version, &length);
     std::string name(version, static_cast<std::size_t>(length));
     name = name.substr(0, name.find_first_of(",\n"));
-    return fmt::format("{}, MPI_Allreduce, pml {}, btl {}", name, mca_setting("pml"),
+    return fmt::format("{}, {}, pml {}, btl {}", name, mpi_function(collective), mca_setting("pml"),
                        mca_setting("btl"));
   }
 
@@ -110,6 +142,8 @@ class MpiPeer final : public AllreducePeer {
                                     *mpi_op(op), MPI_COMM_WORLD),
                       "MPI_Allreduce");
   }
+
+  Status run(const CollectiveCall& c) override;
 
   Status barrier() override { return mpi_status(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
 
@@ -145,18 +179,78 @@ class MpiPeer final : public AllreducePeer {
   int size_ = 1;
 };
 
+// Collectives that only move data move bytes, so every dtype runs (MPI 3.1 has no 16-bit
+// floats); the reducing ones use the dtype's MPI type, which supports() has checked.
+Status MpiPeer::run(const CollectiveCall& c) {
+  const std::size_t bytes = c.count * dtype_size(c.dtype);
+  if (bytes > static_cast<std::size_t>(INT_MAX))
+    return invalid_argument(fmt::format("MPI counts are int; {} bytes is too many", bytes));
+  const int count = static_cast<int>(c.count);
+  const int nbytes = static_cast<int>(bytes);
+  const bool root_in_place = c.in_place && rank_ == c.root;
+  // MPI takes MPI_IN_PLACE where hoop takes aliased buffers (collective_bench.h).
+  void* const in_place_input = c.in_place ? MPI_IN_PLACE : c.input;
+  int rc = MPI_SUCCESS;
+  switch (c.collective) {
+    case BenchCollective::kAllreduce:
+      return allreduce(c.input, c.output, c.count, c.dtype, c.op);
+    case BenchCollective::kBroadcast:
+      rc =
+          MPI_Bcast(rank_ == c.root ? c.input : c.output, nbytes, MPI_BYTE, c.root, MPI_COMM_WORLD);
+      break;
+    case BenchCollective::kAllgather:
+      rc = MPI_Allgather(in_place_input, nbytes, MPI_BYTE, c.output, nbytes, MPI_BYTE,
+                         MPI_COMM_WORLD);
+      break;
+    case BenchCollective::kReduceScatter:
+      rc = MPI_Reduce_scatter_block(in_place_input, c.output, count, *mpi_type(c.dtype),
+                                    *mpi_op(c.op), MPI_COMM_WORLD);
+      break;
+    case BenchCollective::kAlltoall:
+      rc = MPI_Alltoall(in_place_input, nbytes, MPI_BYTE, c.output, nbytes, MPI_BYTE,
+                        MPI_COMM_WORLD);
+      break;
+    case BenchCollective::kReduce:
+      rc = MPI_Reduce(root_in_place ? MPI_IN_PLACE : c.input, c.output, count, *mpi_type(c.dtype),
+                      *mpi_op(c.op), c.root, MPI_COMM_WORLD);
+      break;
+    case BenchCollective::kGather:
+      rc = MPI_Gather(root_in_place ? MPI_IN_PLACE : c.input, nbytes, MPI_BYTE, c.output, nbytes,
+                      MPI_BYTE, c.root, MPI_COMM_WORLD);
+      break;
+    case BenchCollective::kScatter:
+      rc = MPI_Scatter(c.input, nbytes, MPI_BYTE, root_in_place ? MPI_IN_PLACE : c.output, nbytes,
+                       MPI_BYTE, c.root, MPI_COMM_WORLD);
+      break;
+    case BenchCollective::kSendrecv:
+      rc =
+          MPI_Sendrecv(c.input, nbytes, MPI_BYTE, (rank_ + 1) % size_, 0, c.output, nbytes,
+                       MPI_BYTE, (rank_ + size_ - 1) % size_, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      break;
+  }
+  return mpi_status(rc, mpi_function(c.collective));
+}
+
 int run(int argc, char** argv) {
   MpiPeer peer;
-  CLI::App app{"Open MPI's MPI_Allreduce, timed and checked like nccl-tests' all_reduce_perf"};
+  CLI::App app{"Open MPI's collectives, timed and checked like nccl-tests' *_perf programs"};
   BenchOptions options;
   add_bench_flags(app, options);
+  std::string collective = "allreduce";
+  app.add_option("--collective", collective,
+                 "allreduce, broadcast, allgather, reduce_scatter, alltoall, reduce, gather, "
+                 "scatter or sendrecv")
+      ->check([](const std::string& name) -> std::string {
+        return parse_collective(name) ? "" : fmt::format("unknown collective '{}'", name);
+      })
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return peer.rank() == 0 ? app.exit(e) : e.get_exit_code();
   }
-  const Result<std::int64_t> wrong =
-      run_allreduce_bench(options, peer, "peer_mpi_allreduce", stdout);
+  const Result<std::int64_t> wrong = run_collective_bench(
+      options, peer, *parse_collective(collective), "peer_mpi_allreduce", stdout);
   if (!wrong.ok()) {
     if (peer.rank() == 0 || wrong.status().code() != StatusCode::kInvalidArgument)
       fmt::print(stderr, "[{}] peer_mpi_allreduce: {}\n", peer.rank(), wrong.status().to_string());

@@ -117,15 +117,17 @@ Status exchange(int fd, const char* out, std::size_t send_bytes, char* in, std::
   auto last_progress = std::chrono::steady_clock::now();
   for (std::uint64_t spin = 1; sent < send_bytes || received < recv_bytes; ++spin) {
     bool progress = false;
+    // The sockets' ::recv and ::send: inside namespace hoop, hoop::recv and hoop::send
+    // (point-to-point, hoop/communicator.h) would hide them.
     if (received < recv_bytes) {
-      const ssize_t n = recv(fd, in + received, std::min(io_size, recv_bytes - received), 0);
+      const ssize_t n = ::recv(fd, in + received, std::min(io_size, recv_bytes - received), 0);
       if (n == 0) return peer_lost("the peer process closed the connection");
       if (n < 0 && errno != EAGAIN && errno != EINTR) return errno_error("recv", errno);
       if (n > 0) received += static_cast<std::size_t>(n);
       progress = progress || n > 0;
     }
     if (sent < send_bytes) {
-      const ssize_t n = send(fd, out + sent, std::min(io_size, send_bytes - sent), MSG_NOSIGNAL);
+      const ssize_t n = ::send(fd, out + sent, std::min(io_size, send_bytes - sent), MSG_NOSIGNAL);
       if (n < 0 && errno != EAGAIN && errno != EINTR) return errno_error("send", errno);
       if (n > 0) sent += static_cast<std::size_t>(n);
       progress = progress || n > 0;

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "bench/common/bench_data.h"
@@ -46,13 +49,60 @@ TEST(BenchTable, SizesAreWholeElementsFromMinToMax) {
 }
 
 TEST(BenchTable, BusFactorsMatchNcclTests) {
-  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllreduce, 2), 1.0);
-  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllreduce, 4), 1.5);
-  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllgather, 4), 0.75);
-  EXPECT_DOUBLE_EQ(bus_factor(Collective::kBroadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(BenchCollective::kAllreduce, 2), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(BenchCollective::kAllreduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_factor(BenchCollective::kAllgather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(BenchCollective::kBroadcast, 8), 1.0);
+  // reduce_perf and sendrecv_perf: busbw = algbw; gather_perf, scatter_perf: x (n-1)/n.
+  EXPECT_DOUBLE_EQ(bus_factor(BenchCollective::kReduce, 4), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(BenchCollective::kSendrecv, 4), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(BenchCollective::kGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(BenchCollective::kScatter, 2), 0.5);
   const Measurement m = make_measurement(1000000, 1000.0, 1.5, 0);
   EXPECT_DOUBLE_EQ(m.algbw_gbps, 1.0);
   EXPECT_DOUBLE_EQ(m.busbw_gbps, 1.5);
+}
+
+TEST(BenchTable, CollectiveNamesRoundTrip) {
+  for (const BenchCollective collective : kAllBenchCollectives)
+    EXPECT_EQ(parse_collective(collective_name(collective)), collective);
+  EXPECT_EQ(parse_collective("all_reduce"), BenchCollective::kAllreduce);
+  EXPECT_EQ(parse_collective("bcast"), BenchCollective::kBroadcast);
+  EXPECT_EQ(parse_collective("send_recv"), BenchCollective::kSendrecv);
+  EXPECT_EQ(parse_collective("ReduceScatter"), BenchCollective::kReduceScatter);
+  EXPECT_FALSE(parse_collective("gatherv"));
+  EXPECT_FALSE(parse_collective(""));
+}
+
+TEST(BenchTable, SizeCountsEveryRanksBlockWhereNcclTestsDoes) {
+  EXPECT_EQ(blocks_per_size(BenchCollective::kGather, 4), 4);
+  EXPECT_EQ(blocks_per_size(BenchCollective::kScatter, 3), 3);
+  EXPECT_EQ(blocks_per_size(BenchCollective::kReduce, 4), 1);
+  EXPECT_EQ(blocks_per_size(BenchCollective::kSendrecv, 4), 1);
+  EXPECT_TRUE(is_rooted(BenchCollective::kScatter));
+  EXPECT_FALSE(is_rooted(BenchCollective::kSendrecv));
+  EXPECT_TRUE(reduces(BenchCollective::kReduce));
+  EXPECT_FALSE(reduces(BenchCollective::kGather));
+}
+
+TEST(BenchTable, AbsentVariantPrintsNotApplicable) {
+  Row row;
+  row.bytes = 1000;
+  row.count = 250;
+  row.out_of_place = make_measurement(1000, 1.0, 1.0, 0);
+  row.in_place = not_measured();
+  char* text = nullptr;
+  std::size_t length = 0;
+  std::FILE* out = open_memstream(&text, &length);
+  ASSERT_NE(out, nullptr);
+  Report report(BenchOptions{}, RunInfo{}, out);
+  report.add_row(row);
+  std::fclose(out);
+  const std::string line(text, length);
+  std::free(text);
+  EXPECT_NE(line.find("N/A"), std::string::npos) << line;
+  EXPECT_DOUBLE_EQ(report.avg_busbw_gbps(), 1.0);  // the absent variant does not count
+  EXPECT_NE(report.json().find("\"in_place\": null"), std::string::npos);
 }
 
 struct DataCase {

@@ -153,7 +153,9 @@ Status TcpTransport::read_conn(Conn& c) {
     }
     return errno_error(fmt::format("tcp: reading from {}", peer_name(c.peer)), errno);
   }
-  return Status::success();
+  // The last round's bytes are still staged, and the socket may hold nothing more to wake the
+  // reader for them.
+  return consume_stage(c);
 }
 
 Status TcpTransport::consume_stage(Conn& c) {
@@ -349,6 +351,10 @@ void TcpTransport::resume_if_drained(Conn& c) {
   if (c.paused && c.unexpected_bytes < unexpected_cap_) {
     c.paused = false;
     update_epoll(c);
+    // Bytes read before the pause wait in the staging buffer. A peer that has sent everything
+    // sends nothing more to wake the reader for them (epoll sees the socket, not this buffer),
+    // so they are delivered now: a 4-rank gather over tcp stalled to its deadline on this.
+    if (c.stage_end > c.stage_begin) on_conn_result(c, consume_stage(c));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -47,94 +48,53 @@ TEST_F(TcpTest, LargeMessageSentLongBeforeItsReceiveIsBufferedThenDelivered) {
   run_ranks(2, o, big_message_long_before_its_receive);
 }
 
-// A frame whose bytes were read into the staging buffer just as the unexpected frames before
-// it filled the pause limit, and whose sender has since sent everything: once a receive takes
-// those frames, the staged bytes must be delivered, since no more bytes will arrive on the
-// socket to wake the reader (a 4-rank gather of large blocks over tcp stalled on this until its
-// deadline).
-TEST_F(TcpTest, BytesStagedWhenTheReaderPausedAreDeliveredOnceItResumes) {
-  tcp::TcpOptions o = loopback_options();
-  o.socket_buffer_bytes = 256 << 10;  // the pause limit is 4 x max(this, 1 MiB) = 4 MiB
-  constexpr std::size_t kFill = std::size_t{4} << 20, kTail = 1024;
+/// Two frames (`first` bytes of 'a' + rank, then `second` of 's') from each of ranks 1 and 2 to
+/// rank 0, which reads meanwhile (or not: `read_while_sending`), runs `read_ahead` once both
+/// senders are done and then receives all four at
+/// once, as a gather's root waits on several peers (a wait on one peer alone reads its socket
+/// directly, which hides the stalls these tests are for). The senders stay alive and quiet
+/// until rank 0 is done: a transport that shuts down sends a goodbye, whose bytes would wake
+/// the reader. Three rounds, each over a mesh of its own.
+class TcpStallTest : public TcpTest {
+ protected:
+  void two_frames_from_two_peers(tcp::TcpOptions o, const std::string& name, std::size_t first,
+                                 std::size_t second, bool read_while_sending,
+                                 const std::function<void(Transport&)>& read_ahead);
+};
+
+void TcpStallTest::two_frames_from_two_peers(tcp::TcpOptions o, const std::string& name,
+                                             std::size_t first, std::size_t second,
+                                             bool read_while_sending,
+                                             const std::function<void(Transport&)>& read_ahead) {
   for (int round = 0; round < 3; ++round) {
-    o.key_prefix = "staged-" + std::to_string(round);  // a mesh of its own each round
+    o.key_prefix = name + std::to_string(round);
     std::atomic<int> senders_done{0};
     std::atomic<bool> receiver_done{false};
-    // Ranks 1 and 2 send to rank 0, which waits for both at once, as a gather's root does
-    // (waiting on one peer alone reads that socket directly, which hid the stall).
     run_ranks(3, o, [&](int rank, Transport& t) {
       if (rank != 0) {
-        std::vector<char> fill(kFill, static_cast<char>('a' + rank)), tail(kTail, 't');
-        auto a = t.send(0, fill.data(), fill.size());
-        auto b = t.send(0, tail.data(), tail.size());
-        ASSERT_TRUE(a.ok() && b.ok());
-        const RequestId both[] = {*a, *b};
+        std::vector<char> a(first, static_cast<char>('a' + rank)), b(second, 's');
+        auto ida = t.send(0, a.data(), a.size());
+        auto idb = t.send(0, b.data(), b.size());
+        ASSERT_TRUE(ida.ok() && idb.ok());
+        const RequestId both[] = {*ida, *idb};
         ASSERT_TRUE(t.wait(both, test_deadline()).ok());
         ++senders_done;
-        // Alive and quiet until the receiver is done: a transport that shuts down sends a
-        // goodbye, and those bytes would wake the reader.
         while (!receiver_done) t.poll(std::chrono::milliseconds(5));
         return;
       }
-      // Read ahead without a receive until the senders are done: everything lands unexpected.
-      while (senders_done < 2) t.poll(std::chrono::milliseconds(5));
-      for (int i = 0; i < 20; ++i) t.poll(std::chrono::milliseconds(1));
-      std::vector<std::vector<char>> got(4);
-      std::vector<RequestId> ids;
-      for (int peer = 1; peer <= 2; ++peer) {
-        for (std::size_t bytes : {kFill, kTail}) {
-          std::vector<char>& buf = got[ids.size()];
-          buf.assign(bytes, 0);
-          auto id = t.recv(peer, buf.data(), bytes);
-          ASSERT_TRUE(id.ok());
-          ids.push_back(*id);
+      while (senders_done < 2) {
+        if (read_while_sending) {
+          t.poll(std::chrono::milliseconds(5));
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
       }
-      const Status s = t.wait(ids, Clock::now() + std::chrono::seconds(5));
-      receiver_done = true;
-      ASSERT_TRUE(s.ok()) << "round " << round << ": " << s.to_string();
-      for (int peer = 1; peer <= 2; ++peer) {
-        const std::size_t k = static_cast<std::size_t>(peer - 1) * 2;
-        EXPECT_EQ(got[k], std::vector<char>(kFill, static_cast<char>('a' + peer)));
-        EXPECT_EQ(got[k + 1], std::vector<char>(kTail, 't'));
-      }
-    });
-  }
-}
-
-// A read call stops after a fixed number of reads (so that one busy peer cannot starve the
-// others). Here its last read takes exactly the rest of what two frames put on the wire, the
-// end of one and all of the next, into the staging buffer, leaving the socket empty: those
-// bytes must still be delivered, since nothing more will arrive to wake the reader.
-TEST_F(TcpTest, WhatTheLastReadOfACallStagedIsDelivered) {
-  tcp::TcpOptions o = loopback_options();
-  o.socket_buffer_bytes = 2 << 20;  // the senders finish before rank 0 reads a byte
-  // 64 reads of the 64 KiB staging buffer take both frames (16-byte headers) to the last byte.
-  constexpr std::size_t kWire = std::size_t{64} * (64 << 10), kSecond = 1024;
-  constexpr std::size_t kFirst = kWire - 2 * 16 - kSecond;
-  for (int round = 0; round < 3; ++round) {
-    o.key_prefix = "last-read-" + std::to_string(round);
-    std::atomic<int> senders_done{0};
-    std::atomic<bool> receiver_done{false};
-    run_ranks(3, o, [&](int rank, Transport& t) {
-      if (rank != 0) {
-        std::vector<char> first(kFirst, static_cast<char>('a' + rank)), second(kSecond, 's');
-        auto a = t.send(0, first.data(), first.size());
-        auto b = t.send(0, second.data(), second.size());
-        ASSERT_TRUE(a.ok() && b.ok());
-        const RequestId both[] = {*a, *b};
-        ASSERT_TRUE(t.wait(both, test_deadline()).ok());
-        ++senders_done;
-        while (!receiver_done) t.poll(std::chrono::milliseconds(5));
-        return;
-      }
-      while (senders_done < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      t.poll(std::chrono::milliseconds(100));  // one read call per socket, no receive posted
+      read_ahead(t);
       std::vector<std::vector<char>> got;
       std::vector<RequestId> ids;
       got.reserve(4);
       for (int peer = 1; peer <= 2; ++peer) {
-        for (std::size_t bytes : {kFirst, kSecond}) {
+        for (std::size_t bytes : {first, second}) {
           got.emplace_back(bytes, 0);
           auto id = t.recv(peer, got.back().data(), bytes);
           ASSERT_TRUE(id.ok());
@@ -144,12 +104,36 @@ TEST_F(TcpTest, WhatTheLastReadOfACallStagedIsDelivered) {
       const Status s = t.wait(ids, Clock::now() + std::chrono::seconds(5));
       receiver_done = true;
       ASSERT_TRUE(s.ok()) << "round " << round << ": " << s.to_string();
-      EXPECT_EQ(got[0], std::vector<char>(kFirst, 'b'));
-      EXPECT_EQ(got[1], std::vector<char>(kSecond, 's'));
-      EXPECT_EQ(got[2], std::vector<char>(kFirst, 'c'));
-      EXPECT_EQ(got[3], std::vector<char>(kSecond, 's'));
+      EXPECT_EQ(got[0], std::vector<char>(first, 'b'));
+      EXPECT_EQ(got[1], std::vector<char>(second, 's'));
+      EXPECT_EQ(got[2], std::vector<char>(first, 'c'));
+      EXPECT_EQ(got[3], std::vector<char>(second, 's'));
     });
   }
+}
+
+// The first frames fill the reader's limit of unexpected data just as the second's bytes reach
+// its staging buffer, so it pauses with them there; once a receive takes the first frames and
+// resumes it, the staged bytes must be delivered, since no more will arrive on the socket to
+// wake the reader (a 4-rank gather of large blocks over tcp stalled to its deadline on this).
+TEST_F(TcpStallTest, BytesStagedWhenTheReaderPausedAreDeliveredOnceItResumes) {
+  tcp::TcpOptions o = loopback_options();
+  o.socket_buffer_bytes = 256 << 10;  // the pause limit is 4 x max(this, 1 MiB) = 4 MiB
+  two_frames_from_two_peers(o, "paused-", std::size_t{4} << 20, 1024, true, [](Transport& t) {
+    for (int i = 0; i < 20; ++i) t.poll(std::chrono::milliseconds(1));
+  });
+}
+
+// A read call stops after 64 reads (so that one busy peer cannot starve the others). Here its
+// last read takes exactly the rest of both frames, the end of the first and all of the second,
+// into the 64 KiB staging buffer, leaving the socket empty: those bytes must still be
+// delivered, since nothing more will arrive to wake the reader.
+TEST_F(TcpStallTest, WhatTheLastReadOfACallStagedIsDelivered) {
+  tcp::TcpOptions o = loopback_options();
+  o.socket_buffer_bytes = 2 << 20;  // the senders finish before rank 0 reads a byte
+  constexpr std::size_t kWire = std::size_t{64} * (64 << 10), kSecond = 1024;
+  two_frames_from_two_peers(o, "last-read-", kWire - 2 * 16 - kSecond, kSecond, false,
+                            [](Transport& t) { t.poll(std::chrono::milliseconds(100)); });
 }
 
 TEST_F(TcpTest, TestPollsWithoutBlockingAndConsumes) {

@@ -179,10 +179,11 @@ Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& o) {
   const CallFingerprint fp{
       .kind = Collective::kReduceScatter, .dtype = o.dtype, .op = o.op, .count = o.count};
   return run(comm, fp, what, [&](Context& ctx) -> Status {
-    // The ring reduces in a working copy: the input is const and the output holds one block.
+    // The ring reads this rank's inputs where they are and reduces into a working buffer (the
+    // output holds one block), whose block `rank` ends fully reduced.
     HOOP_ASSIGN_OR_RETURN(std::byte* work, ctx.scratch_buffer(1, total));
-    HOOP_RETURN_IF_ERROR(ctx.copy(work, input, total));
-    HOOP_RETURN_IF_ERROR(collectives::ring_reduce_scatter(ctx, work, o.count * comm.size(), o.dtype, o.op));
+    HOOP_RETURN_IF_ERROR(collectives::ring_reduce_scatter(ctx, work, o.count * comm.size(),
+                                                          o.dtype, o.op, bytes_of(input)));
     return ctx.copy(o.output, work + block * comm.rank(), block);
   }, part);
 }

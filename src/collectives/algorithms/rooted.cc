@@ -178,6 +178,11 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
       part);
 }
 
+/// `count` for every rank: gather and scatter as their v-forms.
+std::vector<std::size_t> uniform_counts(const Communicator& comm, std::size_t count) {
+  return std::vector<std::size_t>(static_cast<std::size_t>(std::max(comm.size(), 0)), count);
+}
+
 Status gatherv_as(Communicator& comm, const GathervOptions& o, Collective kind) {
   return blocks_as(comm, o, kind, kind == Collective::kGather ? &gather_staged : &gatherv_staged);
 }
@@ -229,8 +234,7 @@ Status reduce(Communicator& comm, const RootReduceOptions& given) {
 }
 
 Status gather(Communicator& comm, const GatherOptions& o) {
-  const std::vector<std::size_t> counts(static_cast<std::size_t>(std::max(comm.size(), 0)),
-                                        o.count);
+  const std::vector<std::size_t> counts = uniform_counts(comm, o.count);
   return gatherv_as(
       comm,
       {.input = o.input, .output = o.output, .counts = counts, .dtype = o.dtype, .root = o.root},
@@ -242,8 +246,7 @@ Status gatherv(Communicator& comm, const GathervOptions& o) {
 }
 
 Status scatter(Communicator& comm, const ScatterOptions& o) {
-  const std::vector<std::size_t> counts(static_cast<std::size_t>(std::max(comm.size(), 0)),
-                                        o.count);
+  const std::vector<std::size_t> counts = uniform_counts(comm, o.count);
   return scatterv_as(
       comm,
       {.input = o.input, .output = o.output, .counts = counts, .dtype = o.dtype, .root = o.root},

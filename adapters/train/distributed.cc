@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "gpu.h"
+#include "hoop/elastic.h"
 #include "hoop/train.h"
 
 namespace hoop::train {
@@ -149,6 +150,17 @@ void DistributedOptimizer::step() {
   inner_.zero_grad();
 }
 
+void DistributedOptimizer::reset() {
+  for (auto& e : pending_) {
+    if (e->handle.valid()) (void)e->handle.status();
+    e->handle = Handle();
+  }
+  first_submit_ = -1;
+  pass_ = 0;
+  started_.assign(started_.size(), false);
+  inner_.zero_grad();
+}
+
 std::size_t DistributedOptimizer::workspace_bytes() const {
   std::size_t bytes = 0;
   for (const auto& e : pending_) {
@@ -164,6 +176,23 @@ void broadcast_parameters(Sequential& model, int root, ProcessSet process_set) {
     handles.push_back(broadcast_async("param." + p->name, p->value.view(), root, process_set));
   }
   for (Handle& h : handles) h.wait();
+}
+
+void add_to_state(elastic::State& state, Sequential& model, Optimizer& optimizer) {
+  auto host_only = [](const std::string& name, int device) {
+    if (device != kCpuDevice)
+      throw Error(invalid_argument(fmt::format(
+          "add_to_state: '{}' is on cuda:{}; an elastic state holds host tensors only", name,
+          device)));
+  };
+  for (Parameter* p : model.parameters()) {
+    host_only(p->name, p->value.device());
+    state.add("param." + p->name, p->value.data(), p->value.bytes());
+  }
+  for (const Optimizer::StateBuffer& b : optimizer.state()) {
+    host_only(b.name, b.device);
+    state.add("optimizer." + b.name, b.data, b.bytes);
+  }
 }
 
 }  // namespace hoop::train

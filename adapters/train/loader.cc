@@ -66,10 +66,14 @@ ShardedLoader::ShardedLoader(const Dataset& data, std::size_t batch_per_rank, in
   start_epoch(0);
 }
 
-void ShardedLoader::start_epoch(int epoch) {
+void ShardedLoader::start_epoch(int epoch, std::size_t skip) {
   const std::size_t n = data_.size();
+  if (skip > n)
+    throw Error(invalid_argument(
+        fmt::format("ShardedLoader: cannot skip {} of {} examples", skip, n)));
   order_.resize(n);
   for (std::size_t i = 0; i < n; ++i) order_[i] = static_cast<std::uint32_t>(i);
+  skip_ = skip;
   step_ = 0;
   if (!shuffle_) return;
   // Multiplying by 2^64 / golden ratio (odd, so a bijection) spreads consecutive epochs over
@@ -92,8 +96,8 @@ bool ShardedLoader::next(Tensor& images, std::vector<int>& labels) {
   labels.resize(batch_);
 
   const std::size_t example = data_.images.size() / data_.size();
-  const std::size_t first =
-      step_ * batch_ * static_cast<std::size_t>(size_) + static_cast<std::size_t>(rank_) * batch_;
+  const std::size_t first = skip_ + step_ * batch_ * static_cast<std::size_t>(size_) +
+                            static_cast<std::size_t>(rank_) * batch_;
   const float* src = data_.images.data();
   float* dst = images.data();
   for (std::size_t b = 0; b < batch_; ++b) {
@@ -106,7 +110,7 @@ bool ShardedLoader::next(Tensor& images, std::vector<int>& labels) {
 }
 
 std::size_t ShardedLoader::steps_per_epoch() const {
-  return data_.size() / (batch_ * static_cast<std::size_t>(size_));
+  return (data_.size() - skip_) / (batch_ * static_cast<std::size_t>(size_));
 }
 
 }  // namespace hoop::train

@@ -75,6 +75,17 @@ std::size_t total_bytes(const std::vector<Tensor>& state) {
   return bytes;
 }
 
+// One StateBuffer per tensor of `state`, named by `prefix` and the parameter's index.
+std::vector<Optimizer::StateBuffer> buffers_of(const std::string& prefix,
+                                               std::vector<Tensor>& state) {
+  std::vector<Optimizer::StateBuffer> buffers;
+  for (std::size_t k = 0; k < state.size(); ++k) {
+    buffers.push_back({prefix + std::to_string(k), state[k].data(), state[k].bytes(),
+                       state[k].device()});
+  }
+  return buffers;
+}
+
 class Sgd final : public Optimizer {
  public:
   Sgd(std::vector<Parameter*> params, float lr, float momentum, float weight_decay)
@@ -110,6 +121,7 @@ class Sgd final : public Optimizer {
   }
 
   std::size_t state_bytes() const override { return total_bytes(buffers_); }
+  std::vector<StateBuffer> state() override { return buffers_of("sgd.momentum.", buffers_); }
 
  private:
   float momentum_;
@@ -160,6 +172,12 @@ class Adam final : public Optimizer {
   }
 
   std::size_t state_bytes() const override { return total_bytes(m_) + total_bytes(v_); }
+  std::vector<StateBuffer> state() override {
+    std::vector<StateBuffer> all = buffers_of("adam.m.", m_);
+    for (StateBuffer& b : buffers_of("adam.v.", v_)) all.push_back(std::move(b));
+    all.push_back({"adam.t", &t_, sizeof t_, kCpuDevice});
+    return all;
+  }
 
  private:
   float beta1_;

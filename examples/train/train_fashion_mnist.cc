@@ -9,6 +9,7 @@
 // the end the seed study's metrics: throughput, speedup over one worker, scaling efficiency, the
 // time split and a memory breakdown.
 #include <fmt/format.h>
+#include <hoop/elastic.h>
 #include <hoop/hoop.h>
 #include <hoop/train.h>
 #include <sys/resource.h>
@@ -45,6 +46,8 @@ struct Flags {
   std::string save_params;
   std::string progress = "auto";
   int threads = 1;
+  bool elastic = false;
+  int commit_every = 20;
 };
 
 std::unique_ptr<ht::Optimizer> make_optimizer(const Flags& f, ht::Sequential& model) {
@@ -151,6 +154,8 @@ train_example::MemoryBreakdown memory_of(ht::Sequential& model, const ht::Optimi
 int run(const Flags& f) {
   // Checked before init() too, so that a job asking for a GPU it cannot have fails at once.
   (void)ht::parse_device(f.device, 0);
+  if (f.elastic && f.device != "cpu")
+    throw hoop::Error(hoop::invalid_argument("--elastic trains on the CPU only (--device cpu)"));
   hoop::init();
   const int rank = hoop::rank();
   const int size = hoop::size();
@@ -167,85 +172,113 @@ int run(const Flags& f) {
   options.backward_passes_per_step = f.backward_passes;
   options.compression = f.fp16 ? ht::Compression::kFp16 : ht::Compression::kNone;
   ht::DistributedOptimizer dist(model, *opt, options);
-  ht::broadcast_parameters(model, 0);
+  // An elastic job's state, parameters included, goes out from rank 0 at every round's start.
+  if (!f.elastic) ht::broadcast_parameters(model, 0);
 
-  ht::ShardedLoader loader(train, f.batch, rank, size, f.seed);
-  const std::size_t steps_per_epoch =
-      f.max_steps >= 0 ? std::min<std::size_t>(f.max_steps, loader.steps_per_epoch())
-                       : loader.steps_per_epoch();
-  // A micro-batch per backward pass: an update takes backward_passes of them.
-  const std::size_t updates = steps_per_epoch / f.backward_passes;
+  // Where training stands: an elastic job's state, which a reset restores, holds it with the
+  // parameters and the optimizer's buffers. `seen` counts the examples of the epoch already
+  // trained on, so that a job that changed size goes on with the rest.
+  std::int32_t epoch = 0;
+  std::uint64_t seen = 0;
+  hoop::elastic::State state;
+  state.add_value("epoch", epoch);
+  state.add_value("seen", seen);
+  if (f.elastic) ht::add_to_state(state, model, *opt);
+  // A step cut off by a reset leaves allreduces and partial gradients behind.
+  state.register_reset_callback([&] { dist.reset(); });
+  const std::size_t per_epoch_cap =
+      f.max_steps >= 0 ? static_cast<std::size_t>(f.max_steps) : SIZE_MAX;
   if (rank == 0)
-    std::printf(
-        "%s on %d worker(s), batch %d per worker, %zu updates per epoch, %zu "
-        "parameters, data %s%s\n",
-        f.model.c_str(), size, f.batch, updates, model.parameter_count(), dir.c_str(),
-        device == hoop::kCpuDevice ? "" : ", on CUDA devices");
+    std::printf("%s on %d worker(s), batch %d per worker, %zu parameters, data %s%s%s\n",
+                f.model.c_str(), size, f.batch, model.parameter_count(), dir.c_str(),
+                device == hoop::kCpuDevice ? "" : ", on CUDA devices",
+                f.elastic ? ", elastic" : "");
   std::fflush(stdout);
 
   double throughput_1 = f.baseline_throughput;
   std::string baseline_source = "--baseline-throughput";
-  if (throughput_1 <= 0 && f.baseline_steps > 0 && size > 1) {
+  if (throughput_1 <= 0 && f.baseline_steps > 0 && size > 1 && !f.elastic) {
     throughput_1 = measure_one_worker(f, train, device);
     baseline_source = fmt::format("measured on rank 0 alone, {} steps", f.baseline_steps);
   }
 
   train_example::TimeSplit split;
   std::size_t activations = 0;
-  const bool progress = rank == 0 && f.progress != "off";
+  std::size_t trained = 0;  // examples this rank trained on
   ht::Tensor x, staging, grad;
   std::vector<int> y;
-  for (int epoch = 0; epoch < f.epochs; ++epoch) {
-    loader.start_epoch(epoch);
-    train_example::ProgressBar bar(epoch + 1, f.epochs, updates, progress);
-    dist.reset_timers();
-    const double epoch_start = now_seconds();
-    double loss_sum = 0;
-    for (std::size_t u = 0; u < updates; ++u) {
-      for (int pass = 0; pass < f.backward_passes; ++pass) {
-        const double t0 = now_seconds();
-        loader.next(x, y);
-        const ht::Tensor& input = on_device(x, device, staging);
-        const double t1 = now_seconds();
-        loss_sum += ht::softmax_cross_entropy(model.forward(input, true), y, &grad);
-        // What forward keeps for backward is largest now, between the two.
-        activations = std::max(activations, activation_bytes(model));
-        model.backward(grad, dist.hook());
-        split.data += t1 - t0;
-        split.compute += now_seconds() - t1;
+  const auto train_epochs = [&] {
+    const int r = hoop::rank();
+    const int n = hoop::size();
+    ht::ShardedLoader loader(train, f.batch, r, n, f.seed);
+    const bool progress = r == 0 && f.progress != "off";
+    for (; epoch < f.epochs; ++epoch, seen = 0) {
+      if (f.elastic && seen == 0) state.commit();
+      loader.start_epoch(epoch, seen);
+      // A micro-batch per backward pass: an update takes backward_passes of them.
+      const std::size_t updates = std::min(loader.steps_per_epoch(), per_epoch_cap) / f.backward_passes;
+      const std::size_t per_update = static_cast<std::size_t>(f.backward_passes) * f.batch * n;
+      train_example::ProgressBar bar(epoch + 1, f.epochs, updates, progress);
+      dist.reset_timers();
+      const double epoch_start = now_seconds();
+      double loss_sum = 0;
+      for (std::size_t u = 0; u < updates; ++u) {
+        for (int pass = 0; pass < f.backward_passes; ++pass) {
+          const double t0 = now_seconds();
+          loader.next(x, y);
+          const ht::Tensor& input = on_device(x, device, staging);
+          const double t1 = now_seconds();
+          loss_sum += ht::softmax_cross_entropy(model.forward(input, true), y, &grad);
+          // What forward keeps for backward is largest now, between the two.
+          activations = std::max(activations, activation_bytes(model));
+          model.backward(grad, dist.hook());
+          split.data += t1 - t0;
+          split.compute += now_seconds() - t1;
+        }
+        const double t2 = now_seconds();
+        const double waited = dist.waiting_seconds();
+        dist.step();
+        split.compute += now_seconds() - t2 - (dist.waiting_seconds() - waited);
+        seen += per_update;
+        trained += per_update / n;
+        const double elapsed = now_seconds() - epoch_start;
+        bar.update(u + 1, loss_sum / ((u + 1) * f.backward_passes),
+                   (u + 1) * per_update / elapsed);
+        if (f.elastic && (u + 1) % static_cast<std::size_t>(f.commit_every) == 0) state.commit();
       }
-      const double t2 = now_seconds();
-      const double waited = dist.waiting_seconds();
-      dist.step();
-      split.compute += now_seconds() - t2 - (dist.waiting_seconds() - waited);
-      const double elapsed = now_seconds() - epoch_start;
-      bar.update(u + 1, loss_sum / ((u + 1) * f.backward_passes),
-                 (u + 1) * f.backward_passes * f.batch * size / elapsed);
+      const double epoch_time = now_seconds() - epoch_start;
+      bar.finish();
+      split.total += epoch_time;
+      split.waiting += dist.waiting_seconds();
+      split.communication += dist.communication_seconds();
+      const auto [test_loss, accuracy] = evaluate(model, test, device);
+      double train_loss = updates ? loss_sum / (updates * f.backward_passes) : 0.0;
+      hoop::Tensor view{&train_loss, hoop::DataType::kF64, {1}};
+      hoop::allreduce("epoch.loss", view, view, {.op = hoop::ReduceOp::kAvg});
+      if (r == 0)
+        std::printf(
+            "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.2f %%, "
+            "%.2f s, %.1f samples/s%s\n",
+            epoch + 1, f.epochs, train_loss, test_loss, 100 * accuracy, epoch_time,
+            updates * per_update / epoch_time,
+            f.elastic ? fmt::format(" ({} workers)", n).c_str() : "");
+      std::fflush(stdout);
     }
-    const double epoch_time = now_seconds() - epoch_start;
-    bar.finish();
-    split.total += epoch_time;
-    split.waiting += dist.waiting_seconds();
-    split.communication += dist.communication_seconds();
-    const auto [test_loss, accuracy] = evaluate(model, test, device);
-    double train_loss = updates ? loss_sum / (updates * f.backward_passes) : 0.0;
-    hoop::Tensor view{&train_loss, hoop::DataType::kF64, {1}};
-    hoop::allreduce("epoch.loss", view, view, {.op = hoop::ReduceOp::kAvg});
-    if (rank == 0)
-      std::printf(
-          "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.2f %%, "
-          "%.2f s, %.1f samples/s\n",
-          epoch + 1, f.epochs, train_loss, test_loss, 100 * accuracy, epoch_time,
-          updates * f.backward_passes * static_cast<double>(f.batch) * size / epoch_time);
-    std::fflush(stdout);
+  };
+  if (f.elastic) {
+    hoop::elastic::run(state, train_epochs);
+  } else {
+    train_epochs();
   }
+  const int size_now = hoop::size();
+  const std::size_t updates = trained / (static_cast<std::size_t>(f.batch) * f.backward_passes);
 
   train_example::RunSummary summary;
   summary.model = f.model;
-  summary.workers = size;
+  summary.workers = size_now;
   summary.batch_per_worker = f.batch;
   summary.epochs = f.epochs;
-  summary.examples_per_worker = updates * f.backward_passes * f.batch;
+  summary.examples_per_worker = updates * f.backward_passes * f.batch / f.epochs;
   summary.memory = memory_of(model, *opt, dist, x);
   summary.memory.activations = activations;
   // The slowest rank's loop is the job's time; the split is the mean over the ranks.
@@ -259,11 +292,11 @@ int run(const Flags& f) {
   summary.time_n = slowest;
   summary.throughput_1 = throughput_1;
   summary.throughput_1_source = baseline_source;
-  if (size == 1 && throughput_1 <= 0) {  // one worker is its own baseline
+  if (size_now == 1 && throughput_1 <= 0) {  // one worker is its own baseline
     summary.throughput_1 = slowest > 0 ? summary.examples_per_worker * f.epochs / slowest : 0;
     summary.throughput_1_source = "this run";
   }
-  if (rank == 0) {
+  if (hoop::rank() == 0) {
     train_example::print_summary(stdout, summary);
     if (!f.save_params.empty()) save_parameters(model, f.save_params);
   }
@@ -306,6 +339,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", f.threads,
                  "threads for matrix products per rank (LeNet-5's products are too small to "
                  "gain from more than one)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--elastic", f.elastic,
+               "survive lost and added workers (hooprun --host-discovery-script): the state is "
+               "committed every --commit-every updates and at each epoch's start; CPU only");
+  app.add_option("--commit-every", f.commit_every, "elastic: updates between commits")
       ->check(CLI::PositiveNumber);
   app.add_option("--progress", f.progress, "progress bar: auto or off")
       ->check(CLI::IsMember({"auto", "off"}));

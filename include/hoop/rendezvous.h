@@ -103,6 +103,15 @@ struct BootstrapInfo {
   bool host_store = false;
   std::chrono::milliseconds start_timeout{30000};  // HOOP_START_TIMEOUT
   std::chrono::milliseconds timeout{30000};        // HOOP_TIMEOUT_SECONDS
+  /// Where this rank's keys live in the store: "hoop", or "hoop/e<round>" in an elastic job,
+  /// so that every round starts on fresh keys.
+  std::string key_prefix = "hoop";
+  /// An elastic worker (hooprun --host-discovery-script): its name (HOOP_ELASTIC_ID), the
+  /// round it joined (-1: none yet) and how long it waits for a round (HOOP_ELASTIC_TIMEOUT).
+  /// Its rank layout comes from the store, not from the environment.
+  std::string elastic_id;
+  int elastic_round = -1;
+  std::chrono::milliseconds elastic_timeout{600000};
 };
 
 /// Reads rank, size, local rank, store address and secret from HOOP_* variables (and their
@@ -116,5 +125,36 @@ Result<BootstrapInfo> bootstrap_from_env();
 /// Connects to the store named by `info` with its secret and job id, then waits until every
 /// rank of the job has connected (info.start_timeout); the error names the missing ranks.
 Result<std::unique_ptr<Store>> connect_store(const BootstrapInfo& info);
+
+// Elastic jobs. hooprun publishes each membership of the job, a round, in its store:
+//   hoop/elastic/worker/<r>/<id>  "rank size local_rank local_size cross_rank cross_size"
+//   hoop/elastic/round/<r>        set once every worker key of round r is, then
+//   hoop/elastic/latest           "<r>", the newest round.
+// A worker joins the newest round, finds its rank under its name (no key: it is not part of
+// the round) and waits until every rank of the round has joined, moving on to a newer round
+// when one appears first.
+
+/// One worker's place in a round.
+struct ElasticPlace {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+  bool operator==(const ElasticPlace&) const = default;
+};
+
+/// hooprun's side: publishes round `round`, each worker name with its place. Rounds only grow.
+Status publish_elastic_round(Store& store, int round,
+                             const std::vector<std::pair<std::string, ElasticPlace>>& workers);
+/// The newest round published; -1 when none is.
+Result<int> latest_elastic_round(Store& store);
+/// A worker's side: connects to the store `info` names and joins the newest round numbered
+/// `min_round` or more (waiting for it up to info.elastic_timeout), filling in info's layout,
+/// elastic_round and key_prefix. Fails with kAborted when the worker is not part of that round
+/// (hooprun removed it) and with a timeout naming the missing ranks when the round's ranks do
+/// not all join in time.
+Result<std::unique_ptr<Store>> join_elastic_round(BootstrapInfo& info, int min_round);
 
 }  // namespace hoop

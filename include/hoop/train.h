@@ -23,6 +23,10 @@
 
 #include "hoop/hoop.h"
 
+namespace hoop::elastic {
+class State;
+}
+
 namespace hoop::train {
 
 namespace detail {
@@ -217,6 +221,15 @@ class Optimizer {
   const std::vector<Parameter*>& parameters() const { return params_; }
   /// Bytes of per-parameter state (momentum, moments).
   virtual std::size_t state_bytes() const = 0;
+  /// The optimizer's state, to checkpoint or to carry through an elastic reset: its buffers
+  /// (momentum, moments; where the parameters are) and, for Adam, its step count.
+  struct StateBuffer {
+    std::string name;
+    void* data;
+    std::size_t bytes;
+    int device;
+  };
+  virtual std::vector<StateBuffer> state() = 0;
   float learning_rate() const { return lr_; }
   void set_learning_rate(float lr) { lr_ = lr; }
 
@@ -258,11 +271,12 @@ class ShardedLoader {
  public:
   ShardedLoader(const Dataset& data, std::size_t batch_per_rank, int rank, int size,
                 std::uint64_t seed, bool shuffle = true);
-  /// Draws the epoch's permutation and rewinds.
-  void start_epoch(int epoch);
+  /// Draws the epoch's permutation and rewinds to its position `skip`: the examples before it
+  /// count as seen (an elastic job resuming its epoch with a new number of ranks).
+  void start_epoch(int epoch, std::size_t skip = 0);
   /// The next batch of this rank: images [B, 1, 28, 28] and B labels; false after the last.
   bool next(Tensor& images, std::vector<int>& labels);
-  /// Global batches (steps) per epoch.
+  /// Global batches (steps) in the epoch after its skipped examples.
   std::size_t steps_per_epoch() const;
 
  private:
@@ -273,6 +287,7 @@ class ShardedLoader {
   std::uint64_t seed_;
   bool shuffle_;
   std::vector<std::uint32_t> order_;
+  std::size_t skip_ = 0;
   std::size_t step_ = 0;
 };
 
@@ -309,6 +324,9 @@ class DistributedOptimizer {
   /// last step (starting any not yet started), updates the parameters and zeroes the
   /// gradients. Throws hoop::Error with the cause when an allreduce failed.
   void step();
+  /// Abandons the step in progress: waits for its allreduces (successful or failed), forgets
+  /// its backward passes and zeroes the gradients. For an elastic job's reset callback.
+  void reset();
   /// Seconds step() spent blocked on allreduces since the last reset (exposed
   /// communication), and the summed time from each step's first submission to its last
   /// completion (communication, overlapping backward).
@@ -337,6 +355,11 @@ class DistributedOptimizer {
 void set_compute_threads(int threads);
 /// The threads matrix products use now.
 int compute_threads();
+
+/// Adds every parameter of `model` and the state of `optimizer` to an elastic job's state
+/// (hoop/elastic.h), so that a reset restores and synchronises them. Host tensors only: throws
+/// hoop::Error naming the first one on a CUDA device.
+void add_to_state(elastic::State& state, Sequential& model, Optimizer& optimizer);
 
 /// Copies every parameter of `model` from `root` to the other ranks of the set.
 void broadcast_parameters(Sequential& model, int root, ProcessSet process_set = kGlobalProcessSet);

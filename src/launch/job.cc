@@ -37,7 +37,11 @@ struct Rank {
   pid_t pid = -1;
   bool exited = false;
   ExitStatus status;
+  std::string name;
+  std::string host;
   std::vector<std::string> argv;
+  bool stop_requested = false;                // by the driver: its end is no failure
+  std::optional<Clock::time_point> kill_at;  // SIGKILL then, unless it has ended
   std::array<std::optional<Stream>, 2> streams;  // stdout, stderr
   TailLines stderr_tail{kReportedErrorLines};
   Fd secret_pipe;  // a rank over ssh: its stdin, held open while it runs (see agent.h)
@@ -51,12 +55,18 @@ enum class Phase {
   kKilled,    // SIGKILL sent; open pipes are abandoned at abandon_deadline_
 };
 
-class Supervisor {
+class Supervisor final : public JobControl {
  public:
-  Supervisor(const JobSpec& spec, SignalChannel& signals) : spec_(spec), signals_(signals) {}
+  Supervisor(const JobSpec& spec, JobDriver& driver, SignalChannel& signals)
+      : spec_(spec), driver_(driver), signals_(signals) {}
 
   int run() {
-    start_ranks();
+    dev_null_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!dev_null_.valid()) {
+      say(errno_error("open /dev/null", errno).message());
+      return kExitFailure;
+    }
+    driver_.start(*this);
     while (!finished()) {
       if (Status s = wait_for_events(); !s.ok()) {
         // Without the event loop nothing can be supervised; take everything down rather
@@ -75,35 +85,21 @@ class Supervisor {
   }
 
  private:
-  void say(std::string_view message) {
+  void say(std::string_view message) override {
     (void)write_all(STDERR_FILENO, fmt::format("hooprun: {}\n", message));
   }
 
-  void start_ranks() {
-    Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    if (!dev_null.valid()) {
-      say(errno_error("open /dev/null", errno).message());
-      exit_code_ = kExitFailure;
-      return;
-    }
-    ranks_.reserve(static_cast<std::size_t>(spec_.env.size));
-    for (int r = 0; r < spec_.env.size; ++r) {
-      if (Status s = start_rank(r, dev_null.get()); !s.ok()) {
-        say(s.message());
-        exit_code_ = exit_code_for(s);
-        if (!ranks_.empty()) begin_stop(SIGTERM);
-        return;
-      }
-    }
-  }
+  bool verbose() const override { return spec_.verbose; }
 
-  Status start_rank(int r, int dev_null) {
-    const RankCommand& command = spec_.commands.at(static_cast<std::size_t>(r));
-    std::vector<std::string> env = rank_environment(spec_.inherited_env, spec_.env, r);
+  bool exited(int worker) const override { return ranks_.at(static_cast<std::size_t>(worker)).exited; }
+
+  Result<int> start_worker(WorkerSpec spec) override {
+    const RankCommand& command = *spec.command;
+    std::vector<std::string> env = std::move(spec.env);
     std::vector<std::string> argv = command.argv;
     std::array<Fd, 2> files;
     if (spec_.output_dir) {
-      HOOP_ASSIGN_OR_RETURN(files, open_output_files(r));
+      HOOP_ASSIGN_OR_RETURN(files, open_output_files(spec.label));
     }
     Pipe secret;
     if (command.remote_argv) {
@@ -117,27 +113,51 @@ class Supervisor {
       HOOP_RETURN_IF_ERROR(write_all(secret.write.get(), spec_.env.secret + "\n"));
     }
     SpawnRequest request{command.program_path, argv, std::move(env),
-                         secret.read.valid() ? secret.read.get() : dev_null,
+                         secret.read.valid() ? secret.read.get() : dev_null_.get(),
                          signals_.original_mask()};
     HOOP_ASSIGN_OR_RETURN(ChildProcess child, spawn_process(request));
     Rank& rank = ranks_.emplace_back();
-    rank.index = r;
+    rank.index = static_cast<int>(ranks_.size()) - 1;
     rank.pid = child.pid;
+    rank.name = std::move(spec.name);
+    rank.host = std::move(spec.host);
     rank.argv = std::move(argv);
     rank.secret_pipe = std::move(secret.write);
-    const std::string prefix = fmt::format("[{}] ", r);
+    const std::string prefix = fmt::format("[{}] ", spec.label);
     rank.streams[0].emplace(Stream{std::move(child.stdout_fd), LinePrefixer(prefix), STDOUT_FILENO,
                                    std::move(files[0])});
     rank.streams[1].emplace(Stream{std::move(child.stderr_fd), LinePrefixer(prefix), STDERR_FILENO,
                                    std::move(files[1])});
-    if (spec_.verbose) describe_rank(rank);
-    return Status::success();
+    if (spec_.verbose) {
+      say(fmt::format("{} (pid {}):{} {}", rank.name, rank.pid, spec.detail,
+                      format_command(rank.argv)));
+    }
+    return rank.index;
   }
 
-  // DIR/rank.N/stdout and DIR/rank.N/stderr, created or truncated.
-  Result<std::array<Fd, 2>> open_output_files(int r) const {
+  void stop_worker(int worker) override {
+    Rank& rank = ranks_.at(static_cast<std::size_t>(worker));
+    if (rank.exited || rank.stop_requested) return;
+    rank.stop_requested = true;
+    rank.kill_at = Clock::now() + kGracePeriod;
+    ::kill(-rank.pid, SIGTERM);
+  }
+
+  void end_job(int exit_code, std::optional<int> failed_worker) override {
+    if (exit_code_) return;
+    exit_code_ = exit_code;
+    if (failed_worker) failed_rank_ = static_cast<std::size_t>(*failed_worker);
+    const int others = running_count();
+    if (spec_.verbose && failed_worker && others > 0) {
+      say(fmt::format("stopping the other {} rank{}", others, others == 1 ? "" : "s"));
+    }
+    if (phase_ == Phase::kRunning) begin_stop(SIGTERM);
+  }
+
+  // DIR/rank.LABEL/stdout and DIR/rank.LABEL/stderr, created or truncated.
+  Result<std::array<Fd, 2>> open_output_files(const std::string& label) const {
     const std::filesystem::path dir =
-        std::filesystem::path(*spec_.output_dir) / fmt::format("rank.{}", r);
+        std::filesystem::path(*spec_.output_dir) / fmt::format("rank.{}", label);
     std::error_code error;
     std::filesystem::create_directories(dir, error);
     if (error) {
@@ -159,50 +179,16 @@ class Supervisor {
   // the end of its stderr, which usually says why.
   void report_failure(const Rank& rank) {
     const std::vector<std::string> lines = rank.stderr_tail.lines();
-    std::string text = fmt::format("job failed: rank {} on host {} (pid {}) {}", rank.index,
-                                   host_of(rank.index), rank.pid, rank.status.describe());
+    std::string text = fmt::format("job failed: {} on host {} (pid {}) {}", rank.name, rank.host,
+                                   rank.pid, rank.status.describe());
     if (lines.empty()) {
       text += "; it wrote nothing to stderr";
     } else {
       text += fmt::format("; the last {} line{} of its stderr:", lines.size(),
                           lines.size() == 1 ? "" : "s");
-      for (const std::string& line : lines) text += fmt::format("\n  [{}] {}", rank.index, line);
+      for (const std::string& line : lines) text += fmt::format("\n  {}", line);
     }
     say(text);
-  }
-
-  std::string host_of(int index) const {
-    if (spec_.env.places.empty() || spec_.hosts.empty()) return "localhost";
-    const RankPlace& place = spec_.env.places.at(static_cast<std::size_t>(index));
-    return spec_.hosts.at(static_cast<std::size_t>(place.cross_rank));
-  }
-
-  static int exit_code_for(const Status& status) {
-    switch (status.code()) {
-      case StatusCode::kNotFound:
-        return kExitNotFound;
-      case StatusCode::kInvalidArgument:
-        return kExitCannotExecute;
-      default:
-        return kExitFailure;
-    }
-  }
-
-  // "rank 3", or "rank 3 on host-b" when the job spans hosts.
-  std::string rank_name(int index) const {
-    if (spec_.hosts.size() < 2) return fmt::format("rank {}", index);
-    const RankPlace& place = spec_.env.places.at(static_cast<std::size_t>(index));
-    return fmt::format("rank {} on {}", index,
-                       spec_.hosts.at(static_cast<std::size_t>(place.cross_rank)));
-  }
-
-  void describe_rank(const Rank& rank) {
-    std::string vars;
-    for (const auto& [name, value] : launcher_variables(spec_.env, rank.index)) {
-      if (name != kSecretVar) vars += fmt::format(" {}={}", name, value);
-    }
-    say(fmt::format("{} (pid {}):{} {}", rank_name(rank.index), rank.pid, vars,
-                    format_command(rank.argv)));
   }
 
   bool all_exited() const {
@@ -223,7 +209,9 @@ class Supervisor {
     return false;
   }
 
-  bool finished() const { return all_exited() && !any_stream_open(); }
+  bool finished() const {
+    return all_exited() && !any_stream_open() && (phase_ != Phase::kRunning || !driver_.waiting());
+  }
 
   // One round of the event loop: waits for a signal, output or the next deadline.
   Status wait_for_events() {
@@ -247,14 +235,23 @@ class Supervisor {
     check_deadlines();
     // Once every rank has ended, whatever they left behind in their process groups goes too;
     // until then it may hold the output pipes open.
-    if (phase_ == Phase::kRunning && all_exited()) begin_stop(SIGTERM);
+    if (phase_ == Phase::kRunning && all_exited() && !driver_.waiting()) begin_stop(SIGTERM);
     return Status::success();
   }
 
   int poll_timeout_ms() const {
     std::optional<Clock::time_point> deadline;
+    auto earliest = [&](std::optional<Clock::time_point> t) {
+      if (t && (!deadline || *t < *deadline)) deadline = t;
+    };
     if (phase_ == Phase::kStopping) deadline = kill_deadline_;
     if (phase_ == Phase::kKilled && all_exited()) deadline = abandon_deadline_;
+    if (phase_ == Phase::kRunning) {
+      earliest(driver_.next_tick());
+      for (const Rank& rank : ranks_) {
+        if (!rank.exited) earliest(rank.kill_at);
+      }
+    }
     if (!deadline) return -1;
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
     return static_cast<int>(std::max<std::int64_t>(left.count(), 0));
@@ -313,19 +310,13 @@ class Supervisor {
 
   void on_rank_exit(const Rank& rank) {
     const std::string what =
-        fmt::format("{} (pid {}) {}", rank_name(rank.index), rank.pid, rank.status.describe());
-    if (rank.status.success() || phase_ != Phase::kRunning) {
+        fmt::format("{} (pid {}) {}", rank.name, rank.pid, rank.status.describe());
+    if (phase_ != Phase::kRunning || rank.stop_requested || rank.status.success()) {
       if (spec_.verbose) say(what);
-      return;
+    } else {
+      say(what);
     }
-    say(what);
-    exit_code_ = rank.status.shell_code();
-    failed_rank_ = static_cast<std::size_t>(&rank - ranks_.data());
-    const int others = running_count();
-    if (spec_.verbose && others > 0) {
-      say(fmt::format("stopping the other {} rank{}", others, others == 1 ? "" : "s"));
-    }
-    begin_stop(SIGTERM);
+    if (phase_ == Phase::kRunning) driver_.on_exit(*this, rank.index, rank.status);
   }
 
   void signal_groups(int signo) {
@@ -346,6 +337,14 @@ class Supervisor {
 
   void check_deadlines() {
     const auto now = Clock::now();
+    if (phase_ == Phase::kRunning) {
+      for (Rank& rank : ranks_) {
+        if (rank.exited || !rank.kill_at || now < *rank.kill_at) continue;
+        rank.kill_at.reset();
+        ::kill(-rank.pid, SIGKILL);
+      }
+      if (const auto tick = driver_.next_tick(); tick && now >= *tick) driver_.tick(*this);
+    }
     if (phase_ == Phase::kStopping && now >= kill_deadline_) {
       if (const int running = running_count(); running > 0) {
         say(fmt::format("{} rank{} still running after {} s, sending SIGKILL", running,
@@ -437,7 +436,9 @@ class Supervisor {
   }
 
   const JobSpec& spec_;
+  JobDriver& driver_;
   SignalChannel& signals_;
+  Fd dev_null_;
   std::vector<Rank> ranks_;
   Phase phase_ = Phase::kRunning;
   Clock::time_point kill_deadline_;
@@ -447,8 +448,65 @@ class Supervisor {
   bool broken_[3] = {false, false, false};
 };
 
+int exit_code_for(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kNotFound:
+      return kExitNotFound;
+    case StatusCode::kInvalidArgument:
+      return kExitCannotExecute;
+    default:
+      return kExitFailure;
+  }
+}
+
+// A fixed job: every rank starts at once, and the first to fail ends the job.
+class FixedJob final : public JobDriver {
+ public:
+  explicit FixedJob(const JobSpec& spec) : spec_(spec) {}
+
+  void start(JobControl& job) override {
+    for (int r = 0; r < spec_.env.size; ++r) {
+      WorkerSpec worker;
+      worker.command = &spec_.commands.at(static_cast<std::size_t>(r));
+      worker.env = rank_environment(spec_.inherited_env, spec_.env, r);
+      worker.label = std::to_string(r);
+      worker.host = host_of(r);
+      worker.name = spec_.hosts.size() < 2 ? fmt::format("rank {}", r)
+                                           : fmt::format("rank {} on {}", r, worker.host);
+      for (const auto& [name, value] : launcher_variables(spec_.env, r)) {
+        if (name != kSecretVar) worker.detail += fmt::format(" {}={}", name, value);
+      }
+      if (Result<int> started = job.start_worker(std::move(worker)); !started.ok()) {
+        job.say(started.status().message());
+        job.end_job(exit_code_for(started.status()), std::nullopt);
+        return;
+      }
+    }
+  }
+
+  void on_exit(JobControl& job, int worker, const ExitStatus& status) override {
+    if (!status.success()) job.end_job(status.shell_code(), worker);
+  }
+
+ private:
+  std::string host_of(int r) const {
+    if (spec_.env.places.empty() || spec_.hosts.empty()) return "localhost";
+    const RankPlace& place = spec_.env.places.at(static_cast<std::size_t>(r));
+    return spec_.hosts.at(static_cast<std::size_t>(place.cross_rank));
+  }
+
+  const JobSpec& spec_;
+};
+
 }  // namespace
 
-int run_job(const JobSpec& spec, SignalChannel& signals) { return Supervisor(spec, signals).run(); }
+int supervise(const JobSpec& spec, JobDriver& driver, SignalChannel& signals) {
+  return Supervisor(spec, driver, signals).run();
+}
+
+int run_job(const JobSpec& spec, SignalChannel& signals) {
+  FixedJob driver(spec);
+  return supervise(spec, driver, signals);
+}
 
 }  // namespace hoop::launch

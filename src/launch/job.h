@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/process.h"
 #include "launch/rank_env.h"
 #include "launch/remote.h"
 #include "launch/signals.h"
@@ -45,6 +46,56 @@ struct JobSpec {
   std::optional<std::string> output_dir;
   bool verbose = false;
 };
+
+/// One process hooprun starts and watches: a rank of a fixed job or an elastic worker.
+struct WorkerSpec {
+  const RankCommand* command = nullptr;  // how it starts; outlives the worker
+  std::vector<std::string> env;          // its complete environment
+  std::string label;                     // its output's "[label] " prefix and rank.LABEL dir
+  std::string name;                      // "rank 3 on host-b", for messages
+  std::string host;
+  std::string detail;  // -v: what hooprun gave it (its HOOP_* variables), after its name
+};
+
+/// What a JobDriver may do with the job's workers.
+class JobControl {
+ public:
+  virtual ~JobControl() = default;
+  /// Starts a worker; returns its index (0, 1, ... in start order).
+  virtual Result<int> start_worker(WorkerSpec spec) = 0;
+  /// Ends a worker: SIGTERM to its process group, SIGKILL after kGracePeriod.
+  virtual void stop_worker(int worker) = 0;
+  /// Ends the job with `exit_code`; `failed_worker` is the one whose failure the final message
+  /// reports. Only the first call counts.
+  virtual void end_job(int exit_code, std::optional<int> failed_worker) = 0;
+  /// Whether the worker has ended.
+  virtual bool exited(int worker) const = 0;
+  /// Writes "hooprun: MESSAGE" to stderr.
+  virtual void say(std::string_view message) = 0;
+  virtual bool verbose() const = 0;
+};
+
+/// Decides which workers a job runs: a fixed set of ranks (run_job), or an elastic job whose
+/// workers change (elastic.h).
+class JobDriver {
+ public:
+  using Clock = std::chrono::steady_clock;
+  virtual ~JobDriver() = default;
+  /// Starts the first workers.
+  virtual void start(JobControl& job) = 0;
+  /// A worker ended while the job was running.
+  virtual void on_exit(JobControl& job, int worker, const ExitStatus& status) = 0;
+  /// When tick() is due next; none: never.
+  virtual std::optional<Clock::time_point> next_tick() const { return std::nullopt; }
+  virtual void tick(JobControl&) {}
+  /// True while the job goes on with no worker running (an elastic job waiting for hosts).
+  virtual bool waiting() const { return false; }
+};
+
+/// Supervises the workers `driver` starts until every one has ended and their output has been
+/// passed on; returns hooprun's exit code (as run_job). --output-filename, verbosity and the
+/// environment come from `spec`; its commands and env are the driver's business.
+int supervise(const JobSpec& spec, JobDriver& driver, SignalChannel& signals);
 
 /// Starts the ranks and supervises them until every one has ended and their output has been
 /// passed on. Returns hooprun's exit code: 0 when all ranks exit 0; else the first failing

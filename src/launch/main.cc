@@ -18,6 +18,7 @@
 #include "hoop/rendezvous.h"
 #include "launch/agent.h"
 #include "launch/check_build.h"
+#include "launch/elastic.h"
 #include "launch/exit_codes.h"
 #include "launch/hosts.h"
 #include "launch/job.h"
@@ -113,44 +114,56 @@ Result<std::vector<std::string>> rank_program(const LaunchOptions& options) {
   return std::vector<std::string>{path};
 }
 
-// What each rank executes: the program directly on this machine, behind the spawner, or
-// over ssh under hooprun's agent. Checked before anything starts, so that a typo costs no
+// How a rank on `host` starts: the program directly on this machine, behind the spawner, or
+// over ssh under hooprun's agent. not_found or invalid_argument when the program or ssh cannot
+// be executed, io_error when hooprun cannot find itself.
+Result<RankCommand> command_for_host(const LaunchOptions& options,
+                                     const std::vector<std::string>& program,
+                                     const std::string& host, double timeout_s) {
+  const char* path_env = std::getenv("PATH");
+  const std::string_view path = path_env ? path_env : kDefaultPath;
+  // A host that does not answer is given up after the time ranks have to start.
+  const SshOptions ssh{options.ssh_port, options.ssh_identity_file,
+                       static_cast<int>(std::ceil(timeout_s))};
+  RankCommand command;
+  command.access = host_access(host, options.spawner, ssh);
+  if (command.access.kind == HostAccess::Kind::kSsh) {
+    HOOP_ASSIGN_OR_RETURN(std::filesystem::path self, self_path());
+    std::vector<std::string> remote{self.string(), std::string(kRankAgentFlag), "--"};
+    remote.insert(remote.end(), program.begin(), program.end());
+    command.remote_argv = std::move(remote);
+    command.argv = {"ssh"};
+  } else {
+    command.argv = command_on_host(command.access, {}, program, "");
+  }
+  Result<std::string> resolved = find_executable(command.argv.front(), path);
+  if (!resolved.ok()) {
+    if (command.access.kind != HostAccess::Kind::kSsh) return resolved.status();
+    return Status(resolved.status().code(),
+                  fmt::format("host '{}' is not this machine and is reached over ssh: {}", host,
+                              resolved.status().message()));
+  }
+  command.program_path = std::move(*resolved);
+  return command;
+}
+
+int exit_code_for_command(const Status& status) {
+  return status.code() == StatusCode::kIoError ? kExitFailure : exit_code_for_lookup(status);
+}
+
+// What each rank executes, checked before anything starts, so that a typo costs no
 // half-started job.
 std::optional<LaunchError> plan_commands(const LaunchOptions& options, const Placement& placement,
                                          double timeout_s, std::vector<RankCommand>& commands) {
   Result<std::vector<std::string>> program = rank_program(options);
   if (!program.ok())
     return LaunchError{exit_code_for_lookup(program.status()), program.status().message()};
-  const char* path_env = std::getenv("PATH");
-  const std::string_view path = path_env ? path_env : kDefaultPath;
-  // A host that does not answer is given up after the time ranks have to start.
-  const SshOptions ssh{options.ssh_port, options.ssh_identity_file,
-                       static_cast<int>(std::ceil(timeout_s))};
   std::vector<RankCommand> per_host;
   for (const std::string& host : placement.hosts) {
-    RankCommand command;
-    command.access = host_access(host, options.spawner, ssh);
-    if (command.access.kind == HostAccess::Kind::kSsh) {
-      Result<std::filesystem::path> self = self_path();
-      if (!self.ok()) return LaunchError{kExitFailure, self.status().message()};
-      std::vector<std::string> remote{self->string(), std::string(kRankAgentFlag), "--"};
-      remote.insert(remote.end(), program->begin(), program->end());
-      command.remote_argv = std::move(remote);
-      command.argv = {"ssh"};
-    } else {
-      command.argv = command_on_host(command.access, {}, *program, "");
-    }
-    Result<std::string> resolved = find_executable(command.argv.front(), path);
-    if (!resolved.ok()) {
-      std::string message = resolved.status().message();
-      if (command.access.kind == HostAccess::Kind::kSsh) {
-        message =
-            fmt::format("host '{}' is not this machine and is reached over ssh: {}", host, message);
-      }
-      return LaunchError{exit_code_for_lookup(resolved.status()), std::move(message)};
-    }
-    command.program_path = std::move(*resolved);
-    per_host.push_back(std::move(command));
+    Result<RankCommand> command = command_for_host(options, *program, host, timeout_s);
+    if (!command.ok())
+      return LaunchError{exit_code_for_command(command.status()), command.status().message()};
+    per_host.push_back(std::move(*command));
   }
   commands.clear();
   for (const RankPlace& place : placement.ranks) {
@@ -219,16 +232,29 @@ int launch(const LaunchOptions& options) {
     return kExitUsage;
   }
 
-  Result<Placement> placement = place_ranks(options.hosts, options.num_ranks);
-  if (!placement.ok()) {
-    say(placement.status().message());
-    return kExitUsage;
-  }
   JobSpec spec;
-  if (std::optional<LaunchError> error =
-          plan_commands(options, *placement, *timeout_s, spec.commands)) {
-    say(error->message);
-    return error->exit_code;
+  std::vector<std::string> hosts;  // of a fixed job; an elastic job's come later
+  std::vector<std::string> program;
+  if (options.elastic) {
+    Result<std::vector<std::string>> found = rank_program(options);
+    if (!found.ok()) {
+      say(found.status().message());
+      return exit_code_for_lookup(found.status());
+    }
+    program = std::move(*found);
+  } else {
+    Result<Placement> placement = place_ranks(options.hosts, options.num_ranks);
+    if (!placement.ok()) {
+      say(placement.status().message());
+      return kExitUsage;
+    }
+    if (std::optional<LaunchError> error =
+            plan_commands(options, *placement, *timeout_s, spec.commands)) {
+      say(error->message);
+      return error->exit_code;
+    }
+    hosts = placement->hosts;
+    spec.env.places = placement->ranks;
   }
   // With --network-interface, the store listens where the ranks' transport will.
   std::optional<std::string> given_addr = options.rendezvous_addr;
@@ -240,7 +266,10 @@ int launch(const LaunchOptions& options) {
     }
     given_addr = std::move(*addr);
   }
-  Result<std::string> rendezvous_addr = choose_rendezvous_addr(given_addr, placement->hosts);
+  // An elastic job without an address keeps its store on this machine's loopback: jobs that
+  // grow to other hosts name the address (README, "Elastic training").
+  if (options.elastic) hosts = {"localhost"};
+  Result<std::string> rendezvous_addr = choose_rendezvous_addr(given_addr, hosts);
   if (!rendezvous_addr.ok()) {
     say(rendezvous_addr.status().message());
     return kExitFailure;
@@ -257,7 +286,7 @@ int launch(const LaunchOptions& options) {
   spec.workdir = std::filesystem::current_path(cwd_error).string();
   spec.inherited_env = current_environment();
   apply_env_options(options.env_vars, spec.inherited_env, spec.forwarded_names);
-  if (options.preflight) {
+  if (options.preflight && !options.elastic) {
     if (int code = preflight(options, spec, *timeout_s, *signals); code != kExitSuccess)
       return code;
   }
@@ -280,10 +309,9 @@ int launch(const LaunchOptions& options) {
     return kExitFailure;
   }
 
-  spec.hosts = placement->hosts;
+  spec.hosts = hosts;
   spec.env.size = options.num_ranks;
-  spec.env.places = placement->ranks;
-  spec.env.num_hosts = static_cast<int>(placement->hosts.size());
+  spec.env.num_hosts = static_cast<int>(hosts.size());
   spec.env.rendezvous_addr = std::move(*rendezvous_addr);
   spec.env.secret = std::move(*secret);
   spec.env.job_id = std::move(*job_id);
@@ -300,14 +328,22 @@ int launch(const LaunchOptions& options) {
     return kExitFailure;
   }
   spec.env.rendezvous_port = (*store)->port();
-  if (options.verbose) {
+  if (options.verbose && !options.elastic) {
     say(fmt::format("job {}: {} rank{} on {} host{}, rendezvous store on {}:{}", spec.env.job_id,
                     options.num_ranks, options.num_ranks == 1 ? "" : "s", spec.hosts.size(),
                     spec.hosts.size() == 1 ? "" : "s", spec.env.rendezvous_addr,
                     spec.env.rendezvous_port));
   }
 
-  const int code = run_job(spec, *signals);
+  int code = kExitSuccess;
+  if (options.elastic) {
+    const CommandFactory factory = [&](const std::string& host) {
+      return command_for_host(options, program, host, *timeout_s);
+    };
+    code = run_elastic_job(*options.elastic, options.num_ranks, spec, factory, *signals);
+  } else {
+    code = run_job(spec, *signals);
+  }
   (*store)->stop();
   // Ranks unlink their segments once set up; a crash before that leaves them named.
   if (const int removed = shm::remove_job_segments(spec.env.job_id);

@@ -197,6 +197,33 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
   app.add_flag("--autotune", autotune,
                "Search the fusion threshold, cycle time and allreduce algorithm while the job "
                "runs and keep the fastest (HOOP_AUTOTUNE=1)");
+  ElasticOptions elastic;
+  std::string discovery_script;
+  CLI::Option* discovery_option = app.add_option(
+      "--host-discovery-script", discovery_script,
+      "Elastic job: an executable that prints the available hosts, one 'host:slots' (or 'host') "
+      "a line; hooprun runs it every second, starts workers on new hosts and drops lost ones");
+  CLI::Option* min_np_option =
+      app.add_option("--min-np", elastic.min_np,
+                     "Elastic: fewest workers the job runs with [default: -np]")
+          ->check(CLI::Range(1, 1 << 20));
+  CLI::Option* max_np_option =
+      app.add_option("--max-np", elastic.max_np,
+                     "Elastic: most workers the job grows to [default: every slot]")
+          ->check(CLI::Range(1, 1 << 20));
+  CLI::Option* elastic_timeout_option =
+      app.add_option("--elastic-timeout", elastic.timeout_s,
+                     "Elastic: seconds to wait for --min-np slots, and for a worker to join a new "
+                     "round (HOOP_ELASTIC_TIMEOUT) [default: 600]")
+          ->check(CLI::Range(0.001, kMaxStartTimeoutS));
+  CLI::Option* reset_limit_option =
+      app.add_option("--reset-limit", elastic.reset_limit,
+                     "Elastic: end the job after this many resets (new rounds) [default: none]")
+          ->check(CLI::Range(0, 1 << 30));
+  CLI::Option* slots_option =
+      app.add_option("--slots", elastic.default_slots,
+                     "Elastic: slots of a discovered host listed without a count [default: 1]")
+          ->check(CLI::Range(1, 1 << 20));
   bool gloo = false;
   app.add_flag("--gloo", gloo,
                "Accepted for horovodrun's command lines: hoop's own transports are its Gloo");
@@ -224,7 +251,30 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
   } else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
     return usage_error(fmt::format("unknown option '{}'", rest.front()));
   }
-  if (hosts_option->count() > 0 || hostfile_option->count() > 0) {
+  const bool elastic_job = discovery_option->count() > 0;
+  for (const CLI::Option* o :
+       {min_np_option, max_np_option, elastic_timeout_option, reset_limit_option, slots_option}) {
+    if (o->count() > 0 && !elastic_job)
+      return usage_error(fmt::format("{} needs --host-discovery-script", o->get_name()));
+  }
+  if (elastic_job) {
+    if (hosts_option->count() > 0 || hostfile_option->count() > 0 || options.mpi ||
+        options.topology)
+      return usage_error(
+          "--host-discovery-script takes its hosts from the script: no -H, --hostfile, --mpi or "
+          "--topology");
+    if (discovery_script.empty()) return usage_error("--host-discovery-script is empty");
+    if (min_np_option->count() == 0 && options.num_ranks == 0)
+      return usage_error("an elastic job needs -np or --min-np");
+    if (min_np_option->count() == 0) elastic.min_np = options.num_ranks;
+    if (options.num_ranks == 0) options.num_ranks = elastic.min_np;
+    if (options.num_ranks < elastic.min_np || (elastic.max_np && options.num_ranks > *elastic.max_np))
+      return usage_error(fmt::format("-np {} must lie within --min-np {} and --max-np {}",
+                                     options.num_ranks, elastic.min_np,
+                                     elastic.max_np ? std::to_string(*elastic.max_np) : "(none)"));
+    elastic.discovery_script = std::move(discovery_script);
+    options.elastic = std::move(elastic);
+  } else if (hosts_option->count() > 0 || hostfile_option->count() > 0) {
     Result<std::vector<HostSlots>> hosts =
         hosts_option->count() > 0 ? parse_hosts(hosts_text) : read_hostfile(hostfile);
     if (!hosts.ok()) return usage_error(hosts.status().message());

@@ -15,6 +15,17 @@ namespace hoop::launch {
 /// any real start-up, and small enough to convert to milliseconds exactly.
 inline constexpr double kMaxStartTimeoutS = static_cast<double>(config::kMaxSeconds);
 
+/// An elastic job (--host-discovery-script): its hosts come from a script that hooprun runs
+/// again while the job runs, and its workers may come and go (elastic.h).
+struct ElasticOptions {
+  std::string discovery_script;
+  int min_np = 1;                  // --min-np [default: -np]
+  std::optional<int> max_np;       // --max-np [default: no limit]
+  double timeout_s = 600;          // --elastic-timeout
+  std::optional<int> reset_limit;  // --reset-limit [default: no limit]
+  int default_slots = 1;           // --slots: of a discovered host listed without a count
+};
+
 /// What the user asked for.
 struct LaunchOptions {
   int num_ranks = 0;
@@ -42,6 +53,8 @@ struct LaunchOptions {
   bool preflight = true;
   /// From -x/--env: NAME (forwarded from hooprun's environment) or NAME=VALUE (set).
   std::vector<std::string> env_vars;
+  /// Set by --host-discovery-script; num_ranks is then the number to start with.
+  std::optional<ElasticOptions> elastic;
   /// --mpi: mpirun starts the ranks (see mpi_launch.h).
   bool mpi = false;
   /// --check-build: print what this build can do (check_build.h); nothing else is set.

@@ -38,22 +38,24 @@ std::vector<std::pair<std::string, std::string>> launcher_variables(const JobEnv
   return vars;
 }
 
-std::vector<std::string> rank_environment(std::span<const std::string> inherited, const JobEnv& job,
-                                          int rank) {
-  auto vars = launcher_variables(job, rank);
-  // horovodrun sets the rank layout (the first six) under Horovod's names too, and scripts
-  // read them.
-  for (std::size_t i = 0; i < 6; ++i) {
-    vars.emplace_back("HOROVOD_" + vars[i].first.substr(std::string_view("HOOP_").size()),
-                      vars[i].second);
-  }
+namespace {
+
+constexpr std::size_t kLayoutVars = 6;  // launcher_variables' first entries: the rank layout
+
+// `inherited` without the variables in `vars`, those named in `also_removed` and their
+// Horovod aliases, followed by `vars`.
+std::vector<std::string> with_variables(std::span<const std::string> inherited,
+                                        const std::vector<std::pair<std::string, std::string>>& vars,
+                                        std::span<const std::pair<std::string, std::string>> also_removed) {
   std::set<std::string, std::less<>> replaced;
-  for (const auto& [name, value] : vars) {
+  auto replace = [&](const std::string& name) {
     replaced.insert(name);
     if (const config::Var* var = config::find_var(name); var && !var->horovod_alias.empty()) {
       replaced.insert(std::string(var->horovod_alias));
     }
-  }
+  };
+  for (const auto& [name, value] : vars) replace(name);
+  for (const auto& [name, value] : also_removed) replace(name);
   std::vector<std::string> env;
   env.reserve(inherited.size() + vars.size());
   for (const std::string& entry : inherited) {
@@ -61,6 +63,31 @@ std::vector<std::string> rank_environment(std::span<const std::string> inherited
   }
   for (const auto& [name, value] : vars) env.push_back(name + "=" + value);
   return env;
+}
+
+}  // namespace
+
+std::vector<std::string> rank_environment(std::span<const std::string> inherited, const JobEnv& job,
+                                          int rank) {
+  auto vars = launcher_variables(job, rank);
+  // horovodrun sets the rank layout (the first six) under Horovod's names too, and scripts
+  // read them.
+  for (std::size_t i = 0; i < kLayoutVars; ++i) {
+    vars.emplace_back("HOROVOD_" + vars[i].first.substr(std::string_view("HOOP_").size()),
+                      vars[i].second);
+  }
+  return with_variables(inherited, vars, {});
+}
+
+std::vector<std::string> elastic_environment(std::span<const std::string> inherited,
+                                             const JobEnv& job, const std::string& worker_id,
+                                             double elastic_timeout_s) {
+  const auto all = launcher_variables(job, 0);
+  const std::span layout(all.data(), kLayoutVars);
+  std::vector<std::pair<std::string, std::string>> vars(all.begin() + kLayoutVars, all.end());
+  vars.emplace_back("HOOP_ELASTIC_ID", worker_id);
+  vars.emplace_back("HOOP_ELASTIC_TIMEOUT", fmt::format("{}", elastic_timeout_s));
+  return with_variables(inherited, vars, layout);
 }
 
 std::vector<std::string> current_environment() {

@@ -47,6 +47,14 @@ std::vector<std::pair<std::string, std::string>> launcher_variables(const JobEnv
 std::vector<std::string> rank_environment(std::span<const std::string> inherited, const JobEnv& job,
                                           int rank);
 
+/// The complete environment of an elastic worker named `worker_id`: `inherited` without any
+/// rank layout variable (the worker finds its rank in the store, round by round), followed by
+/// the store's address, the secret, the job id, the timeouts, HOOP_ELASTIC_ID and
+/// HOOP_ELASTIC_TIMEOUT.
+std::vector<std::string> elastic_environment(std::span<const std::string> inherited,
+                                             const JobEnv& job, const std::string& worker_id,
+                                             double elastic_timeout_s);
+
 /// This process's environment as NAME=value entries.
 std::vector<std::string> current_environment();
 

@@ -65,9 +65,48 @@ Status check_below(int value, const std::string& value_src, int bound,
       fmt::format("{}={} must be less than {}={}", value_src, value, bound_src, bound));
 }
 
-std::string joined_key(int rank) { return fmt::format("hoop/joined/{}", rank); }
-
 }  // namespace
+
+namespace rendezvous {
+
+std::string joined_key(const BootstrapInfo& info, int rank) {
+  return fmt::format("{}/joined/{}", info.key_prefix, rank);
+}
+
+std::vector<std::string> joined_keys(const BootstrapInfo& info) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < info.size; ++r) keys.push_back(joined_key(info, r));
+  return keys;
+}
+
+Result<std::unique_ptr<Store>> open_store(const BootstrapInfo& info) {
+  if (info.store_host.empty())
+    return invalid_argument("no rendezvous store in this job (HOOP_RENDEZVOUS_ADDR is not set)");
+  StoreOptions options;
+  options.secret = info.secret;
+  options.job_id = info.job_id;
+  // Connecting may have to wait for a slow launcher as long as the whole start-up may take.
+  options.timeout = std::max(info.timeout, info.start_timeout);
+  if (info.host_store) return rendezvous::connect_hosted_store(info, options);
+  return Store::connect(info.store_host, info.store_port, options, info.rank);
+}
+
+Status missing_ranks_error(Store& store, const BootstrapInfo& info, std::string_view within) {
+  std::string missing;
+  int n_missing = 0;
+  for (int r = 0; r < info.size; ++r) {
+    auto v = store.get(joined_key(info, r));
+    if (v.ok()) continue;
+    if (v.status().code() != StatusCode::kNotFound) return v.status();
+    if (n_missing++ > 0) missing += ", ";
+    missing += std::to_string(r);
+  }
+  return timeout_error(fmt::format("{} of {} ranks did not join the job within {}: rank{} {}",
+                                   n_missing, info.size, within, n_missing == 1 ? "" : "s",
+                                   missing));
+}
+
+}  // namespace rendezvous
 
 Result<BootstrapInfo> bootstrap_from_env() {
   HOOP_RETURN_IF_ERROR(config::validate_env());
@@ -158,43 +197,27 @@ Result<BootstrapInfo> bootstrap_from_env() {
   }
   HOOP_ASSIGN_OR_RETURN(info.start_timeout, config::get_milliseconds("HOOP_START_TIMEOUT"));
   HOOP_ASSIGN_OR_RETURN(info.timeout, config::get_milliseconds("HOOP_TIMEOUT_SECONDS"));
+  HOOP_ASSIGN_OR_RETURN(info.elastic_id, config::get_string("HOOP_ELASTIC_ID"));
+  HOOP_ASSIGN_OR_RETURN(info.elastic_timeout, config::get_milliseconds("HOOP_ELASTIC_TIMEOUT"));
+  if (!info.elastic_id.empty() && info.store_host.empty())
+    return invalid_argument(
+        "HOOP_ELASTIC_ID is set but HOOP_RENDEZVOUS_ADDR is not: an elastic worker is started by "
+        "hooprun --host-discovery-script, which hosts the store");
   return info;
 }
 
 Result<std::unique_ptr<Store>> connect_store(const BootstrapInfo& info) {
-  if (info.store_host.empty())
-    return invalid_argument("no rendezvous store in this job (HOOP_RENDEZVOUS_ADDR is not set)");
-  StoreOptions options;
-  options.secret = info.secret;
-  options.job_id = info.job_id;
-  // Connecting may have to wait for a slow launcher as long as the whole start-up may take.
-  options.timeout = std::max(info.timeout, info.start_timeout);
-  HOOP_ASSIGN_OR_RETURN(auto store,
-                        info.host_store
-                            ? rendezvous::connect_hosted_store(info, options)
-                            : Store::connect(info.store_host, info.store_port, options, info.rank));
-  HOOP_RETURN_IF_ERROR(store->set(joined_key(info.rank), "1"));
-  std::vector<std::string> keys;
-  for (int r = 0; r < info.size; ++r) keys.push_back(joined_key(r));
-  Status joined = store->wait(keys, info.start_timeout);
+  HOOP_ASSIGN_OR_RETURN(auto store, rendezvous::open_store(info));
+  HOOP_RETURN_IF_ERROR(store->set(rendezvous::joined_key(info, info.rank), "1"));
+  Status joined = store->wait(rendezvous::joined_keys(info), info.start_timeout);
   if (joined.code() != StatusCode::kTimeout) {
     HOOP_RETURN_IF_ERROR(joined);
     HOOP_LOG(kDebug, "all {} ranks joined the store at {}:{}", info.size, info.store_host,
              info.store_port);
     return store;
   }
-  std::string missing;
-  int n_missing = 0;
-  for (int r = 0; r < info.size; ++r) {
-    auto v = store->get(joined_key(r));
-    if (v.ok()) continue;
-    if (v.status().code() != StatusCode::kNotFound) return v.status();
-    if (n_missing++ > 0) missing += ", ";
-    missing += std::to_string(r);
-  }
-  return timeout_error(fmt::format(
-      "{} of {} ranks did not join the job within {:.3g} s (HOOP_START_TIMEOUT): rank{} {}",
-      n_missing, info.size, info.start_timeout.count() / 1e3, n_missing == 1 ? "" : "s", missing));
+  return rendezvous::missing_ranks_error(
+      *store, info, fmt::format("{:.3g} s (HOOP_START_TIMEOUT)", info.start_timeout.count() / 1e3));
 }
 
 }  // namespace hoop

@@ -44,4 +44,15 @@ Status resolve_launcher_rendezvous(BootstrapInfo& info);
 Result<std::unique_ptr<Store>> connect_hosted_store(const BootstrapInfo& info,
                                                     StoreOptions options);
 
+/// The key rank `rank` sets once connected to the store (under info.key_prefix), and the keys
+/// of every rank of info's job.
+std::string joined_key(const BootstrapInfo& info, int rank);
+std::vector<std::string> joined_keys(const BootstrapInfo& info);
+/// Connects to the store `info` names (or, with host_store, hosts it on rank 0), without
+/// waiting for the other ranks.
+Result<std::unique_ptr<Store>> open_store(const BootstrapInfo& info);
+/// The timeout error naming the ranks of info's job that have not set their joined key;
+/// `within` says how long they had ("30 s (HOOP_START_TIMEOUT)").
+Status missing_ranks_error(Store& store, const BootstrapInfo& info, std::string_view within);
+
 }  // namespace hoop::rendezvous

@@ -13,6 +13,7 @@
 #include "device/device.h"
 #include "hoop/hoop.h"
 #include "runtime/controller.h"
+#include "runtime/runtime_internal.h"
 
 namespace hoop {
 namespace {
@@ -32,6 +33,11 @@ struct Global {
   std::mutex mu;
   bool initialized = false;
   int generation = 0;  // init() count: fresh store keys for every init
+  /// Where this init's store keys live: hoop/rt<generation>, or hoop/e<round>/rt in an
+  /// elastic job, whose processes may have initialized different numbers of times.
+  std::string key_base;
+  /// The elastic round last joined (-1: none); a reset joins a newer one.
+  int elastic_round = -1;
   BootstrapInfo info;
   std::unique_ptr<Store> store;
   runtime::RuntimeSettings settings;
@@ -254,7 +260,12 @@ void init() {
   if (!settings.ok()) fresh(settings.status());
   g.info = *info;
   g.settings = *settings;
-  if (g.info.size > 1) {
+  if (!g.info.elastic_id.empty()) {
+    Result<std::unique_ptr<Store>> store = join_elastic_round(g.info, g.elastic_round + 1);
+    if (!store.ok()) fresh(store.status());
+    g.store = std::move(*store);
+    g.elastic_round = g.info.elastic_round;
+  } else if (g.info.size > 1) {
     Result<std::unique_ptr<Store>> store = connect_store(g.info);
     if (!store.ok()) fresh(store.status());
     g.store = std::move(*store);
@@ -268,10 +279,12 @@ void init() {
     if (!started.ok()) fresh(started.with_context("HOOP_TIMELINE"));
   }
   ++g.generation;
+  g.key_base = g.info.elastic_id.empty() ? fmt::format("hoop/rt{}", g.generation)
+                                         : g.info.key_prefix + "/rt";
   SetState all;
   for (int r = 0; r < g.info.size; ++r) all.ranks.push_back(r);
   all.my_rank = g.info.rank;
-  auto c = Controller::start(g.info, g.store.get(), fmt::format("hoop/rt{}/ps0", g.generation),
+  auto c = Controller::start(g.info, g.info.size > 1 ? g.store.get() : nullptr, g.key_base + "/ps0",
                              g.settings, *g.timeline);
   if (!c.ok()) fresh(c.status());
   all.controller = std::move(*c);
@@ -314,6 +327,17 @@ void stop_timeline() {
   std::lock_guard<std::mutex> lock(g.mu);
   g.timeline->stop();
 }
+
+namespace runtime {
+
+ElasticView elastic_view() {
+  Global& g = initialized_global();
+  std::lock_guard<std::mutex> lock(g.mu);
+  if (g.info.elastic_id.empty()) return {};
+  return {g.store.get(), g.elastic_round};
+}
+
+}  // namespace runtime
 
 bool is_initialized() {
   std::lock_guard<std::mutex> lock(global().mu);
@@ -504,7 +528,7 @@ ProcessSet add_process_set(const std::vector<int>& ranks) {
   for (std::size_t i = 0; i < ranks.size(); ++i)
     if (ranks[i] == g.info.rank) set.my_rank = static_cast<int>(i);
   if (set.my_rank >= 0) {
-    const std::string prefix = fmt::format("hoop/rt{}/ps{}", g.generation, id);
+    const std::string prefix = fmt::format("{}/ps{}", g.key_base, id);
     const std::string listed = fmt::format("{}", fmt::join(ranks, ","));
     if (ranks.size() > 1) {
       // The members must agree on who they are, or the mesh would wait for a rank that never

@@ -1,0 +1,143 @@
+// Elastic training (hoop/elastic.h): rounds, resets and the state that survives them.
+#include "hoop/elastic.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "core/config.h"
+#include "core/log.h"
+#include "hoop/hoop.h"
+#include "runtime/runtime_internal.h"
+
+namespace hoop::elastic {
+namespace {
+
+[[noreturn]] void fail(Status s) { throw Error(std::move(s)); }
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+bool enabled() { return config::is_set("HOOP_ELASTIC_ID"); }
+
+int round() { return is_initialized() ? runtime::elastic_view().round : -1; }
+
+bool recoverable(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kPeerLost:
+    case StatusCode::kTimeout:
+    case StatusCode::kProtocolError:
+    case StatusCode::kIoError:
+    case StatusCode::kAborted:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool hosts_updated() {
+  const runtime::ElasticView view = runtime::elastic_view();
+  if (view.store == nullptr) return false;
+  Result<int> latest = latest_elastic_round(*view.store);
+  if (!latest.ok()) fail(latest.status().with_context("elastic: reading the newest round"));
+  // Ranks may read the store on either side of hooprun's publication; the largest answer is
+  // everyone's, so that all of them leave the round at the same commit.
+  std::int64_t newest = *latest;
+  Tensor t{&newest, DataType::kI64, {1}};
+  allreduce("hoop.elastic.round", t, t, {.op = ReduceOp::kMax});
+  return newest > view.round;
+}
+
+void reset() {
+  const double start = now_seconds();
+  const int from = round();
+  shutdown();
+  init();
+  HOOP_LOG(kInfo, "elastic: reset from round {} to round {} (rank {} of {}) in {:.3f} s", from,
+           round(), rank(), size(), now_seconds() - start);
+}
+
+HostsUpdated::HostsUpdated()
+    : Error(aborted("elastic: hooprun published a new round of the job (hosts were added or "
+                    "removed)")) {}
+
+void State::add(const std::string& name, void* data, std::size_t bytes) {
+  if (data == nullptr && bytes > 0)
+    fail(invalid_argument(fmt::format("elastic::State::add('{}'): data is null", name)));
+  if (!buffers_.emplace(name, Buffer{data, bytes, {}}).second)
+    fail(invalid_argument(fmt::format("elastic::State::add: '{}' was added already", name)));
+}
+
+void State::commit() {
+  save();
+  check_host_updates();
+}
+
+void State::save() {
+  for (auto& [name, b] : buffers_) {
+    b.saved.resize(b.bytes);
+    if (b.bytes > 0) std::memcpy(b.saved.data(), b.data, b.bytes);
+  }
+  saved_ = true;
+}
+
+void State::restore() {
+  if (!saved_) return;
+  for (auto& [name, b] : buffers_) {
+    if (b.bytes > 0) std::memcpy(b.data, b.saved.data(), b.bytes);
+  }
+}
+
+void State::sync() {
+  if (size() > 1) {
+    // One broadcast per buffer, all in flight at once: the runtime fuses the small ones and
+    // fails naming the buffer when ranks added it with different sizes.
+    std::vector<Handle> handles;
+    for (auto& [name, b] : buffers_) {
+      Tensor t{b.data, DataType::kU8, {static_cast<std::int64_t>(b.bytes)}};
+      handles.push_back(broadcast_async("hoop.elastic.state." + name, t, 0));
+    }
+    for (const Handle& h : handles) h.wait();
+  }
+  save();
+}
+
+void State::check_host_updates() {
+  if (hosts_updated()) throw HostsUpdated();
+}
+
+void State::register_reset_callback(std::function<void()> callback) {
+  callbacks_.push_back(std::move(callback));
+}
+
+void State::on_reset() {
+  for (const auto& callback : callbacks_) callback();
+}
+
+void run(State& state, const std::function<void()>& train) {
+  if (!is_initialized()) init();
+  while (true) {
+    try {
+      state.sync();
+      train();
+      return;
+    } catch (const HostsUpdated&) {
+      HOOP_LOG(kInfo, "elastic: the job's hosts changed; moving to the new round");
+    } catch (const Error& e) {
+      if (!enabled() || !recoverable(e.status())) throw;
+      HOOP_LOG(kWarn, "elastic: round {} failed ({}); restoring the last commit", round(),
+               e.status().to_string());
+      state.restore();
+    }
+    reset();
+    state.on_reset();
+  }
+}
+
+}  // namespace hoop::elastic

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "hoop/elastic.h"
 #include "hoop/hoop.h"
 
 namespace py = pybind11;
@@ -40,6 +41,8 @@ PyObject* g_hoop_value_error = nullptr;
   py::object error = type(status.to_string());
   error.attr("code") = std::string(hoop::status_code_name(status.code()));
   error.attr("message") = status.message();
+  // hoop.torch.elastic.run resets the job on these and re-raises the others.
+  error.attr("recoverable") = hoop::elastic::recoverable(status);
   PyErr_SetObject(kind, error.ptr());
   throw py::error_already_set();
 }
@@ -302,6 +305,19 @@ void define_job(py::module_& m) {
       py::arg("path"), py::arg("mark_cycles") = false,
       "Starts writing the timeline to path (rank 0, or every rank where path has %r).");
   m.def("stop_timeline", [] { guarded(hoop::stop_timeline); }, "Stops writing the timeline.");
+  m.def("elastic_enabled", &hoop::elastic::enabled,
+        "Whether this process is a worker of an elastic job (hooprun set HOOP_ELASTIC_ID).");
+  m.def("elastic_round", &hoop::elastic::round,
+        "The elastic round this process is in (-1 outside an elastic job).");
+  m.def(
+      "elastic_hosts_updated",
+      [] {
+        return guarded([] {
+          py::gil_scoped_release release;
+          return hoop::elastic::hosts_updated();
+        });
+      },
+      "Whether hooprun published a newer round (a collective: every rank calls it).");
   m.def("process_set_ranks", [](int id) { return guarded([&] { return hoop::process_set_ranks(id); }); });
   m.def("process_set_rank", [](int id) { return guarded([&] { return hoop::process_set_rank(id); }); });
 }

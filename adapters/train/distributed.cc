@@ -181,9 +181,9 @@ void broadcast_parameters(Sequential& model, int root, ProcessSet process_set) {
 void add_to_state(elastic::State& state, Sequential& model, Optimizer& optimizer) {
   auto host_only = [](const std::string& name, int device) {
     if (device != kCpuDevice)
-      throw Error(invalid_argument(fmt::format(
-          "add_to_state: '{}' is on cuda:{}; an elastic state holds host tensors only", name,
-          device)));
+      throw Error(invalid_argument(
+          fmt::format("add_to_state: '{}' is on cuda:{}; an elastic state holds host tensors only",
+                      name, device)));
   };
   for (Parameter* p : model.parameters()) {
     host_only(p->name, p->value.device());

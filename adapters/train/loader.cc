@@ -69,8 +69,8 @@ ShardedLoader::ShardedLoader(const Dataset& data, std::size_t batch_per_rank, in
 void ShardedLoader::start_epoch(int epoch, std::size_t skip) {
   const std::size_t n = data_.size();
   if (skip > n)
-    throw Error(invalid_argument(
-        fmt::format("ShardedLoader: cannot skip {} of {} examples", skip, n)));
+    throw Error(
+        invalid_argument(fmt::format("ShardedLoader: cannot skip {} of {} examples", skip, n)));
   order_.resize(n);
   for (std::size_t i = 0; i < n; ++i) order_[i] = static_cast<std::uint32_t>(i);
   skip_ = skip;

@@ -80,8 +80,8 @@ std::vector<Optimizer::StateBuffer> buffers_of(const std::string& prefix,
                                                std::vector<Tensor>& state) {
   std::vector<Optimizer::StateBuffer> buffers;
   for (std::size_t k = 0; k < state.size(); ++k) {
-    buffers.push_back({prefix + std::to_string(k), state[k].data(), state[k].bytes(),
-                       state[k].device()});
+    buffers.push_back(
+        {prefix + std::to_string(k), state[k].data(), state[k].bytes(), state[k].device()});
   }
   return buffers;
 }

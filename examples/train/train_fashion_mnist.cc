@@ -216,7 +216,8 @@ int run(const Flags& f) {
       if (f.elastic && seen == 0) state.commit();
       loader.start_epoch(epoch, seen);
       // A micro-batch per backward pass: an update takes backward_passes of them.
-      const std::size_t updates = std::min(loader.steps_per_epoch(), per_epoch_cap) / f.backward_passes;
+      const std::size_t updates =
+          std::min(loader.steps_per_epoch(), per_epoch_cap) / f.backward_passes;
       const std::size_t per_update = static_cast<std::size_t>(f.backward_passes) * f.batch * n;
       train_example::ProgressBar bar(epoch + 1, f.epochs, updates, progress);
       dist.reset_timers();
@@ -242,8 +243,7 @@ int run(const Flags& f) {
         seen += per_update;
         trained += per_update / n;
         const double elapsed = now_seconds() - epoch_start;
-        bar.update(u + 1, loss_sum / ((u + 1) * f.backward_passes),
-                   (u + 1) * per_update / elapsed);
+        bar.update(u + 1, loss_sum / ((u + 1) * f.backward_passes), (u + 1) * per_update / elapsed);
         if (f.elastic && (u + 1) % static_cast<std::size_t>(f.commit_every) == 0) state.commit();
       }
       const double epoch_time = now_seconds() - epoch_start;

@@ -294,10 +294,9 @@ class ElasticJob final : public JobDriver {
       if (added) host_order.push_back(w->host);
       it->second = std::min(it->second, key(w));
     }
-    std::stable_sort(host_order.begin(), host_order.end(),
-                     [&](const std::string& a, const std::string& b) {
-                       return host_key[a] < host_key[b];
-                     });
+    std::stable_sort(
+        host_order.begin(), host_order.end(),
+        [&](const std::string& a, const std::string& b) { return host_key[a] < host_key[b]; });
     std::vector<std::pair<std::string, ElasticPlace>> places;
     std::vector<Worker*> ordered;
     for (std::size_t h = 0; h < host_order.size(); ++h) {
@@ -340,7 +339,8 @@ class ElasticJob final : public JobDriver {
       spec.command = &commands_.at(w.host);
       spec.env = elastic_environment(spec_.inherited_env, spec_.env, w.id, options_.timeout_s);
       spec.label = std::to_string(w.serial);
-      spec.name = fmt::format("worker {} on {}", w.serial, w.host);
+      spec.name = fmt::format("worker {}", w.serial);
+      spec.name_host = true;
       spec.host = w.host;
       spec.detail = fmt::format(" HOOP_ELASTIC_ID={} (rank {} of round {})", w.id, w.rank, round);
       Result<int> index = job.start_worker(std::move(spec));
@@ -365,7 +365,7 @@ class ElasticJob final : public JobDriver {
   std::unique_ptr<Store> store_;
   const std::string script_;
   std::vector<HostSlots> hosts_;
-  std::map<std::string, bool> blacklist_;  // host -> no longer listed since it failed
+  std::map<std::string, bool> blacklist_;        // host -> no longer listed since it failed
   std::map<std::string, RankCommand> commands_;  // stable addresses for WorkerSpec
   std::vector<Worker> workers_;
   int next_serial_ = 0;
@@ -420,8 +420,8 @@ int run_elastic_job(const ElasticOptions& options, int initial_np, const JobSpec
     say(fmt::format("--host-discovery-script: {}", script.status().message()));
     return script.status().code() == StatusCode::kNotFound ? kExitNotFound : kExitCannotExecute;
   }
-  const auto timeout = std::chrono::milliseconds(
-      static_cast<std::int64_t>(spec.env.start_timeout_s * 1000.0));
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(spec.env.start_timeout_s * 1000.0));
   Result<std::unique_ptr<Store>> store =
       Store::connect(spec.env.rendezvous_addr, spec.env.rendezvous_port,
                      StoreOptions{spec.env.secret, spec.env.job_id, timeout});
@@ -432,8 +432,8 @@ int run_elastic_job(const ElasticOptions& options, int initial_np, const JobSpec
   if (spec.verbose) {
     say(fmt::format("elastic job {}: {} to {} workers, hosts from {}, rendezvous store on {}:{}",
                     spec.env.job_id, options.min_np,
-                    options.max_np ? std::to_string(*options.max_np) : "any number of",
-                    *script, spec.env.rendezvous_addr, spec.env.rendezvous_port));
+                    options.max_np ? std::to_string(*options.max_np) : "any number of", *script,
+                    spec.env.rendezvous_addr, spec.env.rendezvous_port));
   }
   ElasticJob driver(options, initial_np, spec, command_for_host, signals.original_mask(),
                     std::move(*store), std::move(*script));

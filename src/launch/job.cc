@@ -37,11 +37,13 @@ struct Rank {
   pid_t pid = -1;
   bool exited = false;
   ExitStatus status;
-  std::string name;
+  std::string name;        // in messages: "rank 3" or "rank 3 on host-b"
+  std::string short_name;  // "rank 3"
+  std::string label;       // its output's prefix, without the brackets
   std::string host;
   std::vector<std::string> argv;
-  bool stop_requested = false;                // by the driver: its end is no failure
-  std::optional<Clock::time_point> kill_at;  // SIGKILL then, unless it has ended
+  bool stop_requested = false;                   // by the driver: its end is no failure
+  std::optional<Clock::time_point> kill_at;      // SIGKILL then, unless it has ended
   std::array<std::optional<Stream>, 2> streams;  // stdout, stderr
   TailLines stderr_tail{kReportedErrorLines};
   Fd secret_pipe;  // a rank over ssh: its stdin, held open while it runs (see agent.h)
@@ -91,7 +93,9 @@ class Supervisor final : public JobControl {
 
   bool verbose() const override { return spec_.verbose; }
 
-  bool exited(int worker) const override { return ranks_.at(static_cast<std::size_t>(worker)).exited; }
+  bool exited(int worker) const override {
+    return ranks_.at(static_cast<std::size_t>(worker)).exited;
+  }
 
   Result<int> start_worker(WorkerSpec spec) override {
     const RankCommand& command = *spec.command;
@@ -119,7 +123,9 @@ class Supervisor final : public JobControl {
     Rank& rank = ranks_.emplace_back();
     rank.index = static_cast<int>(ranks_.size()) - 1;
     rank.pid = child.pid;
-    rank.name = std::move(spec.name);
+    rank.name = spec.name_host ? fmt::format("{} on {}", spec.name, spec.host) : spec.name;
+    rank.short_name = std::move(spec.name);
+    rank.label = spec.label;
     rank.host = std::move(spec.host);
     rank.argv = std::move(argv);
     rank.secret_pipe = std::move(secret.write);
@@ -179,14 +185,14 @@ class Supervisor final : public JobControl {
   // the end of its stderr, which usually says why.
   void report_failure(const Rank& rank) {
     const std::vector<std::string> lines = rank.stderr_tail.lines();
-    std::string text = fmt::format("job failed: {} on host {} (pid {}) {}", rank.name, rank.host,
-                                   rank.pid, rank.status.describe());
+    std::string text = fmt::format("job failed: {} on host {} (pid {}) {}", rank.short_name,
+                                   rank.host, rank.pid, rank.status.describe());
     if (lines.empty()) {
       text += "; it wrote nothing to stderr";
     } else {
       text += fmt::format("; the last {} line{} of its stderr:", lines.size(),
                           lines.size() == 1 ? "" : "s");
-      for (const std::string& line : lines) text += fmt::format("\n  {}", line);
+      for (const std::string& line : lines) text += fmt::format("\n  [{}] {}", rank.label, line);
     }
     say(text);
   }
@@ -443,7 +449,7 @@ class Supervisor final : public JobControl {
   Phase phase_ = Phase::kRunning;
   Clock::time_point kill_deadline_;
   Clock::time_point abandon_deadline_;
-  std::optional<int> exit_code_;  // set by the first cause that ends the job
+  std::optional<int> exit_code_;            // set by the first cause that ends the job
   std::optional<std::size_t> failed_rank_;  // the rank whose failure ended the job
   bool broken_[3] = {false, false, false};
 };
@@ -471,8 +477,8 @@ class FixedJob final : public JobDriver {
       worker.env = rank_environment(spec_.inherited_env, spec_.env, r);
       worker.label = std::to_string(r);
       worker.host = host_of(r);
-      worker.name = spec_.hosts.size() < 2 ? fmt::format("rank {}", r)
-                                           : fmt::format("rank {} on {}", r, worker.host);
+      worker.name = fmt::format("rank {}", r);
+      worker.name_host = spec_.hosts.size() >= 2;
       for (const auto& [name, value] : launcher_variables(spec_.env, r)) {
         if (name != kSecretVar) worker.detail += fmt::format(" {}={}", name, value);
       }

@@ -52,9 +52,10 @@ struct WorkerSpec {
   const RankCommand* command = nullptr;  // how it starts; outlives the worker
   std::vector<std::string> env;          // its complete environment
   std::string label;                     // its output's "[label] " prefix and rank.LABEL dir
-  std::string name;                      // "rank 3 on host-b", for messages
+  std::string name;                      // "rank 3", for messages
   std::string host;
-  std::string detail;  // -v: what hooprun gave it (its HOOP_* variables), after its name
+  bool name_host = false;  // messages say "rank 3 on host-b" (a job across hosts)
+  std::string detail;      // -v: what hooprun gave it (its HOOP_* variables), after its name
 };
 
 /// What a JobDriver may do with the job's workers.

@@ -126,10 +126,9 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
       "Address the rendezvous store binds to and the ranks connect to [default: the address of "
       "--network-interface; else 127.0.0.1 when every host is this machine, else the first "
       "non-loopback IPv4 address of an interface that is up]");
-  app.add_flag(
-      "--topology", options.topology,
-      "Run hoop-topology (from hooprun's directory) as the ranks, with no command: rank 0 "
-      "prints the job's topology summary");
+  app.add_flag("--topology", options.topology,
+               "Run hoop-topology (from hooprun's directory) as the ranks, with no command: rank 0 "
+               "prints the job's topology summary");
   CLI::Option* timeout_option =
       app.add_option("--start-timeout", start_timeout,
                      "Seconds for every rank to start and join the rendezvous; passed on as "
@@ -268,7 +267,8 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
       return usage_error("an elastic job needs -np or --min-np");
     if (min_np_option->count() == 0) elastic.min_np = options.num_ranks;
     if (options.num_ranks == 0) options.num_ranks = elastic.min_np;
-    if (options.num_ranks < elastic.min_np || (elastic.max_np && options.num_ranks > *elastic.max_np))
+    if (options.num_ranks < elastic.min_np ||
+        (elastic.max_np && options.num_ranks > *elastic.max_np))
       return usage_error(fmt::format("-np {} must lie within --min-np {} and --max-np {}",
                                      options.num_ranks, elastic.min_np,
                                      elastic.max_np ? std::to_string(*elastic.max_np) : "(none)"));

@@ -44,9 +44,10 @@ constexpr std::size_t kLayoutVars = 6;  // launcher_variables' first entries: th
 
 // `inherited` without the variables in `vars`, those named in `also_removed` and their
 // Horovod aliases, followed by `vars`.
-std::vector<std::string> with_variables(std::span<const std::string> inherited,
-                                        const std::vector<std::pair<std::string, std::string>>& vars,
-                                        std::span<const std::pair<std::string, std::string>> also_removed) {
+std::vector<std::string> with_variables(
+    std::span<const std::string> inherited,
+    const std::vector<std::pair<std::string, std::string>>& vars,
+    std::span<const std::pair<std::string, std::string>> also_removed) {
   std::set<std::string, std::less<>> replaced;
   auto replace = [&](const std::string& name) {
     replaced.insert(name);

@@ -114,8 +114,11 @@ Result<BootstrapInfo> bootstrap_from_env() {
   std::string rank_src = "default", size_src = "default", lrank_src = "default",
               lsize_src = "default", crank_src = "default", csize_src = "default";
   HOOP_ASSIGN_OR_RETURN(
-      auto rank, read_field({"HOOP_RANK", {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "JOB_COMPLETION_INDEX"}, 0},
-                            &rank_src));
+      auto rank,
+      read_field({"HOOP_RANK",
+                  {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "JOB_COMPLETION_INDEX"},
+                  0},
+                 &rank_src));
   HOOP_ASSIGN_OR_RETURN(
       auto size, read_field({"HOOP_SIZE", {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, 1}, &size_src));
   HOOP_ASSIGN_OR_RETURN(
@@ -197,7 +200,9 @@ Result<BootstrapInfo> bootstrap_from_env() {
   }
   HOOP_ASSIGN_OR_RETURN(info.start_timeout, config::get_milliseconds("HOOP_START_TIMEOUT"));
   HOOP_ASSIGN_OR_RETURN(info.timeout, config::get_milliseconds("HOOP_TIMEOUT_SECONDS"));
-  HOOP_ASSIGN_OR_RETURN(info.elastic_id, config::get_string("HOOP_ELASTIC_ID"));
+  if (config::is_set("HOOP_ELASTIC_ID")) {
+    HOOP_ASSIGN_OR_RETURN(info.elastic_id, config::get_string("HOOP_ELASTIC_ID"));
+  }
   HOOP_ASSIGN_OR_RETURN(info.elastic_timeout, config::get_milliseconds("HOOP_ELASTIC_TIMEOUT"));
   if (!info.elastic_id.empty() && info.store_host.empty())
     return invalid_argument(

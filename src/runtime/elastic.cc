@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "core/config.h"
 #include "core/log.h"
@@ -18,8 +19,7 @@ namespace {
 [[noreturn]] void fail(Status s) { throw Error(std::move(s)); }
 
 double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -122,9 +122,16 @@ void State::on_reset() {
 
 void run(State& state, const std::function<void()>& train) {
   if (!is_initialized()) init();
+  std::optional<double> left_at;  // when the last round was given up
   while (true) {
     try {
       state.sync();
+      if (left_at && rank() == 0)
+        HOOP_LOG(kWarn,
+                 "elastic: training again in round {} with {} ranks, {:.3f} s after leaving "
+                 "the last round",
+                 round(), size(), now_seconds() - *left_at);
+      left_at.reset();
       train();
       return;
     } catch (const HostsUpdated&) {
@@ -135,6 +142,7 @@ void run(State& state, const std::function<void()>& train) {
                e.status().to_string());
       state.restore();
     }
+    if (!left_at) left_at = now_seconds();
     reset();
     state.on_reset();
   }

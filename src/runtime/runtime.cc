@@ -472,11 +472,13 @@ Handle reducescatter_async(const std::string& name, const Tensor& input,
   // Horovod refuses a scalar too: there is no first dimension to scatter over.
   if (input.shape.empty())
     fail(invalid_argument(fmt::format(
-        "tensor '{}': reducescatter needs a tensor of at least one dimension, got a scalar", name)));
+        "tensor '{}': reducescatter needs a tensor of at least one dimension, got a scalar",
+        name)));
   if (options.op == ReduceOp::kAdasum)
     fail(invalid_argument(fmt::format(
         "tensor '{}': reducescatter cannot take op adasum, which combines whole vectors (only "
-        "allreduce takes it)", name)));
+        "allreduce takes it)",
+        name)));
   Entry e;
   e.request = describe(name, OpType::kReducescatter, input);
   e.request.op = options.op;

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/socket.h"
+#include "launch/elastic.h"
 #include "launch/output.h"
 #include "launch/remote.h"
 #include "tests/launch/temp_file.h"
@@ -201,6 +202,22 @@ TEST(SshEnvironmentTest, PassesHoopHorovodPathsAndExtrasButNeverTheSecret) {
   EXPECT_THAT(ssh_environment(env, extra),
               ElementsAre("HOOP_RANK=0", "HOROVOD_FUSION=1", "PATH=/bin", "LD_LIBRARY_PATH=/l",
                           "PYTHONPATH=/p", "MY_VAR=1"));
+}
+
+TEST(DiscoveredHostsTest, HostsAloneTakeTheDefaultSlots) {
+  auto hosts = parse_discovered_hosts("a:2\n# spare\nb\n\n  c:1  \n", "d.sh", 4);
+  ASSERT_TRUE(hosts.ok()) << hosts.status().to_string();
+  EXPECT_EQ(*hosts, (std::vector<HostSlots>{{"a", 2}, {"b", 4}, {"c", 1}}));
+  // No host at all is a job with nowhere to run for now, not an error.
+  auto none = parse_discovered_hosts("# nothing yet\n", "d.sh", 1);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  auto bad = parse_discovered_hosts("a:2\nb:zero\n", "d.sh", 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("d.sh:2"));
+  auto twice = parse_discovered_hosts("a\na:3\n", "d.sh", 1);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_THAT(twice.status().message(), ::testing::HasSubstr("listed twice"));
 }
 
 }  // namespace

@@ -282,5 +282,46 @@ TEST(ParseCommandLineTest, HelpDescribesTheClusterOptions) {
   EXPECT_THAT(p.message, ::testing::Not(HasSubstr("not supported")));
 }
 
+TEST(ParseCommandLineTest, ElasticOptionsNeedADiscoveryScript) {
+  const ParsedCommandLine p =
+      parse({"-np", "3", "--min-np", "2", "--max-np", "4", "--host-discovery-script", "./d.sh",
+             "--elastic-timeout", "60", "--reset-limit", "5", "--slots", "2", "python3", "t.py"});
+  ASSERT_TRUE(p.options) << p.message;
+  ASSERT_TRUE(p.options->elastic);
+  EXPECT_EQ(p.options->num_ranks, 3);
+  EXPECT_EQ(p.options->elastic->min_np, 2);
+  EXPECT_EQ(p.options->elastic->max_np, 4);
+  EXPECT_EQ(p.options->elastic->discovery_script, "./d.sh");
+  EXPECT_EQ(p.options->elastic->timeout_s, 60);
+  EXPECT_EQ(p.options->elastic->reset_limit, 5);
+  EXPECT_EQ(p.options->elastic->default_slots, 2);
+  EXPECT_TRUE(p.options->hosts.empty());
+
+  // -np alone is also the minimum; --min-np alone is also the start.
+  const ParsedCommandLine np = parse({"-np", "2", "--host-discovery-script", "d", "x"});
+  ASSERT_TRUE(np.options) << np.message;
+  EXPECT_EQ(np.options->elastic->min_np, 2);
+  const ParsedCommandLine min = parse({"--min-np", "2", "--host-discovery-script", "d", "x"});
+  ASSERT_TRUE(min.options) << min.message;
+  EXPECT_EQ(min.options->num_ranks, 2);
+
+  for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"-np", "2", "--min-np", "1", "x"}, "--min-np needs --host-discovery-script"},
+           {{"--host-discovery-script", "d", "x"}, "an elastic job needs -np or --min-np"},
+           {{"-np", "1", "--min-np", "2", "--host-discovery-script", "d", "x"},
+            "-np 1 must lie within --min-np 2"},
+           {{"-np", "5", "--max-np", "4", "--host-discovery-script", "d", "x"},
+            "-np 5 must lie within --min-np 5 and --max-np 4"},
+           {{"-np", "2", "-H", "a:2", "--host-discovery-script", "d", "x"},
+            "takes its hosts from the script"},
+           {{"-np", "2", "--host-discovery-script", "d", "--elastic-timeout", "0", "x"},
+            "--elastic-timeout"}}) {
+    const ParsedCommandLine bad = parse(args);
+    EXPECT_FALSE(bad.options) << args.front();
+    EXPECT_EQ(bad.exit_code, kExitUsage);
+    EXPECT_THAT(bad.message, HasSubstr(message));
+  }
+}
+
 }  // namespace
 }  // namespace hoop::launch

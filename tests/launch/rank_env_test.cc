@@ -76,5 +76,20 @@ TEST(RankEnvironmentTest, StartTimeoutIsWrittenPlainly) {
   EXPECT_THAT(rank_environment({}, job, 0), Contains("HOOP_START_TIMEOUT=30"));
 }
 
+TEST(RankEnvironmentTest, AnElasticWorkerGetsItsNameAndNoRankLayout) {
+  const std::vector<std::string> inherited{"HOOP_RANK=3", "HOROVOD_SIZE=9", "HOOP_LOG_LEVEL=info",
+                                           "HOME=/root"};
+  const std::vector<std::string> env =
+      elastic_environment(inherited, two_rank_job(), "4@hostb:1", 30);
+  EXPECT_THAT(env, IsSupersetOf({"HOOP_ELASTIC_ID=4@hostb:1", "HOOP_ELASTIC_TIMEOUT=30",
+                                 "HOOP_RENDEZVOUS_ADDR=127.0.0.1", "HOOP_RENDEZVOUS_PORT=4242",
+                                 "HOOP_SECRET=s3cr3t", "HOOP_JOB_ID=job1", "HOOP_LOG_LEVEL=info",
+                                 "HOME=/root"}));
+  // Its rank comes from the store, round by round: a stale one must not contradict it.
+  for (const char* stale : {"HOOP_RANK=", "HOOP_SIZE=", "HOROVOD_SIZE=", "HOOP_LOCAL_RANK="}) {
+    for (const std::string& e : env) EXPECT_FALSE(e.starts_with(stale)) << e;
+  }
+}
+
 }  // namespace
 }  // namespace hoop::launch

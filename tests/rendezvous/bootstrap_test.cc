@@ -366,5 +366,20 @@ TEST_F(Bootstrap, RankZeroHostsTheStoreAndTheOthersWaitForIt) {
   for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.to_string();
 }
 
+TEST_F(Bootstrap, AnElasticWorkerNeedsHooprunsStore) {
+  set({{"HOOP_ELASTIC_ID", "0@a:0"}});
+  EXPECT_THAT(error().message(), HasSubstr("HOOP_ELASTIC_ID is set but HOOP_RENDEZVOUS_ADDR"));
+  set({{"HOOP_RENDEZVOUS_ADDR", "127.0.0.1"},
+       {"HOOP_RENDEZVOUS_PORT", "1000"},
+       {"HOOP_SECRET", "s"},
+       {"HOOP_ELASTIC_TIMEOUT", "12"}});
+  auto info = bootstrap_from_env();
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->elastic_id, "0@a:0");
+  EXPECT_EQ(info->elastic_timeout, 12s);
+  set({{"HOOP_ELASTIC_TIMEOUT", "soon"}});
+  EXPECT_THAT(error().message(), HasSubstr("HOOP_ELASTIC_TIMEOUT"));
+}
+
 }  // namespace
 }  // namespace hoop

@@ -13,6 +13,8 @@ raises hoop.HoopValueError, which is both a HoopError and a ValueError.
 """
 
 from hoop._hoop import HoopError
+from hoop.torch import elastic
+from hoop.torch.elastic import HostsUpdatedInterrupt
 from hoop.torch.basics import (Adasum, Average, Max, Min, Product, Sum, ccl_built, cross_rank,
                                cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
                                is_homogeneous, is_initialized, local_rank, local_size, mpi_built,

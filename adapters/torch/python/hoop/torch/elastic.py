@@ -1,0 +1,295 @@
+"""hoop.torch.elastic: horovod.torch.elastic on hoop's elastic jobs.
+
+    import hoop.torch as hvd
+    hvd.init()
+    state = hvd.elastic.TorchState(model, optimizer, sampler=sampler, epoch=0, batch=0)
+
+    @hvd.elastic.run
+    def train(state):
+        for state.epoch in range(state.epoch, epochs):
+            ...
+            state.commit()
+
+    train(state)
+
+Launch with hooprun --host-discovery-script (README, "Elastic training"). When a rank is
+lost, the others' next collective raises a HoopError (HorovodInternalError) that run() catches:
+it restores the last commit, moves to the job's next round (shutdown() and init() with the new
+ranks), broadcasts the state from the new rank 0 and calls the function again. When hosts are
+added, commit() raises HostsUpdatedInterrupt on every rank at once and run() moves on the same
+way, without the restore. Names and behaviour follow horovod.torch.elastic 0.28.
+"""
+
+import copy
+import functools
+import math
+import random
+
+import torch
+
+from hoop import _hoop
+from hoop._hoop import HoopError
+from hoop.torch import basics
+from hoop.torch.functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
+
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """Raised by State.commit() and State.check_host_updates() on every rank when the job's
+    hosts changed; run() moves the job to its new round. skip_sync: keep the state as it is
+    instead of broadcasting it from rank 0 (hoop always broadcasts: new workers need it)."""
+
+    def __init__(self, skip_sync=False):
+        super().__init__("the job's hosts changed")
+        self.skip_sync = skip_sync
+
+
+class State:
+    """The state an elastic job carries through resets: save() and restore() keep and put back a
+    copy, sync() copies rank 0's to every rank; commit() saves and checks for new hosts."""
+
+    def __init__(self, bcast_object=broadcast_object, get_rank=basics.rank):
+        self._bcast_object = bcast_object
+        self._rank = get_rank
+        self._reset_callbacks = []
+
+    def register_reset_callbacks(self, callbacks):
+        """Functions run after every reset, in the new round (e.g. to rescale the learning
+        rate by the new size)."""
+        self._reset_callbacks.extend(callbacks)
+
+    def on_reset(self):
+        for callback in self._reset_callbacks:
+            callback()
+
+    def on_hosts_updated(self, timestamp, update_res):
+        """Horovod's notification hook; hoop learns of new rounds in check_host_updates()."""
+
+    def commit(self):
+        """Saves the state (what a lost rank rolls back to) and checks for new hosts. A
+        collective: every rank commits at the same points."""
+        self.save()
+        self.check_host_updates()
+
+    def check_host_updates(self):
+        """Raises HostsUpdatedInterrupt on every rank when hooprun published a new round."""
+        if _hoop.elastic_hosts_updated():
+            raise HostsUpdatedInterrupt(False)
+
+    def save(self):
+        raise NotImplementedError
+
+    def restore(self):
+        raise NotImplementedError
+
+    def sync(self):
+        raise NotImplementedError
+
+
+class ObjectState(State):
+    """State of picklable attributes, given as keyword arguments: state.epoch, state.batch."""
+
+    def __init__(self, bcast_object=broadcast_object, get_rank=basics.rank, **kwargs):
+        self._saved_state = kwargs
+        self._set_attrs()
+        super().__init__(bcast_object=bcast_object, get_rank=get_rank)
+
+    def save(self):
+        self._saved_state = {attr: copy.deepcopy(getattr(self, attr))
+                             for attr in self._saved_state}
+
+    def restore(self):
+        self._set_attrs()
+
+    def sync(self):
+        if self._saved_state:
+            self._saved_state = self._bcast_object(self._saved_state)
+            self._set_attrs()
+
+    def _set_attrs(self):
+        for attr, value in self._saved_state.items():
+            setattr(self, attr, copy.deepcopy(value))
+
+
+class _ModelHandler:
+    def __init__(self, model):
+        self.value = model
+        self._saved = copy.deepcopy(model.state_dict())
+
+    def save(self):
+        self._saved = copy.deepcopy(self.value.state_dict())
+
+    def restore(self):
+        self.value.load_state_dict(self._saved)
+
+    def sync(self):
+        broadcast_parameters(self.value.state_dict(), root_rank=0)
+
+
+class _OptimizerHandler:
+    def __init__(self, optimizer):
+        self.value = optimizer
+        self._saved = copy.deepcopy(optimizer.state_dict())
+
+    def save(self):
+        self._saved = copy.deepcopy(self.value.state_dict())
+
+    def restore(self):
+        self.value.load_state_dict(self._saved)
+
+    def sync(self):
+        broadcast_optimizer_state(self.value, root_rank=0)
+
+
+class _SamplerHandler:
+    def __init__(self, sampler):
+        self.value = sampler
+        self._saved = copy.deepcopy(sampler.state_dict())
+
+    def save(self):
+        self._saved = copy.deepcopy(self.value.state_dict())
+
+    def restore(self):
+        self.value.load_state_dict(self._saved)
+
+    def sync(self):
+        self.value.load_state_dict(broadcast_object(self.value.state_dict(), root_rank=0))
+
+
+class TorchState(ObjectState):
+    """State of a model, an optimizer, an ElasticSampler and any picklable attributes:
+
+        state = TorchState(model, optimizer, sampler=sampler, epoch=0, batch=0)
+
+    Modules and optimizers are saved as deep copies of their state_dict() and broadcast with
+    broadcast_parameters and broadcast_optimizer_state; samplers as their state_dict()."""
+
+    def __init__(self, model=None, optimizer=None, **kwargs):
+        kwargs.update(model=model, optimizer=optimizer)
+        self._handlers = {}
+        plain = {}
+        for name, value in kwargs.items():
+            handler = _handler_for(value)
+            if handler is None:
+                plain[name] = value
+            else:
+                self._handlers[name] = handler
+                setattr(self, name, value)
+        super().__init__(bcast_object=broadcast_object, get_rank=basics.rank, **plain)
+        samplers = [h.value for h in self._handlers.values() if isinstance(h, _SamplerHandler)]
+        self.register_reset_callbacks([s.reset for s in samplers])
+
+    def save(self):
+        for handler in self._handlers.values():
+            handler.save()
+        super().save()
+
+    def restore(self):
+        for handler in self._handlers.values():
+            handler.restore()
+        super().restore()
+
+    def sync(self):
+        for handler in self._handlers.values():
+            handler.sync()
+        super().sync()
+
+
+def _handler_for(value):
+    if isinstance(value, torch.nn.Module):
+        return _ModelHandler(value)
+    if isinstance(value, torch.optim.Optimizer):
+        return _OptimizerHandler(value)
+    if isinstance(value, ElasticSampler):
+        return _SamplerHandler(value)
+    return None
+
+
+class ElasticSampler(torch.utils.data.Sampler):
+    """Shards a dataset over the ranks of the current round and skips what the job already
+    processed this epoch, so that a job that changed size goes on with the rest of the epoch.
+
+    Call set_epoch(epoch) at each epoch's start and record_batch(batch_idx, batch_size) after
+    each batch; TorchState saves, restores and broadcasts its position and calls reset() after
+    each reset, with the new rank and size."""
+
+    def __init__(self, dataset, shuffle=True, seed=0):
+        self.dataset = dataset
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0
+        self.processed_num = 0
+        self.reset()
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+        self.processed_num = 0
+        self.reset()
+
+    def record_batch(self, batch_idx, batch_size):
+        """Counts one batch of batch_size examples on every rank as processed."""
+        self.processed_num += batch_size * self.num_replicas
+
+    def record_indices(self, indices):
+        """Counts these indices (of this rank's batch) as processed, on every rank alike."""
+        self.processed_num += len(indices) * self.num_replicas
+
+    def load_state_dict(self, state_dict):
+        self.epoch = state_dict["epoch"]
+        self.processed_num = state_dict["processed_num"]
+        self.reset()
+
+    def state_dict(self):
+        return {"epoch": self.epoch, "processed_num": self.processed_num}
+
+    def reset(self):
+        self.num_replicas = basics.size()
+        self.rank = basics.rank()
+        order = list(range(len(self.dataset)))
+        if self.shuffle:
+            random.Random(self.seed + self.epoch).shuffle(order)
+        self.remaining_indices = order[self.processed_num:]
+        self.num_samples = int(math.ceil(len(self.remaining_indices) / self.num_replicas))
+        self.total_size = self.num_samples * self.num_replicas
+
+    def __iter__(self):
+        indices = list(self.remaining_indices)
+        # Padded with the first ones so that every rank gets as many.
+        indices += indices[:self.total_size - len(indices)]
+        return iter(indices[self.rank:self.total_size:self.num_replicas])
+
+    def __len__(self):
+        return self.num_samples
+
+
+def _reset():
+    basics.shutdown()
+    basics.init()
+
+
+def run(func):
+    """Decorates func(state, *args, **kwargs) to run through resets; see the module's
+    docstring. Outside an elastic job, and for failures a reset cannot cure (bad arguments,
+    ranks that disagree), the HoopError propagates."""
+
+    @functools.wraps(func)
+    def wrapper(state, *args, **kwargs):
+        if not basics.is_initialized():
+            basics.init()
+        skip_sync = False
+        while True:
+            try:
+                if not skip_sync:
+                    state.sync()
+                return func(state, *args, **kwargs)
+            except HostsUpdatedInterrupt:
+                # New workers need the state: hoop always broadcasts it.
+                skip_sync = False
+            except HoopError as e:
+                if not _hoop.elastic_enabled() or not getattr(e, "recoverable", False):
+                    raise
+                state.restore()
+                skip_sync = False
+            _reset()
+            state.on_reset()
+
+    return wrapper

@@ -108,7 +108,7 @@ constexpr Var kVars[] = {
      kString,
      "",
      "Set by hooprun in an elastic job (--host-discovery-script): this worker's name "
-     "(host:slot), under which it finds its rank in each round of the job."},
+     "(serial@host:slot), under which it finds its rank in each round of the job."},
     {"HOOP_ELASTIC_TIMEOUT",
      "HOROVOD_ELASTIC_TIMEOUT",
      kSeconds,

@@ -16,7 +16,9 @@ constexpr std::string_view kDescription =
     "       hooprun [-np N] -H host1:slots,host2:slots [--spawner TEMPLATE] [options] [--] command "
     "[args...]\n"
     "       hooprun [-np N] --hostfile FILE [-p PORT] [-i KEY] [options] [--] command [args...]\n"
-    "       hooprun --topology -np N [-H ...] [options]\n\n"
+    "       hooprun --topology -np N [-H ...] [options]\n"
+    "       hooprun -np N [--min-np M] [--max-np X] --host-discovery-script SCRIPT [options] [--] "
+    "command [args...]\n\n"
     "Starts N ranks of a hoop job, hosts their rendezvous store and gives each rank its HOOP_*\n"
     "environment (rank, size, local and cross layout, store address, a fresh job secret).\n"
     "With -H or --hostfile the ranks fill the hosts in the order given: the first host gets ranks\n"
@@ -28,7 +30,10 @@ constexpr std::string_view kDescription =
     "network interface the ranks will use.\n"
     "Each line a rank writes is shown with a \"[rank] \" prefix. The first rank to fail ends\n"
     "the job; SIGINT, SIGTERM and SIGHUP are passed on to every rank. When the job ends, the\n"
-    "shared-memory segments it left in /dev/shm are removed.";
+    "shared-memory segments it left in /dev/shm are removed.\n"
+    "With --host-discovery-script the job is elastic: the hosts come from the script, which\n"
+    "hooprun runs every second; a failed worker's host is dropped and the others go on in a new\n"
+    "round, and new hosts grow the job (README, \"Elastic training\").";
 
 // CLI11 reads a single dash as the start of one-letter options, so "-np 4" would be "-n"
 // with the value "p". Horovod's spelling is rewritten to "--np" for hooprun's own options

@@ -128,8 +128,8 @@ Result<std::unique_ptr<Store>> connect_store(const BootstrapInfo& info);
 
 // Elastic jobs. hooprun publishes each membership of the job, a round, in its store:
 //   hoop/elastic/worker/<r>/<id>  "rank size local_rank local_size cross_rank cross_size"
-//   hoop/elastic/round/<r>        set once every worker key of round r is, then
-//   hoop/elastic/latest           "<r>", the newest round.
+//   hoop/elastic/latest           "<r>", the newest round, then
+//   hoop/elastic/round/<r>        "", once everything above is set.
 // A worker joins the newest round, finds its rank under its name (no key: it is not part of
 // the round) and waits until every rank of the round has joined, moving on to a newer round
 // when one appears first.

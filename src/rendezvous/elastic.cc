@@ -70,8 +70,10 @@ Status publish_elastic_round(Store& store, int round,
                              const std::vector<std::pair<std::string, ElasticPlace>>& workers) {
   for (const auto& [id, place] : workers)
     HOOP_RETURN_IF_ERROR(store.set(worker_key(round, id), encode(place)));
-  HOOP_RETURN_IF_ERROR(store.set(round_key(round), ""));
-  return store.set(kLatestKey, std::to_string(round));
+  // The newest round before the key a reset waits for: a worker woken by round_key(round)
+  // must not read the round before it as the newest and join that one again.
+  HOOP_RETURN_IF_ERROR(store.set(kLatestKey, std::to_string(round)));
+  return store.set(round_key(round), "");
 }
 
 Result<int> latest_elastic_round(Store& store) {
@@ -93,7 +95,8 @@ Result<std::unique_ptr<Store>> join_elastic_round(BootstrapInfo& info, int min_r
       return timeout_error(fmt::format("elastic worker {}: hooprun published no round {} within {}",
                                        info.elastic_id, wanted, seconds(info.elastic_timeout)));
     HOOP_RETURN_IF_ERROR(published);
-    HOOP_ASSIGN_OR_RETURN(const int round, latest_elastic_round(*store));
+    HOOP_ASSIGN_OR_RETURN(const int latest, latest_elastic_round(*store));
+    const int round = std::max(latest, wanted);
     const std::string key = worker_key(round, info.elastic_id);
     Result<std::string> value = store->get(key);
     if (!value.ok() && value.status().code() == StatusCode::kNotFound)

@@ -266,10 +266,22 @@ int run(const Flags& f) {
     }
   };
   if (f.elastic) {
+    // The seed study's figures assume one fixed set of workers; an elastic run reports its
+    // wall time and its resets instead.
+    int resets = 0;
+    state.register_reset_callback([&] { ++resets; });
+    const double start = now_seconds();
     hoop::elastic::run(state, train_epochs);
-  } else {
-    train_epochs();
+    if (hoop::rank() == 0)
+      std::printf("== elastic run: %s, %d epoch(s) in %.2f s (evaluations included), %d "
+                  "reset(s) on rank 0, %d worker(s) in round %d at the end\n",
+                  f.model.c_str(), f.epochs, now_seconds() - start, resets, hoop::size(),
+                  hoop::elastic::round());
+    if (hoop::rank() == 0 && !f.save_params.empty()) save_parameters(model, f.save_params);
+    hoop::shutdown();
+    return 0;
   }
+  train_epochs();
   const int size_now = hoop::size();
   const std::size_t updates = trained / (static_cast<std::size_t>(f.batch) * f.backward_passes);
 

@@ -22,9 +22,16 @@ import hoop.torch as hvd
 from torch_fashion_mnist import Net, evaluate, load_fashion_mnist, metric_average
 
 
+def mlp():
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 256), torch.nn.ReLU(),
+                               torch.nn.Linear(256, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--model", choices=["cnn", "mlp"], default="cnn",
+                   help="torch_fashion_mnist.py's CNN, or the training core's MLP (784-256-128-10)")
     p.add_argument("--batch-size", type=int, default=64, help="per worker")
     p.add_argument("--lr", type=float, default=0.01, help="per worker; scaled by the size")
     p.add_argument("--momentum", type=float, default=0.9)
@@ -46,7 +53,7 @@ def main():
     test_x, test_y = load_fashion_mnist("t10k", args.data_dir)
     dataset = torch.utils.data.TensorDataset(train_x, train_y)
 
-    model = Net()
+    model = Net() if args.model == "cnn" else mlp()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size(),
                                 momentum=args.momentum)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
@@ -80,8 +87,9 @@ def main():
             loss = metric_average(loss_sum / max(steps, 1), "train_loss")
             accuracy = evaluate(model, test_x, test_y)
             if hvd.rank() == 0:
-                print(f"epoch {state.epoch + 1}: loss {loss:.4f}  test accuracy {accuracy:.4f}  "
-                      f"{steps / (time.perf_counter() - start):.1f} batches/s  "
+                print(f"epoch {state.epoch + 1}/{args.epochs}: train loss {loss:.4f}, "
+                      f"test accuracy {100 * accuracy:.2f} %, "
+                      f"{steps / (time.perf_counter() - start):.1f} batches/s "
                       f"({hvd.size()} workers)", flush=True)
             state.epoch += 1
             state.batch = 0

@@ -150,6 +150,8 @@ Status publish_elastic_round(Store& store, int round,
                              const std::vector<std::pair<std::string, ElasticPlace>>& workers);
 /// The newest round published; -1 when none is.
 Result<int> latest_elastic_round(Store& store);
+/// Whether rank `rank` of round `round` has joined it.
+Result<bool> elastic_rank_joined(Store& store, int round, int rank);
 /// A worker's side: connects to the store `info` names and joins the newest round numbered
 /// `min_round` or more (waiting for it up to info.elastic_timeout), filling in info's layout,
 /// elastic_round and key_prefix. Fails with kAborted when the worker is not part of that round

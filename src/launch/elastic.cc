@@ -88,8 +88,9 @@ struct Worker {
   std::string id;  // HOOP_ELASTIC_ID: "serial@host:slot"
   std::string host;
   int slot = 0;
-  int index = -1;  // the supervisor's
-  int rank = -1;   // in the newest round
+  int index = -1;        // the supervisor's
+  int rank = -1;         // in the newest round
+  int first_round = -1;  // the round it was started for
   bool running = true;
   bool removed = false;  // stopped by hooprun: its end is no failure
 };
@@ -123,6 +124,7 @@ class ElasticJob final : public JobDriver {
     if (status.success()) {
       // The training function returned: the job is ending, and no new round begins.
       finishing_ = true;
+      stop_orphaned_round(job, *it);
       return;
     }
     if (finishing_) {
@@ -194,6 +196,21 @@ class ElasticJob final : public JobDriver {
     return std::any_of(workers_.begin(), workers_.end(), [&](const Worker& w) {
       return w.running && w.host == host && w.slot == slot;
     });
+  }
+
+  // A round published as the job ended (a host came just then) has workers that wait for
+  // ranks that finished without joining it: nothing will complete it, so they are stopped.
+  void stop_orphaned_round(JobControl& job, const Worker& finished) {
+    if (finished.rank < 0) return;
+    Result<bool> joined = elastic_rank_joined(*store_, round_, finished.rank);
+    if (!joined.ok() || *joined) return;
+    for (Worker& w : workers_) {
+      if (w.running && !w.removed && w.first_round == round_) {
+        say(fmt::format("elastic: the job ended before round {} began; stopping worker {}", round_,
+                        w.serial));
+        remove(job, w);
+      }
+    }
   }
 
   void remove(JobControl& job, Worker& w) {
@@ -335,6 +352,7 @@ class ElasticJob final : public JobDriver {
     changed_ = false;
     for (Worker& w : fresh) {
       next_serial_ = std::max(next_serial_, w.serial + 1);
+      w.first_round = round;
       WorkerSpec spec;
       spec.command = &commands_.at(w.host);
       spec.env = elastic_environment(spec_.inherited_env, spec_.env, w.id, options_.timeout_s);

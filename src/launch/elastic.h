@@ -11,7 +11,8 @@
 // A worker that fails puts its host on the blacklist, and that host's other workers are
 // stopped: the host takes no part until the script has stopped listing it and lists it again
 // (a replaced machine). A worker that exits 0 begins the end of the job: no round follows, and
-// the job's exit code is 0 when every other worker also exits 0.
+// the job's exit code is 0 when every other worker also exits 0; workers started for a round
+// that the finished worker never joined are stopped, since nothing would complete that round.
 #pragma once
 
 #include <functional>

@@ -18,6 +18,8 @@ constexpr std::chrono::milliseconds kRoundCheck{200};
 
 constexpr std::string_view kLatestKey = "hoop/elastic/latest";
 
+std::string round_prefix(int round) { return fmt::format("hoop/e{}", round); }
+
 std::string round_key(int round) { return fmt::format("hoop/elastic/round/{}", round); }
 
 std::string worker_key(int round, std::string_view id) {
@@ -85,6 +87,15 @@ Result<int> latest_elastic_round(Store& store) {
   return parse_round(*latest);
 }
 
+Result<bool> elastic_rank_joined(Store& store, int round, int rank) {
+  BootstrapInfo info;
+  info.key_prefix = round_prefix(round);
+  Result<std::string> joined = store.get(rendezvous::joined_key(info, rank));
+  if (joined.ok()) return true;
+  if (joined.status().code() == StatusCode::kNotFound) return false;
+  return joined.status();
+}
+
 Result<std::unique_ptr<Store>> join_elastic_round(BootstrapInfo& info, int min_round) {
   HOOP_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, rendezvous::open_store(info));
   const auto deadline = Clock::now() + info.elastic_timeout;
@@ -111,7 +122,7 @@ Result<std::unique_ptr<Store>> join_elastic_round(BootstrapInfo& info, int min_r
     info.cross_rank = place.cross_rank;
     info.cross_size = place.cross_size;
     info.elastic_round = round;
-    info.key_prefix = fmt::format("hoop/e{}", round);
+    info.key_prefix = round_prefix(round);
     log::set_rank(info.rank);
     HOOP_RETURN_IF_ERROR(store->set(rendezvous::joined_key(info, info.rank), "1"));
     // The round's ranks gather; a newer round published meanwhile (a host came or went again)

@@ -3,9 +3,10 @@
 // equals the step count: a reset that lost or repeated a step would show. Its fake host is
 // $FAKEHOST (hooprun --spawner "env FAKEHOST={host}").
 //
-//   elastic_worker STEPS [mismatch]
+//   elastic_worker STEPS [mismatch|nocommit]
 // "mismatch": rank 1 of the first round submits a different shape at step 3, which no reset
-// can cure: the error must end the worker instead of a new round.
+// can cure: the error must end the worker instead of a new round. "nocommit": never commits,
+// so never learns of a new round, and finishes in the round it started in.
 #include <hoop/elastic.h>
 #include <hoop/hoop.h>
 #include <unistd.h>
@@ -19,7 +20,8 @@
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const std::int64_t steps = std::atoll(argv[1]);
-  const bool mismatch = argc > 2 && std::string(argv[2]) == "mismatch";
+  const std::string mode = argc > 2 ? argv[2] : "";
+  const bool mismatch = mode == "mismatch";
   const char* host = std::getenv("FAKEHOST");
   try {
     hoop::init();
@@ -42,7 +44,7 @@ int main(int argc, char** argv) {
           std::fflush(stdout);
           announced = true;
         }
-        if (step % 5 == 0) state.commit();
+        if (step % 5 == 0 && mode != "nocommit") state.commit();
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     });

@@ -87,6 +87,20 @@ TEST_F(HooprunElastic, AHostTheScriptDropsHasItsWorkerStopped) {
   EXPECT_THAT(r.err, HasSubstr("round 1: 2 workers on 2 hosts"));
 }
 
+TEST_F(HooprunElastic, ARoundTheFinishedJobNeverJoinedHasItsNewWorkersStopped) {
+  hosts("a:1\nb:1\n");
+  auto job = start({"-np", "2", "--elastic-timeout", "600"}, 300, "nocommit");
+  ASSERT_TRUE(job);
+  ASSERT_GT(worker_pid(*job, "a"), 0);
+  hosts("a:1\nb:1\nc:1\n");
+  ASSERT_TRUE(saw(*job, "round 1: 3 workers on 3 hosts, 1 new"));
+  // a and b finish in round 0; c would wait for them in round 1 until the elastic timeout.
+  const RunResult r = job->wait();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("the job ended before round 1 began; stopping worker 2"));
+  EXPECT_EQ(count_lines_with(r.out, "DONE", "size 2 value 300"), 2) << r.out << r.err;
+}
+
 TEST_F(HooprunElastic, TheResetLimitEndsTheJob) {
   auto job = start({"-np", "3", "--min-np", "2", "--reset-limit", "0"}, 100000);
   ASSERT_TRUE(job);

@@ -12,7 +12,8 @@
 # The caller sets, before the first call:
 #   work     a private directory (mktemp -d) for the discovery script and the host list
 #   hooprun  path to hooprun
-#   train    path to train_fashion_mnist
+#   train    the worker's program, as the job's command line names it: train_fashion_mnist,
+#            or the script an interpreter runs (python3 SCRIPT), for worker_in
 # and defines fail MESSAGE (report and exit), which start_job calls when hooprun does not
 # start. start_job also needs the bed's TESTBED_SPAWNER and TESTBED_BRIDGE_ADDR.
 
@@ -89,12 +90,16 @@ wait_line() {
   done
 }
 
-# The pids of train_fashion_mnist in namespace $1 (ip netns exec execs it, so it is the
-# namespace's process itself).
+# The pids of the worker in namespace $1: the processes whose executable is $train, or that
+# have $train as an argument (python3 SCRIPT). ip netns exec execs the command, so the worker is
+# the namespace's process itself, whatever ran it.
 worker_in() {
   local pid exe
   exe=$(readlink -f "$train")
   for pid in $(ip netns pids "$1" 2>/dev/null); do
-    [[ $(readlink -f "/proc/$pid/exe" 2>/dev/null) == "$exe" ]] && echo "$pid"
+    if [[ $(readlink -f "/proc/$pid/exe" 2>/dev/null) == "$exe" ]] ||
+      tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | grep -Fqx -e "$train" -e "$exe"; then
+      echo "$pid"
+    fi
   done
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <deque>
 #include <filesystem>
 #include <optional>
 
@@ -298,7 +299,9 @@ class Supervisor final : public JobControl {
   // Looks at the ranks without reaping them: a zombie keeps its pid, and so its process
   // group id, reserved, so that signalling the group can never hit an unrelated process.
   void check_exits() {
-    for (Rank& rank : ranks_) {
+    // By index: on_rank_exit may start workers, which a range-for's iterators would not survive.
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      Rank& rank = ranks_[i];
       if (rank.exited) continue;
       siginfo_t info{};
       if (::waitid(P_PID, static_cast<id_t>(rank.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
@@ -445,7 +448,9 @@ class Supervisor final : public JobControl {
   JobDriver& driver_;
   SignalChannel& signals_;
   Fd dev_null_;
-  std::vector<Rank> ranks_;
+  // A deque: a driver may start workers while a loop below holds a Rank (a worker's exit
+  // makes an elastic job start others), and a deque's push_back moves no element.
+  std::deque<Rank> ranks_;
   Phase phase_ = Phase::kRunning;
   Clock::time_point kill_deadline_;
   Clock::time_point abandon_deadline_;

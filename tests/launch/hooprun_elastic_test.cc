@@ -75,6 +75,21 @@ TEST_F(HooprunElastic, ALostWorkerShrinksTheJobAndItsHostComingBackGrowsIt) {
   EXPECT_THAT(r.err, HasSubstr("restoring the last commit"));
 }
 
+TEST_F(HooprunElastic, ALostWorkerIsReplacedOnAFreeHostAtOnce) {
+  // --max-np 2 leaves c free; the worker started there as b's exit is handled is hooprun's
+  // third process, started while it looks at the others' exits.
+  auto job = start({"-np", "2", "--max-np", "2"}, 300);
+  ASSERT_TRUE(job);
+  const pid_t victim = worker_pid(*job, "b");
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  ASSERT_TRUE(saw(*job, "round 1: 2 workers on 2 hosts, 1 new"));
+  const RunResult r = job->wait();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "DONE", "size 2 value 300"), 2) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "READY host=c"), 1) << r.out;
+}
+
 TEST_F(HooprunElastic, AHostTheScriptDropsHasItsWorkerStopped) {
   auto job = start({"-np", "3", "--min-np", "2"}, 300);
   ASSERT_TRUE(job);

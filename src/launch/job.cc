@@ -94,10 +94,6 @@ class Supervisor final : public JobControl {
 
   bool verbose() const override { return spec_.verbose; }
 
-  bool exited(int worker) const override {
-    return ranks_.at(static_cast<std::size_t>(worker)).exited;
-  }
-
   Result<int> start_worker(WorkerSpec spec) override {
     const RankCommand& command = *spec.command;
     std::vector<std::string> env = std::move(spec.env);

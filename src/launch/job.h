@@ -69,8 +69,6 @@ class JobControl {
   /// Ends the job with `exit_code`; `failed_worker` is the one whose failure the final message
   /// reports. Only the first call counts.
   virtual void end_job(int exit_code, std::optional<int> failed_worker) = 0;
-  /// Whether the worker has ended.
-  virtual bool exited(int worker) const = 0;
   /// Writes "hooprun: MESSAGE" to stderr.
   virtual void say(std::string_view message) = 0;
   virtual bool verbose() const = 0;

@@ -12,14 +12,13 @@ number of workers. Rank 0 prints each epoch's loss and test accuracy with the nu
 workers that finished it.
 """
 
-import argparse
 import time
 
 import torch
 import torch.nn.functional as F
 
 import hoop.torch as hvd
-from torch_fashion_mnist import Net, evaluate, load_fashion_mnist, metric_average
+from torch_fashion_mnist import Net, arg_parser, evaluate, load_fashion_mnist, metric_average
 
 
 def mlp():
@@ -28,19 +27,10 @@ def mlp():
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--epochs", type=int, default=2)
+    p = arg_parser(__doc__.splitlines()[0])
     p.add_argument("--model", choices=["cnn", "mlp"], default="cnn",
                    help="torch_fashion_mnist.py's CNN, or the training core's MLP (784-256-128-10)")
-    p.add_argument("--batch-size", type=int, default=64, help="per worker")
-    p.add_argument("--lr", type=float, default=0.01, help="per worker; scaled by the size")
-    p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--commit-every", type=int, default=20, help="batches between commits")
-    p.add_argument("--max-steps", type=int, default=0,
-                   help="end each epoch after this many batches (0: the whole epoch)")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per worker")
-    p.add_argument("--data-dir", default=None)
     return p.parse_args(argv)
 
 

@@ -84,8 +84,9 @@ def evaluate(model, x, y):
     return metric_average(correct / len(mine), "test_accuracy")
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arg_parser(description):
+    """The options of this example, which torch_elastic_fashion_mnist.py extends."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=64, help="per rank")
     p.add_argument("--lr", type=float, default=0.01, help="per rank; scaled by the size")
@@ -94,7 +95,11 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     p.add_argument("--data-dir", default=None)
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv=None):
+    return arg_parser(__doc__.splitlines()[0]).parse_args(argv)
 
 
 def main():

@@ -14,6 +14,7 @@
 
 #include "hoop/rendezvous.h"
 #include "launch/exit_codes.h"
+#include "launch/hosts.h"
 #include "launch/output.h"
 #include "launch/process.h"
 
@@ -30,11 +31,6 @@ constexpr std::size_t kMaxScriptOutput = std::size_t{1} << 20;
 
 void say(std::string_view message) {
   (void)write_all(STDERR_FILENO, fmt::format("hooprun: {}\n", message));
-}
-
-std::string last_line(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  return text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
 }
 
 // Runs the discovery script (in its own process group, killed at the deadline) and returns
@@ -75,7 +71,10 @@ Result<std::string> run_script(const std::string& path, const sigset_t& mask) {
                                      path, kDiscoveryTimeout.count()));
   const ExitStatus status{WIFSIGNALED(raw), WIFSIGNALED(raw) ? WTERMSIG(raw) : WEXITSTATUS(raw)};
   if (!status.success()) {
-    const std::string why = last_line(text[1]);
+    TailLines tail(1);
+    tail.feed(text[1]);
+    const std::vector<std::string> last = tail.lines();
+    const std::string why = last.empty() ? "" : last.back();
     return io_error(fmt::format("the host discovery script '{}' {}{}", path, status.describe(),
                                 why.empty() ? "" : ": " + why));
   }
@@ -159,7 +158,7 @@ class ElasticJob final : public JobDriver {
     next_discovery_ = Clock::now() + kDiscoveryInterval;
     Result<std::string> text = run_script(script_, mask_);
     Result<std::vector<HostSlots>> hosts =
-        text.ok() ? parse_discovered_hosts(*text, script_, options_.default_slots)
+        text.ok() ? parse_host_lines(*text, script_, options_.default_slots)
                   : Result<std::vector<HostSlots>>(text.status());
     if (!hosts.ok()) {
       // A failing script leaves the job as it is; the message says why once per change.
@@ -400,34 +399,6 @@ class ElasticJob final : public JobDriver {
 };
 
 }  // namespace
-
-Result<std::vector<HostSlots>> parse_discovered_hosts(std::string_view text,
-                                                      std::string_view script, int default_slots) {
-  // A host listed alone takes the default slots: spelled out, the hostfile parser does the rest.
-  std::string spelled;
-  bool any = false;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(start, end - start);
-    start = end + 1;
-    const std::string_view content = line.substr(0, line.find('#'));
-    const std::size_t first = content.find_first_not_of(" \t\r");
-    if (first != std::string_view::npos) {
-      any = true;
-      const std::size_t last = content.find_last_not_of(" \t\r");
-      const std::string_view word = content.substr(first, last - first + 1);
-      if (word.find_first_of(" \t:") == std::string_view::npos) {
-        spelled += fmt::format("{}:{}\n", word, default_slots);
-        continue;
-      }
-    }
-    spelled += std::string(line) + "\n";
-  }
-  if (!any) return std::vector<HostSlots>{};
-  return parse_hostfile(spelled, script);
-}
 
 int run_elastic_job(const ElasticOptions& options, int initial_np, const JobSpec& spec,
                     const CommandFactory& command_for_host, SignalChannel& signals) {

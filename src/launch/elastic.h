@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "hoop/core.h"
-#include "launch/hosts.h"
 #include "launch/job.h"
 #include "launch/options.h"
 #include "launch/signals.h"
@@ -30,12 +29,6 @@ namespace hoop::launch {
 
 /// How a worker on a host starts (the command, behind the spawner or over ssh).
 using CommandFactory = std::function<Result<RankCommand>(const std::string& host)>;
-
-/// Parses the discovery script's output: one host a line, "host:slots" or "host" (then
-/// `default_slots`); blank lines and '#' comments are skipped; no line means no host.
-/// invalid_argument naming `script` and the line when one is malformed or a host repeats.
-Result<std::vector<HostSlots>> parse_discovered_hosts(std::string_view text,
-                                                      std::string_view script, int default_slots);
 
 /// Runs an elastic job until it ends; returns hooprun's exit code. `spec` carries the job's
 /// store address, secret and id, environment, output and verbosity; its hosts, commands and

@@ -31,9 +31,10 @@ std::optional<int> parse_slots(std::string_view text) {
   return slots;
 }
 
-// One hostfile line without its comment: "host", "host:N" or "host slots=N"; nullopt and
-// `why` when it is none of them.
-std::optional<HostSlots> parse_hostfile_line(std::string_view line, std::string& why) {
+// One hostfile line without its comment: "host" (default_slots), "host:N" or "host slots=N";
+// nullopt and `why` when it is none of them.
+std::optional<HostSlots> parse_hostfile_line(std::string_view line, int default_slots,
+                                             std::string& why) {
   constexpr std::string_view kSpace = " \t\r";
   std::vector<std::string_view> words;
   for (std::size_t start = line.find_first_not_of(kSpace); start != std::string_view::npos;) {
@@ -42,7 +43,7 @@ std::optional<HostSlots> parse_hostfile_line(std::string_view line, std::string&
     start = line.find_first_not_of(kSpace, end);
   }
   HostSlots host;
-  std::optional<int> slots = 1;
+  std::optional<int> slots = default_slots;
   if (words.size() == 2 && words[1].starts_with("slots=")) {
     host.name = std::string(words[0]);
     slots = parse_slots(words[1].substr(6));
@@ -94,7 +95,8 @@ Result<std::vector<HostSlots>> parse_hosts(std::string_view text) {
   return hosts;
 }
 
-Result<std::vector<HostSlots>> parse_hostfile(std::string_view text, std::string_view file) {
+Result<std::vector<HostSlots>> parse_host_lines(std::string_view text, std::string_view file,
+                                                int default_slots) {
   std::vector<HostSlots> hosts;
   std::map<std::string, int, std::less<>> first_line;
   int number = 0;
@@ -108,7 +110,7 @@ Result<std::vector<HostSlots>> parse_hostfile(std::string_view text, std::string
     line = line.substr(0, line.find('#'));
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     std::string why;
-    std::optional<HostSlots> host = parse_hostfile_line(line, why);
+    std::optional<HostSlots> host = parse_hostfile_line(line, default_slots, why);
     if (!host) {
       return invalid_argument(fmt::format("{}:{}: bad line '{}': {}", file, number, line, why));
     }
@@ -118,6 +120,11 @@ Result<std::vector<HostSlots>> parse_hostfile(std::string_view text, std::string
     }
     hosts.push_back(std::move(*host));
   }
+  return hosts;
+}
+
+Result<std::vector<HostSlots>> parse_hostfile(std::string_view text, std::string_view file) {
+  HOOP_ASSIGN_OR_RETURN(std::vector<HostSlots> hosts, parse_host_lines(text, file, 1));
   if (hosts.empty()) return invalid_argument(fmt::format("{}: the hostfile lists no host", file));
   return hosts;
 }

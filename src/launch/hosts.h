@@ -30,6 +30,11 @@ Result<std::vector<HostSlots>> parse_hosts(std::string_view text);
 /// malformed line, a host listed twice, or a file without hosts.
 Result<std::vector<HostSlots>> parse_hostfile(std::string_view text, std::string_view file);
 
+/// The lines of a hostfile (or of an elastic job's discovery script) as parse_hostfile reads
+/// them, a host alone taking `default_slots`; no line at all is no host, not an error.
+Result<std::vector<HostSlots>> parse_host_lines(std::string_view text, std::string_view file,
+                                                int default_slots);
+
 /// Reads and parses the hostfile at `path` (see parse_hostfile); io_error naming it when it
 /// cannot be read.
 Result<std::vector<HostSlots>> read_hostfile(const std::string& path);

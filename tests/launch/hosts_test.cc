@@ -8,7 +8,6 @@
 #include <cstdio>
 
 #include "core/socket.h"
-#include "launch/elastic.h"
 #include "launch/output.h"
 #include "launch/remote.h"
 #include "tests/launch/temp_file.h"
@@ -205,17 +204,17 @@ TEST(SshEnvironmentTest, PassesHoopHorovodPathsAndExtrasButNeverTheSecret) {
 }
 
 TEST(DiscoveredHostsTest, HostsAloneTakeTheDefaultSlots) {
-  auto hosts = parse_discovered_hosts("a:2\n# spare\nb\n\n  c:1  \n", "d.sh", 4);
+  auto hosts = parse_host_lines("a:2\n# spare\nb\n\n  c:1  \n", "d.sh", 4);
   ASSERT_TRUE(hosts.ok()) << hosts.status().to_string();
   EXPECT_EQ(*hosts, (std::vector<HostSlots>{{"a", 2}, {"b", 4}, {"c", 1}}));
   // No host at all is a job with nowhere to run for now, not an error.
-  auto none = parse_discovered_hosts("# nothing yet\n", "d.sh", 1);
+  auto none = parse_host_lines("# nothing yet\n", "d.sh", 1);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
-  auto bad = parse_discovered_hosts("a:2\nb:zero\n", "d.sh", 1);
+  auto bad = parse_host_lines("a:2\nb:zero\n", "d.sh", 1);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("d.sh:2"));
-  auto twice = parse_discovered_hosts("a\na:3\n", "d.sh", 1);
+  auto twice = parse_host_lines("a\na:3\n", "d.sh", 1);
   ASSERT_FALSE(twice.ok());
   EXPECT_THAT(twice.status().message(), ::testing::HasSubstr("listed twice"));
 }

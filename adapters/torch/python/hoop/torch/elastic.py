@@ -110,10 +110,13 @@ class ObjectState(State):
             setattr(self, attr, copy.deepcopy(value))
 
 
-class _ModelHandler:
-    def __init__(self, model):
-        self.value = model
-        self._saved = copy.deepcopy(model.state_dict())
+class _StateDictHandler:
+    """Keeps a deep copy of an object's state_dict(); `broadcast` copies rank 0's to the others."""
+
+    def __init__(self, value, broadcast):
+        self.value = value
+        self._broadcast = broadcast
+        self.save()
 
     def save(self):
         self._saved = copy.deepcopy(self.value.state_dict())
@@ -122,37 +125,7 @@ class _ModelHandler:
         self.value.load_state_dict(self._saved)
 
     def sync(self):
-        broadcast_parameters(self.value.state_dict(), root_rank=0)
-
-
-class _OptimizerHandler:
-    def __init__(self, optimizer):
-        self.value = optimizer
-        self._saved = copy.deepcopy(optimizer.state_dict())
-
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
-    def sync(self):
-        broadcast_optimizer_state(self.value, root_rank=0)
-
-
-class _SamplerHandler:
-    def __init__(self, sampler):
-        self.value = sampler
-        self._saved = copy.deepcopy(sampler.state_dict())
-
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
-    def sync(self):
-        self.value.load_state_dict(broadcast_object(self.value.state_dict(), root_rank=0))
+        self._broadcast(self.value)
 
 
 class TorchState(ObjectState):
@@ -175,7 +148,8 @@ class TorchState(ObjectState):
                 self._handlers[name] = handler
                 setattr(self, name, value)
         super().__init__(bcast_object=broadcast_object, get_rank=basics.rank, **plain)
-        samplers = [h.value for h in self._handlers.values() if isinstance(h, _SamplerHandler)]
+        samplers = [h.value for h in self._handlers.values()
+                    if isinstance(h.value, ElasticSampler)]
         self.register_reset_callbacks([s.reset for s in samplers])
 
     def save(self):
@@ -196,11 +170,15 @@ class TorchState(ObjectState):
 
 def _handler_for(value):
     if isinstance(value, torch.nn.Module):
-        return _ModelHandler(value)
+        return _StateDictHandler(
+            value, lambda model: broadcast_parameters(model.state_dict(), root_rank=0))
     if isinstance(value, torch.optim.Optimizer):
-        return _OptimizerHandler(value)
+        return _StateDictHandler(
+            value, lambda optimizer: broadcast_optimizer_state(optimizer, root_rank=0))
     if isinstance(value, ElasticSampler):
-        return _SamplerHandler(value)
+        return _StateDictHandler(
+            value, lambda sampler: sampler.load_state_dict(
+                broadcast_object(sampler.state_dict(), root_rank=0)))
     return None
 
 

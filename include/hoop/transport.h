@@ -33,6 +33,31 @@ using Deadline = Clock::time_point;
 /// Identifies a posted send or receive until it has been waited for.
 using RequestId = std::uint64_t;
 
+/// Memory that every rank of a transport reads directly (shared memory on one host), for small
+/// collectives that need no messages: each rank writes its own slot, publishes it, and reads
+/// the other ranks' slots where they are. A rank has two slots and uses them in turn, so a slot
+/// is rewritten two calls later; that is safe because every call waits for every rank's slot
+/// (gather) before the next begins: a rank that publishes call s + 1 has seen every rank finish
+/// call s - 1. Calls are numbered 1, 2, ... alike on every rank. Not thread-safe; the transport's
+/// send/recv requests and the slots may be used in turn.
+class SharedSlots {
+ public:
+  virtual ~SharedSlots() = default;
+
+  /// Bytes of one slot (every rank's alike).
+  virtual std::size_t slot_bytes() const = 0;
+  /// This rank's slot for call `seq`, to fill before publish(seq); 16-byte aligned.
+  virtual std::byte* own_slot(std::uint64_t seq) = 0;
+  /// Makes this rank's slot of call `seq` visible to every other rank.
+  virtual void publish(std::uint64_t seq) = 0;
+  /// Waits until every rank has published call `seq`; slots[r] (size() entries) then points at
+  /// rank r's slot (this rank's own included), valid until this rank publishes call seq + 1.
+  /// Fails with the cause when a peer died, shut down or aborted; past `deadline` with a
+  /// timeout_error naming the ranks that did not publish (and aborts the transport).
+  virtual Status gather(std::uint64_t seq, std::span<const std::byte*> slots,
+                        Deadline deadline) = 0;
+};
+
 /// One rank's connections to all the other ranks of a job over one fabric.
 class Transport {
  public:
@@ -71,6 +96,10 @@ class Transport {
   /// Fails every pending and later request with `cause` and sends `cause` to every reachable
   /// peer, whose own pending and later requests then fail with it. Idempotent.
   virtual void abort(const Status& cause) = 0;
+
+  /// The slots every rank of this transport reads directly, or null where ranks reach each
+  /// other only through messages (any peer on another host).
+  virtual SharedSlots* shared_slots() { return nullptr; }
 };
 
 /// Waits for one request (see Transport::wait).

@@ -167,6 +167,15 @@ constexpr Var kVars[] = {
      {},
      64 * kKiB,
      kGiB},
+    {"HOOP_SHM_SLOT_BYTES",
+     "",
+     kBytes,
+     "64K",
+     "Shared-memory transport: payload bytes of each rank's two shared slots, through which small "
+     "collectives run in one step on a host whose ranks all share memory; 0 turns them off.",
+     {},
+     0,
+     1024 * kKiB},
     {"HOOP_HOST_ID", "", kString, "",
      "Overrides the identity of this rank's host (default: the kernel's boot id and network "
      "namespace), so that ranks with equal values count as one host."},

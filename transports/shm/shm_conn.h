@@ -62,10 +62,11 @@ struct Peer {
   OutRing out;
   InRing in;
   Status closed;  // not ok once the peer is gone (orderly or not)
+  const SlotHeader* slots[2] = {nullptr, nullptr};  // the peer's shared slots, if any
 };
 
 /// The Transport over the mapped segments of a finished set-up.
-class ShmTransport final : public transports::Skeleton<Request> {
+class ShmTransport final : public transports::Skeleton<Request>, public SharedSlots {
  public:
   ShmTransport(int rank, int size, const ShmOptions& options, Segment own,
                std::vector<std::unique_ptr<Peer>> peers);
@@ -79,6 +80,13 @@ class ShmTransport final : public transports::Skeleton<Request> {
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
   void wake() override;
   void abort(const Status& cause) override;
+  SharedSlots* shared_slots() override { return slot_bytes_ > 0 ? this : nullptr; }
+
+  // SharedSlots (shm_slots.cc).
+  std::size_t slot_bytes() const override { return slot_bytes_; }
+  std::byte* own_slot(std::uint64_t seq) override;
+  void publish(std::uint64_t seq) override;
+  Status gather(std::uint64_t seq, std::span<const std::byte*> slots, Deadline deadline) override;
 
  private:
   // shm_transport.cc
@@ -110,6 +118,11 @@ class ShmTransport final : public transports::Skeleton<Request> {
   std::vector<Peer*> by_rank_;  // size_ entries, null for ranks not in `peers`
   RequestId next_id_ = 1;
   Status aborted_;
+  std::size_t slot_bytes_ = 0;  // 0: no shared slots
+  // More ranks on this host than cores this process may run on: a waiting rank yields at once,
+  // since the rank it waits for may need its core.
+  bool crowded_ = false;
+  std::vector<int> missing_;  // gather's scratch: the ranks not yet seen
 };
 
 }  // namespace hoop::shm

@@ -62,6 +62,8 @@ Result<ShmOptions> shm_options_from_env() {
   // The registry's range for the variable starts at kMinRingBytes.
   HOOP_ASSIGN_OR_RETURN(const std::int64_t ring, config::get_int("HOOP_SHM_RING_BYTES"));
   o.ring_bytes = static_cast<std::size_t>(ring);
+  HOOP_ASSIGN_OR_RETURN(const std::int64_t slot, config::get_int("HOOP_SHM_SLOT_BYTES"));
+  o.slot_bytes = static_cast<std::size_t>(slot);
   HOOP_ASSIGN_OR_RETURN(const std::int64_t spin, config::get_int("HOOP_SPIN_US"));
   o.spin = std::chrono::microseconds(spin);
   HOOP_ASSIGN_OR_RETURN(o.connect_timeout, config::get_milliseconds("HOOP_START_TIMEOUT"));
@@ -76,8 +78,12 @@ Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
   ShmOptions o = options;
   o.ring_bytes = o.ring_bytes / 4096 * 4096;  // whole pages, so every ring starts on one
   const std::string own_name = segment_name(job_id, o.key_prefix, rank);
-  HOOP_ASSIGN_OR_RETURN(Segment own,
-                        Segment::create(own_name, rank, peers.data(), peers.size(), o.ring_bytes));
+  // Slots only where every rank of the job is here: a collective uses them on all ranks or none.
+  if (peers.size() + 1 != static_cast<std::size_t>(size)) o.slot_bytes = 0;
+  // The caller's header (a call fingerprint) comes on top of the payload the option names.
+  if (o.slot_bytes > 0) o.slot_bytes = (o.slot_bytes + kSlotReserve + 15) / 16 * 16;
+  HOOP_ASSIGN_OR_RETURN(Segment own, Segment::create(own_name, rank, peers.data(), peers.size(),
+                                                     o.ring_bytes, o.slot_bytes));
   // Until the peers have mapped it the name must stay; after that (or on failure) it goes.
   struct Unlink {
     const std::string& name;
@@ -106,6 +112,12 @@ Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
     peer->in.ctl = in;
     peer->in.data = own.data(*in);
     peer->in.capacity = in->capacity;
+    if (seg.header()->slot_bytes != o.slot_bytes) {
+      return invalid_argument(fmt::format(
+          "shm: rank {} has shared slots of {} bytes and rank {} of {} (HOOP_SHM_SLOT_BYTES must "
+          "be the same on every rank)",
+          p, seg.header()->slot_bytes, rank, o.slot_bytes));
+    }
     peer->pid = seg.header()->pid;
     peer->pidfd = open_pidfd(peer->pid);
     mapped.push_back(std::move(peer));

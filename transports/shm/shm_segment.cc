@@ -63,9 +63,13 @@ Segment::~Segment() {
 }
 
 Result<Segment> Segment::create(const std::string& name, int owner, const int* senders,
-                                std::size_t num_senders, std::size_t ring_bytes) {
+                                std::size_t num_senders, std::size_t ring_bytes,
+                                std::size_t slot_bytes) {
+  const std::size_t board_offset =
+      round_up(rings_offset() + num_senders * sizeof(RingControl), kLine);
+  const std::size_t slot_stride = round_up(kSlotDataOffset + slot_bytes, kLine);
   const std::size_t data_start =
-      round_up(rings_offset() + num_senders * sizeof(RingControl), kPage);
+      round_up(board_offset + (slot_bytes > 0 ? 2 * slot_stride : 0), kPage);
   const std::size_t total = data_start + num_senders * ring_bytes;
   Fd fd(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
   if (!fd.valid() && errno == EEXIST) {
@@ -103,6 +107,11 @@ Result<Segment> Segment::create(const std::string& name, int owner, const int* s
   h->pid = static_cast<std::int32_t>(::getpid());
   h->num_rings = static_cast<std::uint32_t>(num_senders);
   h->total_bytes = total;
+  h->board_offset = board_offset;
+  h->slot_stride = slot_stride;
+  h->slot_bytes = slot_bytes;
+  if (slot_bytes > 0)
+    for (int i = 0; i < 2; ++i) new (seg.slot(i)) SlotHeader{};
   auto* rings = reinterpret_cast<RingControl*>(static_cast<char*>(seg.base_) + rings_offset());
   for (std::size_t i = 0; i < num_senders; ++i) {
     auto* r = new (&rings[i]) RingControl{};
@@ -125,7 +134,11 @@ Result<Segment> Segment::open(const std::string& name, int owner) {
   const SegmentHeader& h = *seg.header();
   const std::size_t rings_end = rings_offset() + std::size_t{h.num_rings} * sizeof(RingControl);
   if (h.magic != kSegmentMagic || h.version != kLayoutVersion || h.rank != owner ||
-      h.total_bytes != seg.bytes_ || rings_end > seg.bytes_) {
+      h.total_bytes != seg.bytes_ || rings_end > seg.bytes_ ||
+      (h.slot_bytes > 0 &&
+       (h.board_offset < rings_end || h.board_offset % kLine != 0 ||
+        h.slot_stride < kSlotDataOffset + h.slot_bytes || h.slot_stride % kLine != 0 ||
+        h.slot_stride > seg.bytes_ / 2 || h.board_offset > seg.bytes_ - 2 * h.slot_stride))) {
     return protocol_error(fmt::format(
         "shm: {} is not rank {}'s segment of layout version {} (magic {:#x}, version {}, rank {})",
         name, owner, kLayoutVersion, h.magic, h.version, h.rank));

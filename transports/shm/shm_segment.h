@@ -3,6 +3,7 @@
 //
 //   offset 0            SegmentHeader   identity, doorbell, sleeping flag, goodbye, abort cause
 //   sizeof header       RingControl[n]  per sender: head and tail on their own cache lines
+//   line aligned        slots[2]        the owner's shared slots (hoop::SharedSlots), if any
 //   page aligned        ring data[n]    ring_bytes each
 //
 // Every field that two processes write is a lock-free std::atomic in the shared pages (they are
@@ -21,7 +22,7 @@
 namespace hoop::shm {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x686f6f702d73686dULL;  // "hoop-shm"
-inline constexpr std::uint32_t kLayoutVersion = 1;
+inline constexpr std::uint32_t kLayoutVersion = 2;
 /// Longest abort message a header carries; a longer one is cut.
 inline constexpr std::size_t kMaxAbortText = 1024;
 /// Smallest ring that HOOP_SHM_RING_BYTES may ask for.
@@ -43,6 +44,11 @@ struct SegmentHeader {
   std::int32_t pid;
   std::uint32_t num_rings;
   std::uint64_t total_bytes;
+  // The owner's two shared slots: the first at board_offset, the second slot_stride later;
+  // slot_bytes 0: none.
+  std::uint64_t board_offset;
+  std::uint64_t slot_stride;
+  std::uint64_t slot_bytes;
   // The futex word: peers bump it after they put bytes in a ring of this segment or free space
   // in a ring this segment's owner writes to, and wake the owner when it sleeps.
   alignas(kLine) std::atomic<std::uint32_t> doorbell;
@@ -69,6 +75,16 @@ struct RingControl {
   std::uint64_t capacity;
 };
 
+/// One of the owner's shared slots: the call it holds (written last, with release order),
+/// then, kSlotDataOffset bytes in, slot_bytes of data.
+struct SlotHeader {
+  std::atomic<std::uint64_t> seq;
+};
+inline constexpr std::size_t kSlotDataOffset = 16;
+/// Bytes of a slot beyond the payload that ShmOptions::slot_bytes names, for the caller's own
+/// header in front of it.
+inline constexpr std::size_t kSlotReserve = 64;
+
 /// Every message in a ring starts with this header; payloads are padded to a multiple of
 /// kMessageAlign so that the next header never straddles the wrap-around.
 inline constexpr std::size_t kMessageHeaderBytes = 8;
@@ -90,9 +106,11 @@ class Segment {
   ~Segment();
 
   /// Creates /dev/shm `name` (mode 0600, replacing a stale one) for `owner` with one ring of
-  /// `ring_bytes` per rank in `senders`, reserves its pages and initializes the header.
+  /// `ring_bytes` per rank in `senders` and two shared slots of `slot_bytes` (0: none),
+  /// reserves its pages and initializes the header.
   static Result<Segment> create(const std::string& name, int owner, const int* senders,
-                                std::size_t num_senders, std::size_t ring_bytes);
+                                std::size_t num_senders, std::size_t ring_bytes,
+                                std::size_t slot_bytes = 0);
   /// Maps the existing segment `name` of rank `owner` and checks its header.
   static Result<Segment> open(const std::string& name, int owner);
 
@@ -100,6 +118,12 @@ class Segment {
   /// The ring that `sender` writes to in this segment, or null.
   RingControl* ring_of(int sender) const;
   char* data(const RingControl& ring) const { return static_cast<char*>(base_) + ring.data_offset; }
+  /// The owner's shared slot `which` (0 or 1); only where the header has slots.
+  SlotHeader* slot(int which) const {
+    const SegmentHeader& h = *header();
+    return reinterpret_cast<SlotHeader*>(static_cast<char*>(base_) + h.board_offset +
+                                         static_cast<std::size_t>(which) * h.slot_stride);
+  }
   bool valid() const { return base_ != nullptr; }
 
  private:

@@ -1,5 +1,6 @@
 // The shared-memory transport's requests: posting, wait/test/poll, abort and shutdown.
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <utility>
@@ -7,6 +8,16 @@
 #include "transports/shm/shm_conn.h"
 
 namespace hoop::shm {
+namespace {
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+}  // namespace
 
 ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segment own,
                            std::vector<std::unique_ptr<Peer>> peers)
@@ -18,6 +29,12 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segmen
       by_rank_(static_cast<std::size_t>(size), nullptr) {
   for (auto& p : peers_) by_rank_[static_cast<std::size_t>(p->rank)] = p.get();
   spin_ = options.spin;
+  if (own_header_->slot_bytes > 0 && peers_.size() + 1 == static_cast<std::size_t>(size_)) {
+    slot_bytes_ = own_header_->slot_bytes;
+    for (auto& p : peers_)
+      for (int i = 0; i < 2; ++i) p->slots[i] = p->segment.slot(i);
+  }
+  crowded_ = static_cast<int>(peers_.size()) + 1 > usable_cores();
 }
 
 ShmTransport::~ShmTransport() {

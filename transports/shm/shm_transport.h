@@ -54,6 +54,10 @@ namespace hoop::shm {
 struct ShmOptions {
   /// Bytes of each ring (one per ordered pair of ranks on the host); HOOP_SHM_RING_BYTES.
   std::size_t ring_bytes = std::size_t{4} << 20;
+  /// Payload bytes of each of this rank's two shared slots (hoop::SharedSlots; each slot has 64
+  /// bytes more for a header), offered when every rank of the job is a peer here; 0: none.
+  /// HOOP_SHM_SLOT_BYTES.
+  std::size_t slot_bytes = std::size_t{64} << 10;
   /// How long wait() keeps polling after bytes last moved before it sleeps; HOOP_SPIN_US.
   std::chrono::microseconds spin{200};
   /// Deadline for the whole set-up, store look-ups included; HOOP_START_TIMEOUT.
@@ -63,7 +67,7 @@ struct ShmOptions {
   std::string key_prefix = "hoop/shm";
 };
 
-/// Options from HOOP_SHM_RING_BYTES, HOOP_SPIN_US and HOOP_START_TIMEOUT; invalid_argument
+/// Options from HOOP_SHM_RING_BYTES, HOOP_SHM_SLOT_BYTES, HOOP_SPIN_US and HOOP_START_TIMEOUT; invalid_argument
 /// naming a malformed variable (or a ring under 64 KiB).
 Result<ShmOptions> shm_options_from_env();
 

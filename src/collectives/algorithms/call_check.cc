@@ -13,7 +13,7 @@ namespace {
 // rest of the data path):
 //   u32 magic | u32 call number | u8 kind | u8 dtype | u8 op | u8 algorithm | i32 root
 //   | u32 counts hash | u32 present-bits | u64 count
-constexpr std::size_t kHeaderBytes = 32;
+constexpr std::size_t kHeaderBytes = kFingerprintBytes;
 constexpr std::uint32_t kMagic = 0x4C414348;  // "HCAL"
 constexpr std::uint8_t kUnset = 0xFF;
 constexpr std::uint32_t kRoot = 1;
@@ -250,25 +250,30 @@ Status CheckedTransport::finish(RequestId id) {
   actions.pop_back();
   if (!a.is_recv) return Status::success();
   const std::byte* s = slot(a.peer, 1);
-  HOOP_RETURN_IF_ERROR(compare(s, a.peer));
+  HOOP_RETURN_IF_ERROR(compare_fingerprints(header_, s, rank(), a.peer));
   if (a.inline_payload && a.bytes > 0) std::memcpy(a.out, s + kHeaderBytes, a.bytes);
   return Status::success();
 }
 
-Status CheckedTransport::compare(const std::byte* theirs, int peer) const {
+void encode_fingerprint(const CallFingerprint& fp, std::uint64_t seq, std::byte* out) {
+  encode(fp, static_cast<std::uint32_t>(seq), out);
+}
+
+Status compare_fingerprints(const std::byte* mine, const std::byte* theirs, int me, int peer) {
   // The common case costs one comparison; the texts below are built only for a mismatch.
-  if (std::memcmp(theirs, header_, kHeaderBytes) == 0) return Status::success();
+  if (std::memcmp(theirs, mine, kHeaderBytes) == 0) return Status::success();
   const Decoded t = decode(theirs);
-  const Decoded m = decode(header_);
+  const Decoded m = decode(mine);
   if (t.magic != kMagic)
     return protocol_error(fmt::format(
         "the first message of collective call {} from rank {} carries no call header: rank {} "
         "is not in a collective call of its own (a call that only some ranks made?)",
         m.seq, peer, peer));
   std::vector<std::string> diffs;
-  auto field = [&](const char* name, const std::string& mine, const std::string& theirs_text) {
-    if (mine != theirs_text)
-      diffs.push_back(fmt::format("{} differs (rank {}: {}, rank {}: {})", name, rank(), mine, peer,
+  auto field = [&](const char* name, const std::string& mine_text,
+                   const std::string& theirs_text) {
+    if (mine_text != theirs_text)
+      diffs.push_back(fmt::format("{} differs (rank {}: {}, rank {}: {})", name, me, mine_text, peer,
                                   theirs_text));
   };
   field("collective", collective_name(m.fp.kind), collective_name(t.fp.kind));
@@ -281,7 +286,7 @@ Status CheckedTransport::compare(const std::byte* theirs, int peer) const {
   field("algorithm", algorithm_text(m.fp.algorithm), algorithm_text(t.fp.algorithm));
   if (diffs.empty()) return Status::success();
   return mismatch_error(
-      fmt::format("mismatched collective calls: rank {} called {}, rank {} called {}: {}", rank(),
+      fmt::format("mismatched collective calls: rank {} called {}, rank {} called {}: {}", me,
                   describe(m.fp, m.seq), peer, describe(t.fp, t.seq), fmt::join(diffs, "; ")));
 }
 

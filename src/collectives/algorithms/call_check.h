@@ -41,6 +41,14 @@ struct CallFingerprint {
   std::optional<std::uint32_t> counts_hash = std::nullopt;
 };
 
+/// Bytes of an encoded fingerprint with its call number.
+inline constexpr std::size_t kFingerprintBytes = 32;
+/// Writes `fp` of call number `seq` into `out` (kFingerprintBytes).
+void encode_fingerprint(const CallFingerprint& fp, std::uint64_t seq, std::byte* out);
+/// Compares rank `me`'s encoded fingerprint `mine` with `peer`'s `theirs`: ok when they agree,
+/// else mismatch_error naming each field that differs with both ranks' values.
+Status compare_fingerprints(const std::byte* mine, const std::byte* theirs, int me, int peer);
+
 /// A hash of `counts` for CallFingerprint::counts_hash.
 std::uint32_t hash_counts(std::span<const std::size_t> counts);
 
@@ -91,7 +99,6 @@ class CheckedTransport final : public Transport {
   std::byte* slot(int peer, int which);
   /// Finishes the action of a completed request `id` (copy out, compare); ok when it has none.
   Status finish(RequestId id);
-  Status compare(const std::byte* theirs, int peer) const;
   /// `s`, with a word on the call header when it is a length mismatch of a first message.
   Status explain(Status s) const;
 

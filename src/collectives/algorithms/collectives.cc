@@ -11,6 +11,7 @@
 
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/dispatch.h"
+#include "collectives/algorithms/one_host.h"
 #include "collectives/algorithms/validate.h"
 
 namespace hoop {
@@ -24,6 +25,20 @@ using collectives::copy_in;
 using collectives::run;
 using collectives::run_on_device;
 using collectives::Staged;
+
+/// hoop's own communicator when a call of at most `bytes` per rank on `buffers` goes through
+/// its shared slots (one_host.h): host buffers, and no algorithm asked for by name.
+collectives::CommImpl* in_slots(Communicator& comm, std::size_t bytes, bool read_all,
+                                std::initializer_list<collectives::NamedBuffer> buffers,
+                                Algorithm requested = Algorithm::kAuto) {
+  auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
+  if (impl == nullptr || requested != Algorithm::kAuto ||
+      impl->forced_algorithm() != Algorithm::kAuto ||
+      collectives::slots_for(*impl, bytes, read_all) == nullptr)
+    return nullptr;
+  Result<int> device = collectives::buffers_device(buffers);
+  return device.ok() && *device == kCpuDevice ? impl : nullptr;
+}
 
 }  // namespace
 
@@ -64,6 +79,14 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
   HOOP_ASSIGN_OR_RETURN(std::size_t bytes,
                         collectives::checked_bytes(o.count, 1, o.dtype, "count"));
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));
+  if (!adasum) {
+    if (auto* impl = in_slots(comm, bytes, true, {{o.input, "input"}, {o.output, "output"}},
+                              o.algorithm)) {
+      return collectives::allreduce_in_slots(*impl, o, bytes, [&] {
+        return fmt::format("allreduce of {} {} ({})", o.count, dtype_name(o.dtype), op_name(o.op));
+      });
+    }
+  }
   const Algorithm algo =
       adasum ? Algorithm::kRecursiveDoubling : allreduce_algorithm(comm, bytes, o.algorithm);
   auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
@@ -102,6 +125,8 @@ Status broadcast(Communicator& comm, const BroadcastOptions& o) {
   auto what = [&] {
     return fmt::format("broadcast of {} {} from rank {}", o.count, dtype_name(o.dtype), o.root);
   };
+  if (auto* impl = in_slots(comm, bytes, false, {{o.buffer, "buffer"}}))
+    return collectives::broadcast_in_slots(*impl, o, bytes, what);
   collectives::DevicePart* part = nullptr;
   if (auto done = run_on_device(comm, o, what, &broadcast, &collectives::DeviceBackend::broadcast,
                                 Staged{o.buffer, 0, o.buffer, bytes}, part))
@@ -123,6 +148,8 @@ Status allgather(Communicator& comm, const AllgatherOptions& o) {
   std::vector<std::size_t> offsets, lengths;
   block_layout(counts, dtype_size(o.dtype), offsets, lengths);
   auto what = [&] { return fmt::format("allgather of {} {}", o.count, dtype_name(o.dtype)); };
+  if (auto* impl = in_slots(comm, block, true, {{o.input, "input"}, {o.output, "output"}}))
+    return collectives::allgather_in_slots(*impl, o, block, what);
   collectives::DevicePart* part = nullptr;
   if (auto done = run_on_device(comm, o, what, &allgather, &collectives::DeviceBackend::allgather,
                                 Staged{o.input, block, o.output, block * comm.size()}, part))
@@ -294,6 +321,7 @@ Status alltoallv(Communicator& comm, const AlltoallvOptions& o) {
 }
 
 Status barrier(Communicator& comm) {
+  if (auto* impl = in_slots(comm, 0, false, {})) return collectives::barrier_in_slots(*impl);
   return run(
       comm, CallFingerprint{.kind = Collective::kBarrier}, [] { return std::string("barrier"); },
       [](Context& ctx) { return collectives::dissemination_barrier(ctx); });

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/async.h"
@@ -40,7 +41,9 @@ class CommImpl final : public Communicator {
         transport_(view_ != nullptr ? view_.get() : connections_->transport.get()),
         algorithm_(algorithm),
         timeout_(timeout),
-        cost_(cost) {}
+        cost_(cost),
+        // A split's view renumbers the ranks; its collectives go through messages.
+        slots_(view_ == nullptr && transport_->size() > 1 ? transport_->shared_slots() : nullptr) {}
   /// Waits for the non-blocking calls still queued (some may be this communicator's).
   ~CommImpl() override { connections_->queue.drain(); }
 
@@ -87,6 +90,12 @@ class CommImpl final : public Communicator {
   const std::string& key_prefix() const { return device_setup_.key_prefix; }
   /// Numbers the collectives of this communicator (the same sequence on every rank).
   std::uint64_t next_call() { return ++calls_; }
+  /// The transport's shared slots (one_host.h), or null: collectives go through messages.
+  SharedSlots* slots() const { return slots_; }
+  /// Numbers the calls through the slots (the same sequence on every rank).
+  std::uint64_t next_slot_call() { return ++slot_calls_; }
+  /// Where the last slot call found each rank's payload (size() entries).
+  std::vector<const std::byte*>& slot_payloads() { return slot_payloads_; }
   /// Numbers the splits of this communicator (the same sequence on every rank).
   std::uint64_t next_split() { return ++splits_; }
   /// Keeps the store connection Communicator::create made, for the device side's set-up.
@@ -110,6 +119,9 @@ class CommImpl final : public Communicator {
   bool check_calls_ = true;
   std::uint64_t calls_ = 0;
   std::uint64_t splits_ = 0;
+  SharedSlots* slots_;
+  std::uint64_t slot_calls_ = 0;
+  std::vector<const std::byte*> slot_payloads_;
   Scratch cross_scratch_;  // the hierarchical allreduce's cross-host thread
   std::optional<Hierarchy> hierarchy_;
   std::optional<patterns::Ring> ring_;

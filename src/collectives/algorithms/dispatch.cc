@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "collectives/algorithms/one_host.h"
 #include "collectives/algorithms/timeout_diagnosis.h"
 
 namespace hoop::collectives {
@@ -19,10 +20,13 @@ Status run_call(Communicator& comm, const CallFingerprint* fp,
   // A Communicator implemented outside hoop gets per-call scratch.
   Scratch local;
   Transport& base = part != nullptr ? *part->transport : comm.transport();
+  const bool check = fp != nullptr && part == nullptr && impl != nullptr &&
+                     impl->call_check() != nullptr && comm.size() > 1;
+  // Where the ranks share slots, the fingerprints meet there (one_host.h) instead of riding on
+  // the first messages.
+  const bool in_slots = check && impl->slots() != nullptr;
   std::optional<CheckedTransport> checked;
-  if (fp != nullptr && part == nullptr && impl != nullptr && impl->call_check() != nullptr &&
-      comm.size() > 1)
-    checked.emplace(base, *impl->call_check(), *fp);
+  if (check && !in_slots) checked.emplace(base, *impl->call_check(), *fp);
   Transport& transport = checked ? static_cast<Transport&>(*checked) : base;
   Context ctx{transport, comm.rank(), comm.size(), Clock::now() + comm.timeout(),
               impl != nullptr ? impl->scratch() : local};
@@ -32,11 +36,20 @@ Status run_call(Communicator& comm, const CallFingerprint* fp,
   }
   if (impl != nullptr) ctx.laid_out_ring = impl->ring();
   const std::uint64_t call = fp != nullptr && impl != nullptr ? impl->next_call() : 0;
-  Status status = body(ctx);
+  Status status = in_slots ? meet_in_slots(*impl, *fp, nullptr, 0, ctx.deadline)
+                           : Status::success();
+  if (status.ok()) status = body(ctx);
   if (status.ok()) return status;
+  return fail_call(comm, base, std::move(status), fp != nullptr ? call : 0, what);
+}
+
+}  // namespace
+
+Status fail_call(Communicator& comm, Transport& base, Status status, std::uint64_t call,
+                 const std::function<std::string()>& what) {
+  auto* impl = dynamic_cast<CommImpl*>(&comm);
   // Before the abort, so that the peers it reaches learn the diagnosis too.
-  if (status.code() == StatusCode::kTimeout && fp != nullptr && impl != nullptr &&
-      comm.size() > 1) {
+  if (status.code() == StatusCode::kTimeout && call != 0 && impl != nullptr && comm.size() > 1) {
     const auto grace = std::clamp(comm.timeout() / 4, std::chrono::milliseconds(100),
                                   std::chrono::milliseconds(1000));
     const std::string prefix =
@@ -46,8 +59,6 @@ Status run_call(Communicator& comm, const CallFingerprint* fp,
   }
   base.abort(status);
   return status.with_context(what());
-}
-
 }  // namespace
 
 Status run(Communicator& comm, const CallFingerprint& fp, const std::function<std::string()>& what,

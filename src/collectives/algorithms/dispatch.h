@@ -32,6 +32,12 @@ Status run(Communicator& comm, const CallFingerprint& fp, const std::function<st
 Status run_p2p(Communicator& comm, const std::function<std::string()>& what,
                const std::function<Status(Context&)>& body, DevicePart* part = nullptr);
 
+/// The failure path of every collective: adds the diagnosis of a timeout of call number `call`
+/// (0: a point-to-point call, none), aborts `base` with the cause, so that every peer fails with
+/// it, and names `what`.
+Status fail_call(Communicator& comm, Transport& base, Status status, std::uint64_t call,
+                 const std::function<std::string()>& what);
+
 /// The buffers of a device call to stage through host memory: `in_bytes` at `in`, `out_bytes`
 /// at `out` (run_staged keeps an input inside the output there).
 struct Staged {

@@ -1,0 +1,54 @@
+// Collectives through shared slots (hoop::SharedSlots in hoop/transport.h), for communicators
+// whose ranks all share memory: a small collective is one step. Every rank writes its call's
+// fingerprint and its input into its own slot, publishes it, waits until every rank has, checks
+// the fingerprints and reads what it needs from the other ranks' slots where they are: no
+// message, no request, no algorithm. Every rank reduces the slots in rank order, so every rank
+// ends with bitwise the same result.
+//
+// Larger calls go through messages as before, but their fingerprints meet in the slots too
+// (fingerprint only): the ranks of one call then agree on their path through the slots, and a
+// rank that takes the slots while another takes messages is a mismatch both ranks name, not a
+// hang. The slots compare fingerprints even with HOOP_CALL_CHECK=0, since it costs nothing
+// there.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "collectives/algorithms/call_check.h"
+#include "collectives/algorithms/comm_impl.h"
+#include "hoop/communicator.h"
+
+namespace hoop::collectives {
+
+/// Bytes at the start of a slot that carry the call's fingerprint; the payload follows.
+inline constexpr std::size_t kSlotHeaderBytes = kFingerprintBytes;
+
+/// `impl`'s slots when a collective whose largest payload on any rank is `bytes` (and, where
+/// every rank reads every other's, `read_all`) goes through them; null otherwise.
+SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all);
+
+/// Publishes `fp` and `bytes` bytes at `payload` in the next slot call of `impl`, waits for every
+/// rank's by `deadline` and compares the fingerprints. impl.slot_payloads()[r] then points at
+/// rank r's payload.
+Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
+                     std::size_t bytes, Deadline deadline);
+
+/// One collective through the slots: meet_in_slots(), then `body` on every rank's payload; on
+/// failure the transport is aborted (every peer fails with the cause) and `what` named.
+Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
+                    std::size_t bytes, const std::function<std::string()>& what,
+                    const std::function<Status(std::span<const std::byte* const>)>& body);
+
+/// The one-step forms of the collectives (`bytes`: the payload of this rank's slot).
+Status allreduce_in_slots(CommImpl& impl, const AllreduceOptions& o, std::size_t bytes,
+                          const std::function<std::string()>& what);
+Status broadcast_in_slots(CommImpl& impl, const BroadcastOptions& o, std::size_t bytes,
+                          const std::function<std::string()>& what);
+Status allgather_in_slots(CommImpl& impl, const AllgatherOptions& o, std::size_t block,
+                          const std::function<std::string()>& what);
+Status barrier_in_slots(CommImpl& impl);
+
+}  // namespace hoop::collectives

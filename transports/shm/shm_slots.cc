@@ -1,0 +1,111 @@
+// The shared-memory transport's shared slots (hoop::SharedSlots): each rank's two slots live in
+// its own segment, which every peer has mapped, so a rank publishes by storing the call number
+// after the data and a peer reads the data in place once it sees that number. A call moves no
+// message and makes no system call unless a peer sleeps.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sched.h>
+
+#include <algorithm>
+
+#include "transports/shm/shm_conn.h"
+#include "transports/shm/shm_peers.h"
+
+namespace hoop::shm {
+namespace {
+
+/// Polls between two loads of a peer's line without hammering it (and, with SMT, leaves the
+/// sibling thread the core's resources).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+const std::byte* slot_data(const SlotHeader* s) {
+  return reinterpret_cast<const std::byte*>(s) + kSlotDataOffset;
+}
+
+// Turns of the polling loop between two looks at the clock, the peers and the abort slot: a
+// clock read costs about as much as the poll itself.
+constexpr unsigned kCheckEvery = 64;
+
+}  // namespace
+
+std::byte* ShmTransport::own_slot(std::uint64_t seq) {
+  return reinterpret_cast<std::byte*>(own_.slot(static_cast<int>(seq & 1))) + kSlotDataOffset;
+}
+
+void ShmTransport::publish(std::uint64_t seq) {
+  own_.slot(static_cast<int>(seq & 1))->seq.store(seq, std::memory_order_release);
+  // Pairs with doze()'s fence: a peer that raised its sleeping flag before this point is rung,
+  // one that raises it later sees the slot in its last look before sleeping.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (auto& p : peers_) {
+    SegmentHeader& h = *p->segment.header();
+    if (h.sleeping.load(std::memory_order_relaxed) != 0) ring_doorbell(h, true);
+  }
+}
+
+Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots,
+                            Deadline deadline) {
+  if (slot_bytes_ == 0 || slots.size() != static_cast<std::size_t>(size_))
+    return invalid_argument(fmt::format("shm: gather of call {} over {} slots on a transport of {} "
+                                        "ranks{}",
+                                        seq, slots.size(), size_,
+                                        slot_bytes_ == 0 ? " without shared slots" : ""));
+  if (!aborted_.ok()) return aborted_;
+  const int which = static_cast<int>(seq & 1);
+  slots[static_cast<std::size_t>(rank_)] = own_slot(seq);
+  missing_.clear();
+  for (auto& p : peers_) missing_.push_back(p->rank);
+  // Takes the ranks whose slot holds the call now; true once none is missing.
+  auto look = [&] {
+    std::erase_if(missing_, [&](int r) {
+      const SlotHeader* s = by_rank_[static_cast<std::size_t>(r)]->slots[which];
+      if (s->seq.load(std::memory_order_acquire) != seq) return false;
+      slots[static_cast<std::size_t>(r)] = slot_data(s);
+      return true;
+    });
+    return missing_.empty();
+  };
+  if (look()) return Status::success();
+  auto spin_until = Clock::now() + spin_;
+  for (unsigned turn = 1;; ++turn) {
+    if (look()) return Status::success();
+    // Requests of another call may still owe a peer bytes (a send bigger than the ring).
+    if (!requests_.empty()) progress();
+    if (turn % kCheckEvery != 0 && !crowded_) {
+      cpu_relax();
+      continue;
+    }
+    const auto now = Clock::now();
+    check_remote_abort();
+    check_peers_if_due(now);
+    if (!aborted_.ok()) return aborted_;
+    for (int r : missing_) {
+      const Peer& p = *by_rank_[static_cast<std::size_t>(r)];
+      if (!p.closed.ok()) return p.closed;
+    }
+    if (now >= deadline) {
+      const Status timeout = timeout_error(
+          fmt::format("shm: rank {}: rank(s) {} did not reach collective call {} (shared slots) "
+                      "before the deadline",
+                      rank_, fmt::join(missing_, ", "), seq));
+      abort(timeout);
+      return timeout;
+    }
+    if (now < spin_until) {
+      // Yielding hands the core to a rank that shares it, usually the one this rank waits for.
+      ::sched_yield();
+      continue;
+    }
+    const auto nap = std::min<Clock::duration>(deadline - now, transports::kPeerCheckInterval);
+    if (doze(*own_header_, std::chrono::ceil<std::chrono::microseconds>(nap).count(), look))
+      spin_until = Clock::now() + spin_;
+  }
+}
+
+}  // namespace hoop::shm

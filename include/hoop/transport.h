@@ -46,7 +46,8 @@ class SharedSlots {
 
   /// Bytes of one slot (every rank's alike).
   virtual std::size_t slot_bytes() const = 0;
-  /// This rank's slot for call `seq`, to fill before publish(seq); 16-byte aligned.
+  /// This rank's slot for call `seq`, to fill before publish(seq); 8-byte aligned, and its first
+  /// 56 bytes share a cache line with what publish() writes.
   virtual std::byte* own_slot(std::uint64_t seq) = 0;
   /// Makes this rank's slot of call `seq` visible to every other rank.
   virtual void publish(std::uint64_t seq) = 0;
@@ -56,6 +57,12 @@ class SharedSlots {
   /// timeout_error naming the ranks that did not publish (and aborts the transport).
   virtual Status gather(std::uint64_t seq, std::span<const std::byte*> slots,
                         Deadline deadline) = 0;
+
+  /// Whether read_peer() works between every pair of ranks (the same answer on every rank).
+  virtual bool can_read_peers() const = 0;
+  /// Copies `bytes` bytes at `remote`, an address in `peer`'s memory that the peer published
+  /// and keeps unchanged meanwhile, into `local`, in one copy (Linux cross-memory attach).
+  virtual Status read_peer(int peer, const void* remote, void* local, std::size_t bytes) = 0;
 };
 
 /// One rank's connections to all the other ranks of a job over one fabric.

@@ -39,6 +39,21 @@ TEST_P(CommCheck, EveryCollectiveMatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, CommCheck, ::testing::Values(2, 3, 8));
 
+// The one-host paths auto takes over shared memory: the slots (small counts, every rank reading
+// every other's), and reading the peers' memory directly (16411 elements of a 4-byte type and
+// up); prime counts, so that the chunks of the single-copy allreduce differ in length.
+class CommCheckOneHost : public CommCheck {};
+TEST_P(CommCheckOneHost, EveryCollectiveMatchesTheReference) {
+  const int n = GetParam();
+  const RunResult r =
+      run_ranks(n, {"check", "--algos", "auto", "--counts", "0,1,5,16411,100003"});
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "checked", "cases"), n) << r.out << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckOneHost, ::testing::Values(2, 3));
+
 // The same matrix with every pair over TCP (on one host auto takes shared memory).
 class CommCheckTcp : public CommCheck {};
 TEST_P(CommCheckTcp, EveryCollectiveMatchesTheReference) {

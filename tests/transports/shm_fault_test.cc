@@ -1,9 +1,16 @@
-// The shared-memory transport's own fault: a rank killed during set-up leaves its segment
-// named, and remove_job_segments (which hooprun calls when a job ends) sweeps it. The faults
-// every transport shares are in fault_test.cc.
+// The shared-memory transport's own faults: a rank killed during set-up leaves its segment
+// named, and remove_job_segments (which hooprun calls when a job ends) sweeps it; a rank killed
+// while its peers wait in a shared-slot gather fails them naming it; a rank whose memory the
+// others may not read (cross-memory attach refused) leaves every rank on the rings alike. The
+// faults every transport shares are in fault_test.cc.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -39,6 +46,90 @@ TEST(ShmProcessTest, RankKilledDuringSetUpLeavesASegmentThatRemoveJobSegmentsSwe
   EXPECT_EQ(job_segments(job_id).size(), 1u);
   EXPECT_EQ(shm::remove_job_segments(job_id), 1);
   EXPECT_TRUE(job_segments(job_id).empty());
+}
+
+/// Takes CAP_SYS_PTRACE away from this process (root's way past ptrace rules) and, with
+/// `closed`, makes it non-dumpable: processes without the capability can no longer read its
+/// memory, as under a strict ptrace policy.
+bool restrict_cross_memory_attach(bool closed) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  data[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  data[CAP_TO_INDEX(CAP_SYS_PTRACE)].permitted &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  if (::syscall(SYS_capset, &header, data) != 0) return false;
+  return !closed || ::prctl(PR_SET_DUMPABLE, 0) == 0;
+}
+
+TEST(ShmProcessTest, WhereCrossMemoryAttachIsRefusedEveryRankAgreesAndMessagesStillFlow) {
+  constexpr int kRanks = 3;
+  ProcessRanks ranks;
+  const std::uint16_t port = ranks.start_store();
+  ASSERT_NE(port, 0);
+  const std::string job_id = unique_shm_job_id();
+  ranks.start(kRanks, [&](int rank, int out) {
+    // Only rank 2 is closed to the others (it can read them): every rank must still give the
+    // same answer.
+    if (!restrict_cross_memory_attach(rank == 2)) report(out, "could not drop CAP_SYS_PTRACE");
+    auto store = Store::connect("127.0.0.1", port, test_store_options(), rank);
+    if (!store.ok()) report_status(out, store.status());
+    auto t = shm::connect(**store, rank, kRanks, other_ranks(rank, kRanks), job_id,
+                          shm_test_options());
+    if (!t.ok()) report_status(out, t.status());
+    SharedSlots* slots = (*t)->shared_slots();
+    if (slots == nullptr) report(out, "no shared slots");
+    if (slots->can_read_peers()) report(out, "can read its peers");
+    int v = rank;
+    int got = -1;
+    auto a = (*t)->send((rank + 1) % kRanks, &v, sizeof v);
+    auto b = (*t)->recv((rank + kRanks - 1) % kRanks, &got, sizeof got);
+    const RequestId ids[] = {*a, *b};
+    const Status s = (*t)->wait(ids, test_deadline());
+    if (!s.ok()) report_status(out, s);
+    report(out, got == (rank + kRanks - 1) % kRanks ? "OK" : "wrong value");
+  });
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_EQ(read_line(ranks.child(r), test_deadline()), "OK") << "rank " << r;
+  shm::remove_job_segments(job_id);
+}
+
+TEST(ShmProcessTest, RankKilledWhileItsPeersWaitInASlotGatherFailsThemNamingRankAndPid) {
+  constexpr int kRanks = 3;
+  ProcessRanks ranks;
+  const std::uint16_t port = ranks.start_store();
+  ASSERT_NE(port, 0);
+  const std::string job_id = unique_shm_job_id();
+  ranks.start(kRanks, [&](int rank, int out) {
+    auto store = Store::connect("127.0.0.1", port, test_store_options(), rank);
+    if (!store.ok()) report_status(out, store.status());
+    auto t = shm::connect(**store, rank, kRanks, other_ranks(rank, kRanks), job_id,
+                          shm_test_options());
+    if (!t.ok()) report_status(out, t.status());
+    SharedSlots* slots = (*t)->shared_slots();
+    if (slots == nullptr) report(out, "no shared slots");
+    std::vector<const std::byte*> at(kRanks);
+    // A few calls together, then rank 2 stops publishing and is killed.
+    for (std::uint64_t seq = 1;; ++seq) {
+      if (rank == 2 && seq == 50) {
+        say_ready(out);
+        while (true) ::pause();
+      }
+      if (rank != 2 && seq == 50) say_ready(out);
+      slots->publish(seq);
+      const Status s = slots->gather(seq, at, Clock::now() + milliseconds{60000});
+      if (!s.ok()) report_status(out, s);
+    }
+  });
+  ASSERT_TRUE(ranks.all_ready());
+  std::this_thread::sleep_for(milliseconds{100});  // let the others fall asleep
+  ASSERT_EQ(::kill(ranks.child(2).pid, SIGKILL), 0);
+  for (int r = 0; r < 2; ++r) {
+    const std::string line = read_line(ranks.child(r), test_deadline());
+    EXPECT_EQ(reported_code(line), static_cast<int>(StatusCode::kPeerLost)) << line;
+    EXPECT_NE(line.find("rank 2"), std::string::npos) << line;
+    EXPECT_NE(line.find(fmt::format("pid {}", ranks.child(2).pid)), std::string::npos) << line;
+  }
+  shm::remove_job_segments(job_id);
 }
 
 }  // namespace

@@ -87,6 +87,8 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   std::byte* own_slot(std::uint64_t seq) override;
   void publish(std::uint64_t seq) override;
   Status gather(std::uint64_t seq, std::span<const std::byte*> slots, Deadline deadline) override;
+  bool can_read_peers() const override { return reads_peers_; }
+  Status read_peer(int peer, const void* remote, void* local, std::size_t bytes) override;
 
  private:
   // shm_transport.cc
@@ -122,6 +124,7 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   // More ranks on this host than cores this process may run on: a waiting rank yields at once,
   // since the rank it waits for may need its core.
   bool crowded_ = false;
+  bool reads_peers_ = false;  // every rank could read every other's memory (set-up's verdict)
   std::vector<int> missing_;  // gather's scratch: the ranks not yet seen
 };
 

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/config.h"
+#include "core/log.h"
 #include "transports/shm/shm_conn.h"
 #include "transports/shm/shm_peers.h"
 
@@ -122,6 +123,20 @@ Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
     peer->pidfd = open_pidfd(peer->pid);
     mapped.push_back(std::move(peer));
   }
+  // Cross-memory attach between every pair, for single-copy collectives: each rank gives its own
+  // verdict, and every rank combines all of them once all have mapped (the same answer on all).
+  bool reads = true;
+  for (const auto& peer : mapped) {
+    std::string why;
+    if (!can_read_memory_of(peer->pid, peer->segment.header()->owner_base, kSegmentMagic, why)) {
+      HOOP_LOG(kDebug, "shm: cross-memory attach to rank {} refused ({}); mid-size collectives "
+                       "go through the rings", peer->rank, why);
+      reads = false;
+      break;
+    }
+  }
+  own.header()->reads_peers.store(reads ? kReadsPeers : kCannotReadPeers,
+                                  std::memory_order_release);
   HOOP_RETURN_IF_ERROR(store.set(key(o, "mapped", rank), "1"));
   HOOP_RETURN_IF_ERROR(
       wait_for_peers(store, o, "mapped", "map this rank's segment", peers, rank, deadline));

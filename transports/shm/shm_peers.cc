@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +47,38 @@ PeerState peer_state(const SegmentHeader& header, const Fd& pidfd, int pid) {
   // tells an orderly shutdown from a crash.
   if (header.goodbye.load(std::memory_order_acquire) != 0) return PeerState::kGoodbye;
   return exited ? PeerState::kDied : PeerState::kAlive;
+}
+
+int read_memory_of(int pid, const void* remote, void* local, std::size_t bytes) {
+  auto* to = static_cast<char*>(local);
+  auto* from = static_cast<char*>(const_cast<void*>(remote));
+  while (bytes > 0) {
+    iovec l{to, bytes};
+    iovec r{from, bytes};
+    const ssize_t n = ::process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EFAULT;
+    to += n;
+    from += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+bool can_read_memory_of(int pid, std::uint64_t address, std::uint64_t expect, std::string& why) {
+  std::uint64_t got = 0;
+  const int err = read_memory_of(pid, reinterpret_cast<const void*>(address), &got, sizeof got);
+  if (err != 0) {
+    why = fmt::format("process_vm_readv of pid {}: {}", pid, std::strerror(err));
+    return false;
+  }
+  if (got != expect) {
+    why = fmt::format("process_vm_readv of pid {} read {:#x} where {:#x} was expected", pid, got,
+                      expect);
+    return false;
+  }
+  return true;
 }
 
 std::optional<Status> posted_abort(const SegmentHeader& header, std::string_view transport) {

@@ -29,6 +29,15 @@ enum class PeerState : std::uint8_t { kAlive, kGoodbye, kDied };
 /// crash), kDied once process `pid` (watched through `pidfd` when valid) exited without one.
 PeerState peer_state(const SegmentHeader& header, const Fd& pidfd, int pid);
 
+/// Whether this process can read process `pid`'s memory with process_vm_readv (cross-memory
+/// attach; ptrace rules or a seccomp policy may refuse it): reads 8 bytes at `address` and
+/// compares them with `expect`. Why not, in `why`.
+bool can_read_memory_of(int pid, std::uint64_t address, std::uint64_t expect, std::string& why);
+
+/// Copies `bytes` at `remote` in process `pid` to `local` (as many calls as the kernel needs);
+/// the errno of a failure, 0 on success.
+int read_memory_of(int pid, const void* remote, void* local, std::size_t bytes);
+
 /// The abort cause a peer wrote into `header`, as "<transport>: rank <origin> aborted: <text>"
 /// with its code; nullopt while there is none.
 std::optional<Status> posted_abort(const SegmentHeader& header, std::string_view transport);

@@ -110,6 +110,7 @@ Result<Segment> Segment::create(const std::string& name, int owner, const int* s
   h->board_offset = board_offset;
   h->slot_stride = slot_stride;
   h->slot_bytes = slot_bytes;
+  h->owner_base = reinterpret_cast<std::uintptr_t>(seg.base_);
   if (slot_bytes > 0)
     for (int i = 0; i < 2; ++i) new (seg.slot(i)) SlotHeader{};
   auto* rings = reinterpret_cast<RingControl*>(static_cast<char*>(seg.base_) + rings_offset());

@@ -33,6 +33,8 @@ inline constexpr std::size_t kLine = 128;
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 
+enum ReadsPeers : std::uint32_t { kReadsPeers = 1, kCannotReadPeers = 2 };
+
 /// abort_state values: the first writer claims the slot, fills it, then marks it written.
 enum AbortState : std::uint32_t { kNoAbort = 0, kAbortWriting = 1, kAbortWritten = 2 };
 
@@ -49,6 +51,12 @@ struct SegmentHeader {
   std::uint64_t board_offset;
   std::uint64_t slot_stride;
   std::uint64_t slot_bytes;
+  // Where the owner mapped this segment in its own address space: a peer reads the magic there
+  // with process_vm_readv to learn whether cross-memory attach works between them.
+  std::uint64_t owner_base;
+  // The owner's verdict, written once it has mapped its peers: kReadsPeers when it could read
+  // every peer's memory, kCannotReadPeers otherwise (0: not yet known).
+  alignas(kLine) std::atomic<std::uint32_t> reads_peers;
   // The futex word: peers bump it after they put bytes in a ring of this segment or free space
   // in a ring this segment's owner writes to, and wake the owner when it sleeps.
   alignas(kLine) std::atomic<std::uint32_t> doorbell;
@@ -80,7 +88,7 @@ struct RingControl {
 struct SlotHeader {
   std::atomic<std::uint64_t> seq;
 };
-inline constexpr std::size_t kSlotDataOffset = 16;
+inline constexpr std::size_t kSlotDataOffset = 8;
 /// Bytes of a slot beyond the payload that ShmOptions::slot_bytes names, for the caller's own
 /// header in front of it.
 inline constexpr std::size_t kSlotReserve = 64;

@@ -7,6 +7,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include "transports/shm/shm_conn.h"
 #include "transports/shm/shm_peers.h"
@@ -56,6 +57,8 @@ Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots
                                         "ranks{}",
                                         seq, slots.size(), size_,
                                         slot_bytes_ == 0 ? " without shared slots" : ""));
+  // A peer's abort wins even over slots that are all there: the call has failed elsewhere.
+  check_remote_abort();
   if (!aborted_.ok()) return aborted_;
   const int which = static_cast<int>(seq & 1);
   slots[static_cast<std::size_t>(rank_)] = own_slot(seq);
@@ -106,6 +109,22 @@ Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots
     if (doze(*own_header_, std::chrono::ceil<std::chrono::microseconds>(nap).count(), look))
       spin_until = Clock::now() + spin_;
   }
+}
+
+Status ShmTransport::read_peer(int peer, const void* remote, void* local, std::size_t bytes) {
+  if (!reads_peers_ || peer < 0 || peer >= size_ || peer == rank_)
+    return invalid_argument(fmt::format("shm: rank {} cannot read rank {}'s memory", rank_, peer));
+  const Peer& p = *by_rank_[static_cast<std::size_t>(peer)];
+  if (!p.closed.ok()) return p.closed;
+  const int err = read_memory_of(p.pid, remote, local, bytes);
+  if (err == 0) return Status::success();
+  if (err == ESRCH)
+    return peer_lost(fmt::format("shm: rank {} (pid {}) exited while rank {} read its memory",
+                                 peer, p.pid, rank_));
+  return errno_error(fmt::format("shm: rank {} reading {} bytes of rank {}'s memory (pid {}) "
+                                 "with process_vm_readv",
+                                 rank_, bytes, peer, p.pid),
+                     err);
 }
 
 }  // namespace hoop::shm

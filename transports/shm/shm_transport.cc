@@ -33,6 +33,11 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segmen
     slot_bytes_ = own_header_->slot_bytes;
     for (auto& p : peers_)
       for (int i = 0; i < 2; ++i) p->slots[i] = p->segment.slot(i);
+    // Every rank has written its verdict before the set-up's last store wait ended.
+    reads_peers_ = own_header_->reads_peers.load(std::memory_order_acquire) == kReadsPeers;
+    for (auto& p : peers_)
+      reads_peers_ = reads_peers_ && p->segment.header()->reads_peers.load(
+                                         std::memory_order_acquire) == kReadsPeers;
   }
   crowded_ = static_cast<int>(peers_.size()) + 1 > usable_cores();
 }

@@ -45,6 +45,9 @@ struct CallFingerprint {
 inline constexpr std::size_t kFingerprintBytes = 32;
 /// Writes `fp` of call number `seq` into `out` (kFingerprintBytes).
 void encode_fingerprint(const CallFingerprint& fp, std::uint64_t seq, std::byte* out);
+/// A 64-bit hash of an encoded fingerprint (the same on every rank): equal fingerprints give equal
+/// hashes, and different ones almost never do.
+std::uint64_t fingerprint_hash(const std::byte* encoded);
 /// Compares rank `me`'s encoded fingerprint `mine` with `peer`'s `theirs`: ok when they agree,
 /// else mismatch_error naming each field that differs with both ranks' values.
 Status compare_fingerprints(const std::byte* mine, const std::byte* theirs, int me, int peer);

@@ -80,12 +80,16 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
                         collectives::checked_bytes(o.count, 1, o.dtype, "count"));
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));
   if (!adasum) {
+    auto one_host_what = [&] {
+      return fmt::format("allreduce of {} {} ({})", o.count, dtype_name(o.dtype), op_name(o.op));
+    };
     if (auto* impl = in_slots(comm, bytes, true, {{o.input, "input"}, {o.output, "output"}},
-                              o.algorithm)) {
-      return collectives::allreduce_in_slots(*impl, o, bytes, [&] {
-        return fmt::format("allreduce of {} {} ({})", o.count, dtype_name(o.dtype), op_name(o.op));
-      });
-    }
+                              o.algorithm))
+      return collectives::allreduce_in_slots(*impl, o, bytes, one_host_what);
+    if (auto* impl = in_slots(comm, 0, false, {{o.input, "input"}, {o.output, "output"}},
+                              o.algorithm);
+        impl != nullptr && collectives::reads_take_allreduce(*impl, bytes))
+      return collectives::allreduce_by_reading(*impl, o, one_host_what);
   }
   const Algorithm algo =
       adasum ? Algorithm::kRecursiveDoubling : allreduce_algorithm(comm, bytes, o.algorithm);

@@ -1,8 +1,11 @@
 #include "collectives/algorithms/one_host.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "collectives/algorithms/dispatch.h"
+#include "collectives/patterns/partition.h"
 #include "core/reduce.h"
 
 namespace hoop::collectives {
@@ -13,11 +16,24 @@ namespace {
 // read per rank the messages win (bench: docs/BENCHMARKS.md, "Shared slots").
 constexpr std::size_t kReadAllBudget = std::size_t{64} << 10;
 
+// From this size reading the peers' memory beats the rings at every size measured, to 64 MiB
+// (bench: docs/BENCHMARKS.md, "Shared slots"); below it the slots are quicker than three meets
+// and a system call per peer.
+constexpr std::size_t kReadMin = std::size_t{64} << 10;
+// Elements reduced per pass: the running sum and one peer's piece stay in the L2 cache.
+constexpr std::size_t kReadPieceBytes = std::size_t{64} << 10;
+
+/// What a rank publishes for allreduce_by_reading: where its buffers are.
+struct Buffers {
+  std::uint64_t input;
+  std::uint64_t output;
+};
+
 }  // namespace
 
 SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all) {
   SharedSlots* s = impl.slots();
-  if (s == nullptr || bytes > s->slot_bytes() - kSlotHeaderBytes) return nullptr;
+  if (s == nullptr || bytes > s->slot_bytes() - kSlotOverhead) return nullptr;
   if (read_all && bytes * static_cast<std::size_t>(impl.size() - 1) > kReadAllBudget)
     return nullptr;
   return s;
@@ -27,8 +43,11 @@ Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payl
                      std::size_t bytes, Deadline deadline) {
   SharedSlots& slots = *impl.slots();
   const std::uint64_t seq = impl.next_slot_call();
+  const std::size_t trailer = slots.slot_bytes() - kFingerprintBytes;
   std::byte* own = slots.own_slot(seq);
-  encode_fingerprint(fp, seq, own);
+  encode_fingerprint(fp, seq, own + trailer);
+  const std::uint64_t hash = fingerprint_hash(own + trailer);
+  std::memcpy(own, &hash, sizeof hash);
   if (bytes > 0) std::memcpy(own + kSlotHeaderBytes, payload, bytes);
   slots.publish(seq);
   std::vector<const std::byte*>& at = impl.slot_payloads();
@@ -36,10 +55,83 @@ Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payl
   HOOP_RETURN_IF_ERROR(slots.gather(seq, at, deadline));
   const int me = impl.rank();
   for (int r = 0; r < impl.size(); ++r) {
-    if (r != me) HOOP_RETURN_IF_ERROR(compare_fingerprints(own, at[r], me, r));
+    if (r != me && std::memcmp(at[r], own, sizeof hash) != 0)
+      HOOP_RETURN_IF_ERROR(compare_fingerprints(own + trailer, at[r] + trailer, me, r));
     at[r] += kSlotHeaderBytes;
   }
   return Status::success();
+}
+
+bool reads_take_allreduce(CommImpl& impl, std::size_t bytes) {
+  SharedSlots* s = impl.slots();
+  return s != nullptr && s->can_read_peers() && bytes >= kReadMin &&
+         s->slot_bytes() >= kSlotOverhead + sizeof(Buffers);
+}
+
+Status allreduce_by_reading(CommImpl& impl, const AllreduceOptions& o,
+                            const std::function<std::string()>& what) {
+  impl.async().drain();
+  const std::uint64_t call = impl.next_call();
+  const Deadline deadline = Clock::now() + impl.timeout();
+  const CallFingerprint fp{.kind = Collective::kAllreduce, .dtype = o.dtype, .op = o.op,
+                           .algorithm = Algorithm::kAuto, .count = o.count};
+  SharedSlots& slots = *impl.slots();
+  const int n = impl.size();
+  const int me = impl.rank();
+  const std::size_t es = dtype_size(o.dtype);
+  const auto* input = static_cast<const std::byte*>(o.input != nullptr ? o.input : o.output);
+  auto* output = static_cast<std::byte*>(o.output);
+  const patterns::Partition part(o.count, n);
+  auto run = [&]() -> Status {
+    const Buffers mine{reinterpret_cast<std::uintptr_t>(input),
+                       reinterpret_cast<std::uintptr_t>(output)};
+    HOOP_RETURN_IF_ERROR(meet_in_slots(impl, fp, &mine, sizeof mine, deadline));
+    // The slots are rewritten by the next meet: keep the addresses.
+    std::vector<Buffers> at(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) std::memcpy(&at[r], impl.slot_payloads()[r], sizeof(Buffers));
+    auto remote = [](std::uint64_t base, std::size_t offset) {
+      return reinterpret_cast<const void*>(base + offset);
+    };
+    // Phase 1: this rank's chunk, reduced from every rank's input in rank order.
+    const patterns::Range own = part.chunk(me);
+    const std::size_t piece = std::max<std::size_t>(1, kReadPieceBytes / es);
+    std::byte* sum = impl.scratch().get(0, piece * es);
+    std::byte* got = impl.scratch().get(1, piece * es);
+    for (std::size_t first = 0; first < own.length; first += piece) {
+      const std::size_t count = std::min(piece, own.length - first);
+      const std::size_t offset = (own.offset + first) * es;
+      const std::size_t len = count * es;
+      for (int r = 0; r < n; ++r) {
+        const std::byte* from = input + offset;
+        if (r != me) {
+          HOOP_RETURN_IF_ERROR(slots.read_peer(r, remote(at[r].input, offset), r == 0 ? sum : got,
+                                               len));
+          from = r == 0 ? sum : got;
+        }
+        if (r == 0) {
+          if (from != sum) std::memcpy(sum, from, len);
+        } else {
+          HOOP_RETURN_IF_ERROR(reduce_into(sum, from, count, o.dtype, o.op));
+        }
+      }
+      if (o.op == ReduceOp::kAvg) HOOP_RETURN_IF_ERROR(divide(sum, count, o.dtype, n));
+      std::memcpy(output + offset, sum, len);
+    }
+    // Every chunk is final and no rank reads an input any more.
+    HOOP_RETURN_IF_ERROR(meet_in_slots(impl, fp, nullptr, 0, deadline));
+    // Phase 2: the other ranks' chunks, read from their outputs.
+    for (int r = 0; r < n; ++r) {
+      const patterns::Range c = part.chunk(r);
+      if (r == me || c.length == 0) continue;
+      HOOP_RETURN_IF_ERROR(slots.read_peer(r, remote(at[r].output, c.offset * es),
+                                           output + c.offset * es, c.length * es));
+    }
+    // No rank returns (and lets its caller change the output) while another still reads it.
+    return meet_in_slots(impl, fp, nullptr, 0, deadline);
+  };
+  Status status = run();
+  if (status.ok()) return status;
+  return fail_call(impl, impl.transport(), std::move(status), call, what);
 }
 
 Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,

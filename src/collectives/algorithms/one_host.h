@@ -23,8 +23,11 @@
 
 namespace hoop::collectives {
 
-/// Bytes at the start of a slot that carry the call's fingerprint; the payload follows.
-inline constexpr std::size_t kSlotHeaderBytes = kFingerprintBytes;
+/// A slot: a hash of the call's fingerprint (8 bytes), the payload, and at the slot's end the
+/// fingerprint itself, read only when the hashes differ. A payload of up to 48 bytes then
+/// shares one cache line with the hash and the call number: one line to move per peer.
+inline constexpr std::size_t kSlotHeaderBytes = 8;
+inline constexpr std::size_t kSlotOverhead = kSlotHeaderBytes + kFingerprintBytes;
 
 /// `impl`'s slots when a collective whose largest payload on any rank is `bytes` (and, where
 /// every rank reads every other's, `read_all`) goes through them; null otherwise.
@@ -41,6 +44,18 @@ Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payl
 Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
                     std::size_t bytes, const std::function<std::string()>& what,
                     const std::function<Status(std::span<const std::byte* const>)>& body);
+
+/// Whether an allreduce of `bytes` goes through reading the other ranks' memory directly
+/// (allreduce_by_reading): a host whose ranks all can, at sizes where that beats the rings.
+bool reads_take_allreduce(CommImpl& impl, std::size_t bytes);
+
+/// The single-copy allreduce: the ranks publish their buffers' addresses in the slots; each
+/// rank reduces its chunk reading every rank's input in place (rank order), and after a meet
+/// reads every other rank's finished chunk into its output; a last meet keeps the buffers
+/// unchanged until every rank has read them. Each byte crosses between processes once per
+/// phase, where the rings copy it in and out.
+Status allreduce_by_reading(CommImpl& impl, const AllreduceOptions& o,
+                            const std::function<std::string()>& what);
 
 /// The one-step forms of the collectives (`bytes`: the payload of this rank's slot).
 Status allreduce_in_slots(CommImpl& impl, const AllreduceOptions& o, std::size_t bytes,

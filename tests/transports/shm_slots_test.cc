@@ -1,0 +1,207 @@
+// The shared-memory transport's shared slots (hoop::SharedSlots) between threads of one
+// process, each its own rank: every rank reads every other rank's slot call after call (the
+// two slots taking turns), slots only where every rank is a peer, the same slot size on every
+// rank, and the failures a gather must end with: a deadline naming the ranks that never
+// published, a peer's abort, a peer's orderly shutdown. A peer process that dies is in
+// shm_fault_test.cc.
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/transports/shm_test_util.h"
+
+namespace hoop::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+/// What rank `rank` writes in call `seq`: `bytes` bytes that differ by rank, call and offset.
+std::vector<std::byte> pattern(int rank, std::uint64_t seq, std::size_t bytes) {
+  std::vector<std::byte> v(bytes);
+  for (std::size_t i = 0; i < bytes; ++i)
+    v[i] = static_cast<std::byte>((rank * 131 + seq * 7 + i) & 0xff);
+  return v;
+}
+
+TEST_F(ShmTest, SlotsCarryEveryRanksDataCallAfterCall) {
+  constexpr int kRanks = 4;
+  run_shm_ranks(kRanks, shm_test_options(), [](int rank, Transport& t) {
+    SharedSlots* slots = t.shared_slots();
+    ASSERT_NE(slots, nullptr) << "rank " << rank;
+    ASSERT_GE(slots->slot_bytes(), std::size_t{64} << 10);
+    std::vector<const std::byte*> at(kRanks);
+    for (std::uint64_t seq = 1; seq <= 3000; ++seq) {
+      // Sizes vary so that a slot is read while stale bytes of a longer call sit behind it.
+      const std::size_t bytes = seq % 5 == 0 ? slots->slot_bytes() : (seq * 37) % 300;
+      const std::vector<std::byte> mine = pattern(rank, seq, bytes);
+      std::memcpy(slots->own_slot(seq), mine.data(), bytes);
+      slots->publish(seq);
+      const Status s = slots->gather(seq, at, test_deadline());
+      ASSERT_TRUE(s.ok()) << "rank " << rank << " call " << seq << ": " << s.to_string();
+      for (int r = 0; r < kRanks; ++r) {
+        const std::vector<std::byte> want = pattern(r, seq, bytes);
+        ASSERT_EQ(std::memcmp(at[r], want.data(), bytes), 0)
+            << "rank " << rank << " read rank " << r << "'s slot of call " << seq;
+      }
+    }
+  });
+}
+
+TEST_F(ShmTest, SlotsOnlyWhereEveryRankIsAPeerAndWhenAskedFor) {
+  // Ranks 0 and 1 of a 3-rank job share memory; rank 2 is elsewhere: no slots.
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto t = connect_shm(rank, 3, shm_test_options(), {1 - rank});
+      ASSERT_TRUE(t.ok()) << t.status().to_string();
+      EXPECT_EQ((*t)->shared_slots(), nullptr);
+    });
+  }
+  for (auto& th : threads) th.join();
+  shm::ShmOptions off = shm_test_options();
+  off.slot_bytes = 0;
+  run_shm_ranks(2, off, [](int, Transport& t) { EXPECT_EQ(t.shared_slots(), nullptr); });
+}
+
+TEST_F(ShmTest, SlotSizesThatDifferBetweenRanksAreRefusedNamingTheVariable) {
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      shm::ShmOptions o = shm_test_options();
+      o.slot_bytes = rank == 0 ? 4096 : 8192;
+      o.connect_timeout = milliseconds{5000};
+      auto t = connect_shm(rank, 2, o);
+      ASSERT_FALSE(t.ok());
+      // The rank that maps the other's segment first names both sizes; the other may time out
+      // waiting for it.
+      if (t.status().code() == StatusCode::kInvalidArgument) {
+        EXPECT_NE(t.status().message().find("HOOP_SHM_SLOT_BYTES"), std::string::npos)
+            << t.status().message();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+}
+
+TEST_F(ShmTest, SlotDeadlineNamesTheRanksThatNeverPublishedAndTheCauseReachesThem) {
+  std::barrier timed_out(3);
+  run_shm_ranks(3, shm_test_options(), [&](int rank, Transport& t) {
+    SharedSlots& slots = *t.shared_slots();
+    std::vector<const std::byte*> at(3);
+    if (rank != 2) {
+      slots.publish(1);
+      const Status s = slots.gather(1, at, Clock::now() + milliseconds{300});
+      EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.to_string();
+      EXPECT_NE(s.message().find("rank(s) 2 did not reach collective call 1"), std::string::npos)
+          << s.message();
+    }
+    timed_out.arrive_and_wait();
+    if (rank == 2) {
+      // The timeout aborted the waiting ranks' transports, which told this one.
+      slots.publish(1);
+      const Status s = slots.gather(1, at, test_deadline());
+      EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.to_string();
+      EXPECT_NE(s.message().find("aborted"), std::string::npos) << s.message();
+    }
+  });
+}
+
+TEST_F(ShmTest, SlotGatherEndsWithAPeersAbortCause) {
+  std::barrier waiting(3);
+  run_shm_ranks(3, shm_test_options(), [&](int rank, Transport& t) {
+    SharedSlots& slots = *t.shared_slots();
+    std::vector<const std::byte*> at(3);
+    if (rank == 2) {
+      waiting.arrive_and_wait();
+      std::this_thread::sleep_for(milliseconds{50});  // the others are in gather by now
+      t.abort(aborted("rank 2 gives up on purpose"));
+      return;
+    }
+    slots.publish(1);
+    waiting.arrive_and_wait();
+    const Status s = slots.gather(1, at, test_deadline());
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << s.to_string();
+    EXPECT_NE(s.message().find("rank 2 gives up on purpose"), std::string::npos) << s.message();
+  });
+}
+
+TEST_F(ShmTest, SlotGatherEndsWhenAPeerShutsDownInOrder) {
+  std::barrier waiting(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto t = connect_shm(rank, 2, shm_test_options());
+      ASSERT_TRUE(t.ok()) << t.status().to_string();
+      if (rank == 1) {
+        waiting.arrive_and_wait();
+        std::this_thread::sleep_for(milliseconds{50});
+        t->reset();  // the goodbye, without publishing call 1
+        return;
+      }
+      SharedSlots& slots = *(*t)->shared_slots();
+      std::vector<const std::byte*> at(2);
+      slots.publish(1);
+      waiting.arrive_and_wait();
+      const Status s = slots.gather(1, at, test_deadline());
+      EXPECT_EQ(s.code(), StatusCode::kPeerLost) << s.to_string();
+      EXPECT_NE(s.message().find("rank 1 shut its transport down"), std::string::npos)
+          << s.message();
+    });
+  }
+  for (auto& th : threads) th.join();
+}
+
+TEST_F(ShmTest, ReadPeerCopiesFromTheAddressAPeerPublished) {
+  constexpr int kRanks = 3;
+  run_shm_ranks(kRanks, shm_test_options(), [](int rank, Transport& t) {
+    SharedSlots& slots = *t.shared_slots();
+    ASSERT_TRUE(slots.can_read_peers());
+    // Sizes around a page and well beyond one read's worth of pinned pages.
+    std::uint64_t seq = 0;
+    for (std::size_t bytes : {std::size_t{1}, std::size_t{4095}, std::size_t{3} << 20}) {
+      ++seq;
+      const std::vector<std::byte> mine = pattern(rank, seq, bytes);
+      const auto address = reinterpret_cast<std::uintptr_t>(mine.data());
+      std::memcpy(slots.own_slot(seq), &address, sizeof address);
+      slots.publish(seq);
+      std::vector<const std::byte*> at(kRanks);
+      ASSERT_TRUE(slots.gather(seq, at, test_deadline()).ok());
+      for (int r = 0; r < kRanks; ++r) {
+        if (r == rank) continue;
+        std::uintptr_t theirs = 0;
+        std::memcpy(&theirs, at[r], sizeof theirs);
+        std::vector<std::byte> got(bytes);
+        const Status s =
+            slots.read_peer(r, reinterpret_cast<const void*>(theirs), got.data(), bytes);
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        EXPECT_EQ(got, pattern(r, seq, bytes)) << "rank " << rank << " read rank " << r;
+      }
+      // Nobody frees its buffer while another still reads it.
+      ++seq;
+      slots.publish(seq);
+      ASSERT_TRUE(slots.gather(seq, at, test_deadline()).ok());
+    }
+    // Itself, a rank outside the job, and an address that is not mapped.
+    std::byte b{};
+    EXPECT_EQ(slots.read_peer(rank, &b, &b, 1).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(slots.read_peer(kRanks, &b, &b, 1).code(), StatusCode::kInvalidArgument);
+    const Status unmapped = slots.read_peer((rank + 1) % kRanks, nullptr, &b, 1);
+    EXPECT_EQ(unmapped.code(), StatusCode::kIoError) << unmapped.to_string();
+    EXPECT_NE(unmapped.message().find("process_vm_readv"), std::string::npos)
+        << unmapped.message();
+  });
+}
+
+TEST_F(ShmTest, SlotGatherRefusesAWrongNumberOfSlots) {
+  run_shm_ranks(2, shm_test_options(), [](int, Transport& t) {
+    std::vector<const std::byte*> at(3);
+    const Status s = t.shared_slots()->gather(1, at, test_deadline());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  });
+}
+
+}  // namespace
+}  // namespace hoop::testing

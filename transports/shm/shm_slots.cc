@@ -75,7 +75,8 @@ Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots
     return missing_.empty();
   };
   if (look()) return Status::success();
-  auto spin_until = Clock::now() + spin_;
+  // Read at the first check: most gathers end before it, and a clock read is not free.
+  Clock::time_point spin_until{};
   for (unsigned turn = 1;; ++turn) {
     if (look()) return Status::success();
     // Requests of another call may still owe a peer bytes (a send bigger than the ring).
@@ -85,6 +86,7 @@ Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots
       continue;
     }
     const auto now = Clock::now();
+    if (spin_until == Clock::time_point{}) spin_until = now + spin_;
     check_remote_abort();
     check_peers_if_due(now);
     if (!aborted_.ok()) return aborted_;

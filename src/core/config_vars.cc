@@ -170,7 +170,7 @@ constexpr Var kVars[] = {
     {"HOOP_SHM_SLOT_BYTES",
      "",
      kBytes,
-     "64K",
+     "256K",
      "Shared-memory transport: payload bytes of each rank's two shared slots, through which small "
      "collectives run in one step on a host whose ranks all share memory; 0 turns them off.",
      {},

@@ -39,9 +39,9 @@ TEST_P(CommCheck, EveryCollectiveMatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, CommCheck, ::testing::Values(2, 3, 8));
 
-// The one-host paths auto takes over shared memory: the slots (small counts, every rank reading
-// every other's), and reading the peers' memory directly (16411 elements of a 4-byte type and
-// up); prime counts, so that the chunks of the single-copy allreduce differ in length.
+// The one-host paths auto takes over shared memory: the slots (every rank reading every
+// other's), and for 100003 elements of a 4- or 8-byte type the single-copy allreduce (reading
+// the peers' memory directly); prime counts, so that its chunks differ in length.
 class CommCheckOneHost : public CommCheck {};
 TEST_P(CommCheckOneHost, EveryCollectiveMatchesTheReference) {
   const int n = GetParam();

@@ -57,7 +57,7 @@ struct ShmOptions {
   /// Payload bytes of each of this rank's two shared slots (hoop::SharedSlots; each slot has 64
   /// bytes more for a header), offered when every rank of the job is a peer here; 0: none.
   /// HOOP_SHM_SLOT_BYTES.
-  std::size_t slot_bytes = std::size_t{64} << 10;
+  std::size_t slot_bytes = std::size_t{256} << 10;
   /// How long wait() keeps polling after bytes last moved before it sleeps; HOOP_SPIN_US.
   std::chrono::microseconds spin{200};
   /// Deadline for the whole set-up, store look-ups included; HOOP_START_TIMEOUT.

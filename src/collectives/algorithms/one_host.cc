@@ -12,9 +12,10 @@ namespace hoop::collectives {
 namespace {
 
 // A slot read by every other rank costs each rank (size - 1) times the payload in reads from
-// other cores' caches, where recursive doubling moves log2(size) payloads: past this many bytes
-// read per rank the messages win (bench: docs/BENCHMARKS.md, "Shared slots").
-constexpr std::size_t kReadAllBudget = std::size_t{64} << 10;
+// other cores' caches, where the rings and the single-copy allreduce move about twice the
+// payload whatever the size: past this many bytes read per rank they win (measured on 2, 4 and 8
+// ranks: docs/BENCHMARKS.md, "Shared slots and single-copy reads").
+constexpr std::size_t kReadAllBudget = std::size_t{512} << 10;
 
 // From this size reading the peers' memory beats the rings at every size measured, to 64 MiB
 // (bench: docs/BENCHMARKS.md, "Shared slots"); below it the slots are quicker than three meets

@@ -13,6 +13,15 @@
 // the ring is the only buffer, and a sender whose ring is full waits. A message costs two memcpy
 // and no system call.
 //
+// Shared slots (hoop::SharedSlots, shm_slots.cc), where every rank of the job is on this host:
+// each segment also holds two slots of its owner, which the peers read in place; publish stores
+// the call number after the data (release order) and rings the doorbell of peers that sleep;
+// gather polls the peers' slots as wait() polls the rings, with the same abort, goodbye,
+// pidfd and deadline rules ("shm: rank R: rank(s) ... did not reach collective call N (shared
+// slots) before the deadline"). During set-up each rank also tries process_vm_readv on every
+// peer and writes its verdict into its own header; combining every rank's verdict, all ranks
+// agree whether read_peer() (one copy, Linux cross-memory attach) is available.
+//
 // Set-up: a rank publishes "<key_prefix>/ready/<rank>" once its segment exists, maps every
 // peer's, then publishes "<key_prefix>/mapped/<rank>"; once every peer has mapped it, the owner
 // unlinks its name, so a job that crashes after set-up leaves nothing in /dev/shm.

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <thread>
 
 #include "tests/transports/process_ranks.h"
@@ -129,6 +130,50 @@ TEST(ShmProcessTest, RankKilledWhileItsPeersWaitInASlotGatherFailsThemNamingRank
     EXPECT_NE(line.find("rank 2"), std::string::npos) << line;
     EXPECT_NE(line.find(fmt::format("pid {}", ranks.child(2).pid)), std::string::npos) << line;
   }
+  shm::remove_job_segments(job_id);
+}
+
+TEST(ShmProcessTest, ReadingTheMemoryOfARankThatDiedFailsNamingRankAndPid) {
+  ProcessRanks ranks;
+  const std::uint16_t port = ranks.start_store();
+  ASSERT_NE(port, 0);
+  const std::string job_id = unique_shm_job_id();
+  ranks.start(2, [&](int rank, int out) {
+    auto store = Store::connect("127.0.0.1", port, test_store_options(), rank);
+    if (!store.ok()) report_status(out, store.status());
+    auto t = shm::connect(**store, rank, 2, other_ranks(rank, 2), job_id, shm_test_options());
+    if (!t.ok()) report_status(out, t.status());
+    SharedSlots& slots = *(*t)->shared_slots();
+    static std::uint64_t value = 0x686f6f70;
+    const auto address = reinterpret_cast<std::uintptr_t>(&value);
+    std::memcpy(slots.own_slot(1), &address, sizeof address);
+    slots.publish(1);
+    std::vector<const std::byte*> at(2);
+    const Status met = slots.gather(1, at, test_deadline());
+    if (!met.ok()) report_status(out, met);
+    say_ready(out);
+    if (rank == 1) {
+      while (true) ::pause();
+    }
+    // Reads succeed while rank 1 lives; once it is killed, the next read names it.
+    std::uintptr_t theirs = 0;
+    std::memcpy(&theirs, at[1], sizeof theirs);
+    const Deadline deadline = test_deadline();
+    while (Clock::now() < deadline) {
+      std::uint64_t got = 0;
+      const Status s = slots.read_peer(1, reinterpret_cast<const void*>(theirs), &got, sizeof got);
+      if (!s.ok()) report_status(out, s);
+      if (got != value) report(out, "read a wrong value");
+      std::this_thread::sleep_for(milliseconds{1});
+    }
+    report(out, "reads never failed");
+  });
+  ASSERT_TRUE(ranks.all_ready());
+  ASSERT_EQ(::kill(ranks.child(1).pid, SIGKILL), 0);
+  const std::string line = read_line(ranks.child(0), test_deadline());
+  EXPECT_EQ(reported_code(line), static_cast<int>(StatusCode::kPeerLost)) << line;
+  EXPECT_NE(line.find("rank 1"), std::string::npos) << line;
+  EXPECT_NE(line.find(fmt::format("pid {}", ranks.child(1).pid)), std::string::npos) << line;
   shm::remove_job_segments(job_id);
 }
 

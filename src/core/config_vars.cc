@@ -187,7 +187,8 @@ constexpr Var kVars[] = {
      "Every collective sends its fingerprint (collective, dtype, op, count, root, algorithm, "
      "call number) with its first message to each peer, and ranks whose calls differ fail naming "
      "the field and both values instead of computing wrong numbers (0: off; must be the same on "
-     "every rank)."},
+     "every rank). Where every rank shares memory the fingerprints meet in the shared slots "
+     "instead, and are compared there even when this is 0."},
     {"HOOP_HIERARCHICAL_SEGMENT_BYTES",
      "",
      kBytes,

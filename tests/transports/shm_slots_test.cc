@@ -64,6 +64,7 @@ TEST_F(ShmTest, SlotsOnlyWhereEveryRankIsAPeerAndWhenAskedFor) {
   for (auto& th : threads) th.join();
   shm::ShmOptions off = shm_test_options();
   off.slot_bytes = 0;
+  off.key_prefix = "hoop/shm-off";  // a second mesh: the first one's store keys are still set
   run_shm_ranks(2, off, [](int, Transport& t) { EXPECT_EQ(t.shared_slots(), nullptr); });
 }
 
@@ -191,8 +192,7 @@ TEST_F(ShmTest, ReadPeerCopiesFromTheAddressAPeerPublished) {
     EXPECT_EQ(slots.read_peer(kRanks, &b, &b, 1).code(), StatusCode::kInvalidArgument);
     const Status unmapped = slots.read_peer((rank + 1) % kRanks, nullptr, &b, 1);
     EXPECT_EQ(unmapped.code(), StatusCode::kIoError) << unmapped.to_string();
-    EXPECT_NE(unmapped.message().find("process_vm_readv"), std::string::npos)
-        << unmapped.message();
+    EXPECT_NE(unmapped.message().find("process_vm_readv"), std::string::npos) << unmapped.message();
   });
 }
 

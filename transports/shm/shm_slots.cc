@@ -53,10 +53,9 @@ void ShmTransport::publish(std::uint64_t seq) {
 Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots,
                             Deadline deadline) {
   if (slot_bytes_ == 0 || slots.size() != static_cast<std::size_t>(size_))
-    return invalid_argument(fmt::format("shm: gather of call {} over {} slots on a transport of {} "
-                                        "ranks{}",
-                                        seq, slots.size(), size_,
-                                        slot_bytes_ == 0 ? " without shared slots" : ""));
+    return invalid_argument(
+        fmt::format("shm: gather of call {} over {} slots on a transport of {} ranks{}", seq,
+                    slots.size(), size_, slot_bytes_ == 0 ? " without shared slots" : ""));
   // A peer's abort wins even over slots that are all there: the call has failed elsewhere.
   check_remote_abort();
   if (!aborted_.ok()) return aborted_;
@@ -121,8 +120,8 @@ Status ShmTransport::read_peer(int peer, const void* remote, void* local, std::s
   const int err = read_memory_of(p.pid, remote, local, bytes);
   if (err == 0) return Status::success();
   if (err == ESRCH)
-    return peer_lost(fmt::format("shm: rank {} (pid {}) exited while rank {} read its memory",
-                                 peer, p.pid, rank_));
+    return peer_lost(fmt::format("shm: rank {} (pid {}) exited while rank {} read its memory", peer,
+                                 p.pid, rank_));
   return errno_error(fmt::format("shm: rank {} reading {} bytes of rank {}'s memory (pid {}) "
                                  "with process_vm_readv",
                                  rank_, bytes, peer, p.pid),

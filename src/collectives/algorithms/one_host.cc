@@ -30,6 +30,15 @@ struct Buffers {
   std::uint64_t output;
 };
 
+/// Both one-host allreduces are auto's choice: a rank that named an algorithm took the messages.
+CallFingerprint allreduce_fingerprint(const AllreduceOptions& o) {
+  return CallFingerprint{.kind = Collective::kAllreduce,
+                         .dtype = o.dtype,
+                         .op = o.op,
+                         .algorithm = Algorithm::kAuto,
+                         .count = o.count};
+}
+
 }  // namespace
 
 SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all) {
@@ -74,8 +83,7 @@ Status allreduce_by_reading(CommImpl& impl, const AllreduceOptions& o,
   impl.async().drain();
   const std::uint64_t call = impl.next_call();
   const Deadline deadline = Clock::now() + impl.timeout();
-  const CallFingerprint fp{.kind = Collective::kAllreduce, .dtype = o.dtype, .op = o.op,
-                           .algorithm = Algorithm::kAuto, .count = o.count};
+  const CallFingerprint fp = allreduce_fingerprint(o);
   SharedSlots& slots = *impl.slots();
   const int n = impl.size();
   const int me = impl.rank();
@@ -105,8 +113,8 @@ Status allreduce_by_reading(CommImpl& impl, const AllreduceOptions& o,
       for (int r = 0; r < n; ++r) {
         const std::byte* from = input + offset;
         if (r != me) {
-          HOOP_RETURN_IF_ERROR(slots.read_peer(r, remote(at[r].input, offset), r == 0 ? sum : got,
-                                               len));
+          HOOP_RETURN_IF_ERROR(
+              slots.read_peer(r, remote(at[r].input, offset), r == 0 ? sum : got, len));
           from = r == 0 ? sum : got;
         }
         if (r == 0) {
@@ -149,8 +157,7 @@ Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* paylo
 
 Status allreduce_in_slots(CommImpl& impl, const AllreduceOptions& o, std::size_t bytes,
                           const std::function<std::string()>& what) {
-  const CallFingerprint fp{.kind = Collective::kAllreduce, .dtype = o.dtype, .op = o.op,
-                           .algorithm = Algorithm::kAuto, .count = o.count};
+  const CallFingerprint fp = allreduce_fingerprint(o);
   const void* input = o.input != nullptr ? o.input : o.output;
   return run_in_slots(impl, fp, input, bytes, what, [&](std::span<const std::byte* const> in) {
     if (bytes == 0) return Status::success();

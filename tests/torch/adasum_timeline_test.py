@@ -132,6 +132,8 @@ def check_dynamic_timeline():
         else:
             check(len(os.listdir(where)) == 1, "a rank other than 0 wrote the timeline")
         ok("start_timeline/stop_timeline bracket what is recorded; rank 0 writes, cycles marked")
+        # Every rank has looked at the folder before rank 0 writes its next file there.
+        hvd.barrier()
 
         hvd.start_timeline(os.path.join(where, "rank%r.json"))
         hvd.allreduce(torch.ones(2), name="per.rank")

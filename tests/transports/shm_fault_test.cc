@@ -49,6 +49,17 @@ TEST(ShmProcessTest, RankKilledDuringSetUpLeavesASegmentThatRemoveJobSegmentsSwe
   EXPECT_TRUE(job_segments(job_id).empty());
 }
 
+/// Connects `rank` of a one-host job of `size` ranks over shm through the store at `port`;
+/// reports the failure and ends the child otherwise.
+std::unique_ptr<Transport> join_shm(std::uint16_t port, int rank, int size,
+                                    const std::string& job_id, int out) {
+  auto store = Store::connect("127.0.0.1", port, test_store_options(), rank);
+  if (!store.ok()) report_status(out, store.status());
+  auto t = shm::connect(**store, rank, size, other_ranks(rank, size), job_id, shm_test_options());
+  if (!t.ok()) report_status(out, t.status());
+  return std::move(*t);
+}
+
 /// Takes CAP_SYS_PTRACE away from this process (root's way past ptrace rules) and, with
 /// `closed`, makes it non-dumpable: processes without the capability can no longer read its
 /// memory, as under a strict ptrace policy.
@@ -72,20 +83,16 @@ TEST(ShmProcessTest, WhereCrossMemoryAttachIsRefusedEveryRankAgreesAndMessagesSt
     // Only rank 2 is closed to the others (it can read them): every rank must still give the
     // same answer.
     if (!restrict_cross_memory_attach(rank == 2)) report(out, "could not drop CAP_SYS_PTRACE");
-    auto store = Store::connect("127.0.0.1", port, test_store_options(), rank);
-    if (!store.ok()) report_status(out, store.status());
-    auto t = shm::connect(**store, rank, kRanks, other_ranks(rank, kRanks), job_id,
-                          shm_test_options());
-    if (!t.ok()) report_status(out, t.status());
-    SharedSlots* slots = (*t)->shared_slots();
+    std::unique_ptr<Transport> t = join_shm(port, rank, kRanks, job_id, out);
+    SharedSlots* slots = t->shared_slots();
     if (slots == nullptr) report(out, "no shared slots");
     if (slots->can_read_peers()) report(out, "can read its peers");
     int v = rank;
     int got = -1;
-    auto a = (*t)->send((rank + 1) % kRanks, &v, sizeof v);
-    auto b = (*t)->recv((rank + kRanks - 1) % kRanks, &got, sizeof got);
+    auto a = t->send((rank + 1) % kRanks, &v, sizeof v);
+    auto b = t->recv((rank + kRanks - 1) % kRanks, &got, sizeof got);
     const RequestId ids[] = {*a, *b};
-    const Status s = (*t)->wait(ids, test_deadline());
+    const Status s = t->wait(ids, test_deadline());
     if (!s.ok()) report_status(out, s);
     report(out, got == (rank + kRanks - 1) % kRanks ? "OK" : "wrong value");
   });
@@ -101,12 +108,8 @@ TEST(ShmProcessTest, RankKilledWhileItsPeersWaitInASlotGatherFailsThemNamingRank
   ASSERT_NE(port, 0);
   const std::string job_id = unique_shm_job_id();
   ranks.start(kRanks, [&](int rank, int out) {
-    auto store = Store::connect("127.0.0.1", port, test_store_options(), rank);
-    if (!store.ok()) report_status(out, store.status());
-    auto t = shm::connect(**store, rank, kRanks, other_ranks(rank, kRanks), job_id,
-                          shm_test_options());
-    if (!t.ok()) report_status(out, t.status());
-    SharedSlots* slots = (*t)->shared_slots();
+    std::unique_ptr<Transport> t = join_shm(port, rank, kRanks, job_id, out);
+    SharedSlots* slots = t->shared_slots();
     if (slots == nullptr) report(out, "no shared slots");
     std::vector<const std::byte*> at(kRanks);
     // A few calls together, then rank 2 stops publishing and is killed.
@@ -139,11 +142,8 @@ TEST(ShmProcessTest, ReadingTheMemoryOfARankThatDiedFailsNamingRankAndPid) {
   ASSERT_NE(port, 0);
   const std::string job_id = unique_shm_job_id();
   ranks.start(2, [&](int rank, int out) {
-    auto store = Store::connect("127.0.0.1", port, test_store_options(), rank);
-    if (!store.ok()) report_status(out, store.status());
-    auto t = shm::connect(**store, rank, 2, other_ranks(rank, 2), job_id, shm_test_options());
-    if (!t.ok()) report_status(out, t.status());
-    SharedSlots& slots = *(*t)->shared_slots();
+    std::unique_ptr<Transport> t = join_shm(port, rank, 2, job_id, out);
+    SharedSlots& slots = *t->shared_slots();
     static std::uint64_t value = 0x686f6f70;
     const auto address = reinterpret_cast<std::uintptr_t>(&value);
     std::memcpy(slots.own_slot(1), &address, sizeof address);

@@ -97,8 +97,19 @@ class Transport {
   /// ready or wake() is called; never fails (failures land on the requests, where test() and
   /// wait() report them). For a caller that waits for messages and for its own work at once.
   virtual void poll(std::chrono::microseconds timeout) = 0;
-  /// Ends a poll() in progress on another thread (or the next one) early. Thread-safe.
+  /// Ends a poll() or await_activity() in progress on another thread (or the next one) early.
+  /// Thread-safe.
   virtual void wake() = 0;
+  /// Sleeps up to `timeout` until wake() is called or, with `messages`, a message may have
+  /// arrived, without moving bytes, so that another thread may use the requests meanwhile (it
+  /// may also return for nothing). Without `messages` the peers need not signal this rank at
+  /// all (which costs them a system call per message). False, at once, where the transport
+  /// cannot wait that way: poll() is then the only way to wait for messages.
+  virtual bool await_activity(std::chrono::microseconds timeout, bool messages) {
+    (void)timeout;
+    (void)messages;
+    return false;
+  }
 
   /// Fails every pending and later request with `cause` and sends `cause` to every reachable
   /// peer, whose own pending and later requests then fail with it. Idempotent.

@@ -244,7 +244,9 @@ constexpr Var kVars[] = {
      kNumber,
      "1",
      "Runtime: the longest the background thread keeps collecting tensors that arrive back to "
-     "back before it negotiates them, in milliseconds; a lone tensor goes at once.",
+     "back before it negotiates them, in milliseconds; a lone tensor goes at once. Also how "
+     "often an idle background thread looks for tensors that no thread waits on yet (within "
+     "0.1-10 ms; a thread that waits sends them at once).",
      {},
      0,
      60000},

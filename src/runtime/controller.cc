@@ -21,6 +21,14 @@ constexpr std::chrono::milliseconds kIdleWake{1000};
 constexpr std::uint64_t kMaxControlMessage = std::uint64_t{1} << 32;
 // The length header of a heartbeat, which has no body.
 constexpr std::uint64_t kHeartbeat = ~std::uint64_t{0};
+// The longest the background thread awaits messages without the gate while work is
+// outstanding: a dead peer's pidfd is looked at only by a pass.
+constexpr std::chrono::milliseconds kAwaitSlice{10};
+// The shortest the background thread dozes between looks at its queue when nobody wakes it.
+constexpr std::chrono::microseconds kMinIdleCycle{100};
+// Awaits in a row that return early with nothing to do before the thread sleeps in poll()
+// once (bytes a ring holds that no receive takes would otherwise wake it at once, forever).
+constexpr int kMaxIdleAwaits = 8;
 // How often liveness is looked at; heartbeats go out every fifth of the timeout, within these.
 constexpr std::chrono::milliseconds kLivenessCheck{50};
 constexpr std::chrono::milliseconds kMinHeartbeat{50};
@@ -35,6 +43,32 @@ Status stopped_status(int shutdown_by, int rank, std::string_view what) {
 }
 
 }  // namespace
+
+/// What a waiting application thread drives (HandleState::driver): the controller while it
+/// exists. Its mutex is the one a pass runs under.
+struct Controller::Gate final : detail::Driver {
+  std::mutex mu;
+  Controller* owner = nullptr;   // null once the controller has stopped
+  std::atomic<int> wanted{0};    // application threads trying to take `mu`
+
+  void drive(const std::atomic<bool>& done, Clock::time_point until) override {
+    wanted.fetch_add(1, std::memory_order_acq_rel);
+    std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
+    while (!lock.owns_lock()) {
+      if (done.load(std::memory_order_acquire) || Clock::now() >= until) break;
+      ::sched_yield();
+      lock.try_lock();
+    }
+    wanted.fetch_sub(1, std::memory_order_acq_rel);
+    if (lock.owns_lock() && owner != nullptr) owner->drive(done, until);
+  }
+
+  void stop_driving() override {
+    std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
+    // Held: the background thread runs a pass, so it is awake anyway.
+    if (lock.owns_lock() && owner != nullptr) owner->wake_background();
+  }
+};
 
 Result<RuntimeSettings> runtime_settings_from_env() {
   RuntimeSettings s;
@@ -77,7 +111,10 @@ Controller::Controller(int rank, int size, const RuntimeSettings& settings, Time
       size_(size),
       settings_(settings),
       timeline_(timeline),
-      cache_(settings.cache_capacity) {}
+      cache_(settings.cache_capacity) {
+  gate_ = std::make_shared<Gate>();
+  gate_->owner = this;
+}
 
 Result<std::unique_ptr<Controller>> Controller::start(const BootstrapInfo& info, Store* store,
                                                       const std::string& prefix,
@@ -130,6 +167,9 @@ Controller::~Controller() {
   }
   if (control_ != nullptr) control_->transport().wake();
   if (thread_.joinable()) thread_.join();
+  // A thread still waiting on one of the set's handles finds the set gone.
+  std::lock_guard<std::mutex> drive(gate_->mu);
+  gate_->owner = nullptr;
 }
 
 Status Controller::submit(std::vector<Entry> entries) {
@@ -145,13 +185,14 @@ Status Controller::submit(std::vector<Entry> entries) {
             e.request.name, rank_));
     }
     for (Entry& e : entries) {
+      e.handle->driver = gate_;
       in_flight_[e.request.name] = true;
       timeline_.begin(e.request.name, "QUEUE");
       queue_.push_back(std::move(e));
     }
     submitted_.fetch_add(1, std::memory_order_release);
     // A polling thread sees the counter; only a sleeping one needs the (syscall) wake-up.
-    wake = sleeping_;
+    wake = sleep_ == Sleep::kPolling;
   }
   if (wake) control_->transport().wake();
   return Status::success();
@@ -164,6 +205,7 @@ Status Controller::join(std::shared_ptr<detail::HandleState> handle) {
     if (shutdown_queued_ || stopped_) return stopped_status(shutdown_by_, rank_, "");
     if (join_handle_ != nullptr) return invalid_argument("join: this rank has already joined");
     join_queued_ = true;
+    handle->driver = gate_;
     join_handle_ = std::move(handle);
     submitted_.fetch_add(1, std::memory_order_release);
   }
@@ -191,23 +233,29 @@ Status Controller::shutdown() {
 bool Controller::has_outstanding() const { return !pending_.empty() || joined_ || shutting_down_; }
 
 void Controller::loop() {
+  std::unique_lock<std::mutex> drive(gate_->mu, std::defer_lock);
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopped_ || !failure_.ok()) break;
     }
-    Result<bool> moved = step();
-    if (!moved.ok()) {
-      fail_everything(moved.status());
-      break;
-    }
-    if (done_) break;
-    if (*moved) {
-      last_activity_ = Clock::now();
+    if (!can_await_) {
+      drive.lock();
+    } else if (gate_->wanted.load(std::memory_order_acquire) > 0 || !drive.try_lock()) {
+      // An application thread runs the passes (or is about to): stay out of its way.
+      stand_by();
       continue;
     }
-    idle_wait(has_outstanding());
+    const Pass pass = run_pass();
+    if (pass == Pass::kEnd) break;
+    if (pass == Pass::kMoved) {
+      idle_awaits_ = 0;
+      drive.unlock();
+      continue;
+    }
+    idle_wait(has_outstanding(), drive);
   }
+  if (!drive.owns_lock()) drive.lock();
   // Whatever is still waiting fails with the cause (or the shutdown).
   Status why;
   std::shared_ptr<detail::HandleState> join;
@@ -236,25 +284,110 @@ void Controller::fail_everything(const Status& cause) {
   // The peers learn the original cause from the aborts, not from a closed connection.
   control_->transport().abort(cause);
   data_->transport().abort(cause);
+  // The background thread may sleep apart from the transport (await_activity) while an
+  // application thread failed: it fails what is still pending.
+  control_->transport().wake();
 }
 
-void Controller::idle_wait(bool active) {
+void Controller::idle_wait(bool active, std::unique_lock<std::mutex>& drive) {
   const auto now = Clock::now();
-  if (active && now - last_activity_ < settings_.spin) {
+  const bool driven = gate_->wanted.load(std::memory_order_acquire) > 0;
+  if (active && !driven && now - last_activity_ < settings_.spin) {
+    drive.unlock();
     ::sched_yield();
     return;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!queue_.empty() || join_queued_ || shutdown_queued_ || stopped_) return;
-    sleeping_ = true;
+    if (!queue_.empty() || join_queued_ || shutdown_queued_ || stopped_) {
+      drive.unlock();
+      return;
+    }
+    sleep_ = can_await_ && idle_awaits_ < kMaxIdleAwaits ? Sleep::kAwaiting : Sleep::kPolling;
   }
   // Sleeps until a message arrives on the control connections or submit() wakes the
   // transport; the timeout only paces the coordinator's stall checks.
-  control_->transport().poll(std::min<std::chrono::microseconds>(
-      active ? kActiveWake : kIdleWake, heartbeat_));
+  auto timeout = std::min<std::chrono::microseconds>(active ? kActiveWake : kIdleWake, heartbeat_);
+  bool awaited = false;
+  if (sleep_ == Sleep::kAwaiting) {
+    // Messages wake the thread only while this rank waits for something. Otherwise nothing
+    // can be negotiated before this rank submits, and its submissions wake nobody: the
+    // thread looks for them once a cycle, unless the thread that waits for them runs them.
+    if (!active) timeout = idle_cycle();
+    timeout = std::min<std::chrono::microseconds>(timeout, kAwaitSlice);
+    drive.unlock();
+    const auto start = Clock::now();
+    awaited = control_->transport().await_activity(timeout, active);
+    if (!awaited) {
+      can_await_ = false;
+      drive.lock();
+    } else if (active && Clock::now() - start < timeout) {
+      ++idle_awaits_;  // reset by the next pass that moves something
+    }
+  }
+  if (!awaited) {
+    idle_awaits_ = 0;
+    control_->transport().poll(timeout);
+    drive.unlock();
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  sleeping_ = false;
+  sleep_ = Sleep::kAwake;
+}
+
+std::chrono::microseconds Controller::idle_cycle() const {
+  return std::clamp<std::chrono::microseconds>(settings_.cycle, kMinIdleCycle, kAwaitSlice);
+}
+
+void Controller::stand_by() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_ || !failure_.ok()) return;
+    sleep_ = Sleep::kAwaiting;
+  }
+  control_->transport().await_activity(idle_cycle(), false);
+  std::lock_guard<std::mutex> lock(mu_);
+  sleep_ = Sleep::kAwake;
+}
+
+void Controller::wake_background() {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake = sleep_ == Sleep::kAwaiting;
+  }
+  if (wake) control_->transport().wake();
+}
+
+Controller::Pass Controller::run_pass() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_ || !failure_.ok()) return Pass::kEnd;
+  }
+  if (done_) return Pass::kEnd;
+  Result<bool> moved = step();
+  if (!moved.ok()) {
+    fail_everything(moved.status());
+    return Pass::kEnd;
+  }
+  if (done_) return Pass::kEnd;
+  if (!*moved) return Pass::kIdle;
+  last_activity_ = Clock::now();
+  return Pass::kMoved;
+}
+
+void Controller::drive(const std::atomic<bool>& done, Clock::time_point until) {
+  while (!done.load(std::memory_order_acquire)) {
+    const Pass pass = run_pass();
+    if (pass == Pass::kEnd) break;
+    if (pass == Pass::kMoved) continue;
+    if (Clock::now() >= until) return;
+    // Alone on its core this returns at once; on a crowded host it lets the rank run that
+    // this one waits for.
+    ::sched_yield();
+  }
+  // A pass here that ended the runtime (a shutdown list) leaves the exit to the background
+  // thread, which may sleep.
+  if (done_) control_->transport().wake();
 }
 
 bool Controller::collect(RequestList& out) {

@@ -14,6 +14,15 @@
 // hung process, a cut link) fails every rank within HOOP_TIMEOUT_SECONDS naming it, apart from
 // a rank that is alive but has not submitted a tensor yet (the stall inspector's business).
 //
+// Driving: the thread's passes (step()) may also run on an application thread that waits on a
+// handle of the set (Driver, handle_state.h): a lone tensor then goes out, is negotiated and
+// runs on the thread that waits for it, with no wake-up of the background thread and no
+// hand-off back. Whoever runs a pass holds the gate's mutex, which guards the thread's own
+// state below. Where the control transport can wait for messages without moving bytes
+// (Transport::await_activity), the background thread sleeps there without the mutex, so a
+// waiting thread can always take it; elsewhere it sleeps in poll() holding it, and a waiting
+// thread leaves the work to it.
+//
 // Batching: after waking, the thread keeps collecting tensors for as long as they keep
 // arriving back to back (less than kBurstGap apart), at most HOOP_CYCLE_TIME_MS, and stops
 // as soon as an application thread waits on a handle (no more are coming then); then it
@@ -87,6 +96,9 @@ class Controller {
   void loop();
   /// One pass: local work out, messages in, responses out and run. True if anything moved.
   Result<bool> step();
+  /// step() unless the runtime has stopped, failed or ended; a failure fails everything.
+  enum class Pass : std::uint8_t { kMoved, kIdle, kEnd };
+  Pass run_pass();
   /// Takes queued work into a message (batching bursts); false when there was none.
   bool collect(RequestList& out);
   Status send_message(int peer, std::string payload);
@@ -112,7 +124,20 @@ class Controller {
   std::vector<int> control_peers() const;
   void fail_everything(const Status& cause);
   bool has_outstanding() const;
-  void idle_wait(bool active);
+  /// The background thread's wait for work; releases `drive` (held on entry).
+  void idle_wait(bool active, std::unique_lock<std::mutex>& drive);
+  /// An application thread's passes, with the gate held: until `done` or `until`.
+  void drive(const std::atomic<bool>& done, Clock::time_point until);
+  /// The background thread's wait while an application thread drives: until the next cycle
+  /// or a wake-up, deaf to messages (the driver takes them).
+  void stand_by();
+  /// How long the background thread dozes without anyone to wake it: a cycle, within bounds.
+  std::chrono::microseconds idle_cycle() const;
+  /// Wakes the background thread where it awaits apart from the gate.
+  void wake_background();
+
+  struct Gate;
+  std::shared_ptr<Gate> gate_;
 
   int rank_;
   int size_;
@@ -134,12 +159,16 @@ class Controller {
   std::shared_ptr<detail::HandleState> join_handle_;
   bool shutdown_queued_ = false;
   bool stopped_ = false;
-  bool sleeping_ = false;  // the thread sleeps in the control transport's poll()
+  // Where the background thread sleeps: in poll() holding the gate (submit() wakes it), or in
+  // await_activity() without it (it looks at the queue every cycle, and a thread that stops
+  // driving wakes it).
+  enum class Sleep : std::uint8_t { kAwake, kPolling, kAwaiting };
+  Sleep sleep_ = Sleep::kAwake;
   Status failure_;         // once set, everything fails with it
   std::unordered_map<std::string, bool> in_flight_;  // names submitted and not finished
   std::uint64_t barriers_ = 0;
 
-  // The thread's own state.
+  // The thread's own state, guarded by the gate's mutex (whoever runs a pass).
   std::unordered_map<std::string, Entry> pending_;  // sent, waiting for a response
   struct HeaderRecv {
     RequestId id = 0;
@@ -156,6 +185,9 @@ class Controller {
   Clock::time_point last_liveness_check_;
   Clock::time_point last_activity_;
   Clock::time_point last_stall_check_;
+  // The background thread's alone.
+  bool can_await_ = true;  // the control transport has await_activity()
+  int idle_awaits_ = 0;    // awaits in a row that returned early and found nothing to do
   std::thread thread_;
 };
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -17,6 +18,22 @@ namespace hoop::detail {
 /// more submissions are coming, so the background thread stops batching and sends.
 inline std::atomic<int> waiting_threads{0};
 
+/// A process set's background work, which a thread waiting on one of the set's handles may run
+/// itself: the operation then completes on the waiting thread, with no hand-off to the
+/// background thread and back.
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  /// Runs background passes until `done` is set or `until` passes. Returns early, having run
+  /// nothing, where the set cannot be driven from this thread now (its background thread
+  /// sleeps inside the transport, or the set has stopped); the caller then waits.
+  virtual void drive(const std::atomic<bool>& done,
+                     std::chrono::steady_clock::time_point until) = 0;
+  /// The waiting thread stops driving and is about to sleep: the background thread, which
+  /// may doze until its next cycle meanwhile, takes the work over at once.
+  virtual void stop_driving() = 0;
+};
+
 /// Completion of one operation (several tensors for a grouped allreduce).
 struct HandleState {
   std::mutex mu;
@@ -28,6 +45,7 @@ struct HandleState {
   OwnedTensor output;
   std::vector<std::int64_t> received_splits;
   int last_joined = -1;
+  std::shared_ptr<Driver> driver;  // set at submission; null for a handle no set runs
 
   /// Marks one part finished with `s` (the first failure is kept); the last part completes it.
   void finish_part(const Status& s) {

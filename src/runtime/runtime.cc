@@ -209,9 +209,14 @@ Status Handle::status() const {
     ~Unwait() { detail::waiting_threads.fetch_sub(1, std::memory_order_acq_rel); }
   } unwait;
   const auto spin_end = std::chrono::steady_clock::now() + kHandleSpin;
+  // Runs the set's negotiation and collectives on this thread while it would spin anyway.
+  const bool drove =
+      state_->driver != nullptr && !state_->finished.load(std::memory_order_acquire);
+  if (drove) state_->driver->drive(state_->finished, spin_end);
   while (!state_->finished.load(std::memory_order_acquire) &&
          std::chrono::steady_clock::now() < spin_end)
     ::sched_yield();
+  if (drove && !state_->finished.load(std::memory_order_acquire)) state_->driver->stop_driving();
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
   return state_->status;

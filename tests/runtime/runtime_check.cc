@@ -23,6 +23,11 @@
 #include "hoop/hoop.h"
 #include "tests/comm/comm_reference.h"
 
+namespace hoop::runtime_check {
+/// runtime_threads_check.cc
+int threads_scenario();
+}  // namespace hoop::runtime_check
+
 namespace {
 
 using hoop::DataType;
@@ -395,6 +400,7 @@ int compare_scenario() {
 }
 
 int scenario(const std::string& name, const std::vector<std::string>& args) {
+  if (name == "threads") return hoop::runtime_check::threads_scenario();
   if (name == "basic") {
     hoop::init();
     const int n = hoop::size();

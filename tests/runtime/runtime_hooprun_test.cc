@@ -82,6 +82,12 @@ TEST(Runtime, JoinWithUnevenStepCounts) {
   EXPECT_EQ(count_lines_with(r.out, "last joined 2"), 3) << r.out << r.err;
 }
 
+TEST(Runtime, WaitingThreadsDriveTheSetAndUnwaitedWorkStillRuns) { expect_ok(3, "threads"); }
+
+TEST(Runtime, WaitingThreadsDriveTheSetOverTcp) {
+  expect_ok(2, "threads", {}, {"HOOP_TRANSPORT=tcp"});
+}
+
 TEST(Runtime, TwoOverlappingProcessSets) { expect_ok(3, "process_sets"); }
 
 class RuntimeMismatch : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};

@@ -79,6 +79,7 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
   void wake() override;
+  bool await_activity(std::chrono::microseconds timeout, bool messages) override;
   void abort(const Status& cause) override;
   SharedSlots* shared_slots() override { return slot_bytes_ > 0 ? this : nullptr; }
 
@@ -104,6 +105,9 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   /// Sleeps on the own doorbell up to `timeout_us`, unless progress() moves something after
   /// the sleeping flag is raised (then returns true at once).
   bool sleep(Clock::duration max, bool stop_on_wake) override;
+  /// Whether a ring holds bytes this rank has not taken or a peer posted an abort; reads only
+  /// what the peers write and what this rank publishes, so any thread may ask.
+  bool activity_waiting() const;
   /// Adopts an abort cause a peer wrote into the own header.
   void check_remote_abort();
   /// Looks for peers that said goodbye or whose process exited.

@@ -175,6 +175,31 @@ bool ShmTransport::sleep(Clock::duration max, bool stop_on_wake) {
   });
 }
 
+bool ShmTransport::activity_waiting() const {
+  if (own_header_->abort_state.load(std::memory_order_acquire) != kNoAbort) return true;
+  for (const auto& p : peers_) {
+    const RingControl& c = *p->in.ctl;
+    if (c.head.load(std::memory_order_acquire) != c.tail.load(std::memory_order_acquire))
+      return true;
+  }
+  return false;
+}
+
+bool ShmTransport::await_activity(std::chrono::microseconds timeout, bool messages) {
+  if (messages) {
+    doze(*own_header_, timeout.count(), [&] {
+      return wake_pending_.load(std::memory_order_relaxed) || activity_waiting();
+    });
+  } else {
+    // The sleeping count stays as it is, so the peers do not ring; wake() rings regardless.
+    const std::uint32_t seen = own_header_->doorbell.load(std::memory_order_acquire);
+    if (!wake_pending_.load(std::memory_order_acquire))
+      sleep_on_doorbell(*own_header_, seen, timeout.count());
+  }
+  wake_pending_.store(false);
+  return true;
+}
+
 void ShmTransport::check_remote_abort() {
   if (!aborted_.ok()) return;
   // Passed on even though its origin tells every rank too: this rank may exit (an orderly

@@ -91,16 +91,16 @@ std::optional<Status> posted_abort(const SegmentHeader& header, std::string_view
 
 bool doze(SegmentHeader& header, std::int64_t timeout_us, const std::function<bool()>& ready) {
   const std::uint32_t seen = header.doorbell.load(std::memory_order_acquire);
-  header.sleeping.store(1, std::memory_order_relaxed);
+  header.sleeping.fetch_add(1, std::memory_order_relaxed);
   // Pairs with ring_doorbell's fence: a peer that published before this point is seen by
   // ready(), one that publishes after sees the flag and rings.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (ready()) {
-    header.sleeping.store(0, std::memory_order_relaxed);
+    header.sleeping.fetch_sub(1, std::memory_order_relaxed);
     return true;
   }
   sleep_on_doorbell(header, seen, timeout_us);
-  header.sleeping.store(0, std::memory_order_relaxed);
+  header.sleeping.fetch_sub(1, std::memory_order_relaxed);
   return header.doorbell.load(std::memory_order_acquire) != seen;
 }
 

@@ -60,7 +60,9 @@ struct SegmentHeader {
   // The futex word: peers bump it after they put bytes in a ring of this segment or free space
   // in a ring this segment's owner writes to, and wake the owner when it sleeps.
   alignas(kLine) std::atomic<std::uint32_t> doorbell;
-  // Set by the owner while it sleeps (or is about to), so that peers skip FUTEX_WAKE otherwise.
+  // The owner's threads that sleep (or are about to): a count, since two threads of the owner
+  // may sleep at once (a background thread awaiting messages beside one that waits); peers
+  // skip FUTEX_WAKE while it is 0.
   alignas(kLine) std::atomic<std::uint32_t> sleeping;
   // Set by the owner when it shuts its transport down in order (its exit is then no crash).
   alignas(kLine) std::atomic<std::uint32_t> goodbye;

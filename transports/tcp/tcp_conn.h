@@ -101,6 +101,7 @@ class TcpTransport final : public transports::Skeleton<Request> {
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
   void wake() override;
+  bool await_activity(std::chrono::microseconds timeout, bool messages) override;
   void abort(const Status& cause) override;
 
  private:

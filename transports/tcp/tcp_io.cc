@@ -1,6 +1,7 @@
 // The TCP transport's socket I/O: batched writes, reads straight into the caller's buffer for
 // large payloads, frame parsing, and what a failing socket does to the requests on it.
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -53,8 +54,29 @@ bool TcpTransport::sleep(Clock::duration max, bool /*stop_on_wake*/) {
 }
 
 void TcpTransport::wake() {
+  wake_pending_.store(true);
   const std::uint64_t one = 1;
   [[maybe_unused]] const ssize_t r = ::write(wake_.get(), &one, sizeof(one));
+}
+
+bool TcpTransport::await_activity(std::chrono::microseconds timeout, bool messages) {
+  const auto ms = std::clamp<std::int64_t>(
+      std::chrono::ceil<std::chrono::milliseconds>(timeout).count(), 0, 60000);
+  if (!wake_pending_.load()) {
+    if (messages) {
+      // epoll_wait may run beside another thread's; the sockets are level-triggered, so what
+      // this reports stays there for the thread that moves the bytes.
+      epoll_event events[kMaxEvents];
+      ::epoll_wait(epoll_.get(), events, kMaxEvents, static_cast<int>(ms));
+    } else {
+      pollfd p{wake_.get(), POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(ms));
+    }
+  }
+  std::uint64_t count = 0;
+  [[maybe_unused]] const ssize_t r = ::read(wake_.get(), &count, sizeof(count));
+  wake_pending_.store(false);
+  return true;
 }
 
 Status TcpTransport::flush_conn(Conn& c) {

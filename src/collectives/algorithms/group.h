@@ -43,6 +43,9 @@ class GroupTransport final : public Transport {
   Result<bool> test(RequestId id) override { return base_.test(id); }
   void poll(std::chrono::microseconds timeout) override { base_.poll(timeout); }
   void wake() override { base_.wake(); }
+  bool await_activity(std::chrono::microseconds timeout, bool messages) override {
+    return base_.await_activity(timeout, messages);
+  }
   void abort(const Status& cause) override { base_.abort(cause); }
 
  private:

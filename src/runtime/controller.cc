@@ -26,8 +26,8 @@ constexpr std::uint64_t kHeartbeat = ~std::uint64_t{0};
 constexpr std::chrono::milliseconds kAwaitSlice{10};
 // The shortest the background thread dozes between looks at its queue when nobody wakes it.
 constexpr std::chrono::microseconds kMinIdleCycle{100};
-// Awaits in a row that return early with nothing to do before the thread sleeps in poll()
-// once (bytes a ring holds that no receive takes would otherwise wake it at once, forever).
+// Awaits in a row that return early with nothing to do before the thread sleeps a cycle deaf
+// to messages (bytes a ring holds that no receive takes would otherwise wake it at once).
 constexpr int kMaxIdleAwaits = 8;
 // How often liveness is looked at; heartbeats go out every fifth of the timeout, within these.
 constexpr std::chrono::milliseconds kLivenessCheck{50};
@@ -48,6 +48,7 @@ Status stopped_status(int shutdown_by, int rank, std::string_view what) {
 /// exists. Its mutex is the one a pass runs under.
 struct Controller::Gate final : detail::Driver {
   std::mutex mu;
+  std::mutex owner_mu;           // held to read `owner` without `mu` (set with both held)
   Controller* owner = nullptr;   // null once the controller has stopped
   std::atomic<int> wanted{0};    // application threads trying to take `mu`
 
@@ -64,9 +65,9 @@ struct Controller::Gate final : detail::Driver {
   }
 
   void stop_driving() override {
-    std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
-    // Held: the background thread runs a pass, so it is awake anyway.
-    if (lock.owns_lock() && owner != nullptr) owner->wake_background();
+    // Not `mu`: the background thread may hold it while it sleeps in poll().
+    std::lock_guard<std::mutex> lock(owner_mu);
+    if (owner != nullptr) owner->wake_background();
   }
 };
 
@@ -169,6 +170,7 @@ Controller::~Controller() {
   if (thread_.joinable()) thread_.join();
   // A thread still waiting on one of the set's handles finds the set gone.
   std::lock_guard<std::mutex> drive(gate_->mu);
+  std::lock_guard<std::mutex> owner(gate_->owner_mu);
   gate_->owner = nullptr;
 }
 
@@ -303,7 +305,7 @@ void Controller::idle_wait(bool active, std::unique_lock<std::mutex>& drive) {
       drive.unlock();
       return;
     }
-    sleep_ = can_await_ && idle_awaits_ < kMaxIdleAwaits ? Sleep::kAwaiting : Sleep::kPolling;
+    sleep_ = can_await_ ? Sleep::kAwaiting : Sleep::kPolling;
   }
   // Sleeps until a message arrives on the control connections or submit() wakes the
   // transport; the timeout only paces the coordinator's stall checks.
@@ -313,20 +315,23 @@ void Controller::idle_wait(bool active, std::unique_lock<std::mutex>& drive) {
     // Messages wake the thread only while this rank waits for something. Otherwise nothing
     // can be negotiated before this rank submits, and its submissions wake nobody: the
     // thread looks for them once a cycle, unless the thread that waits for them runs them.
-    if (!active) timeout = idle_cycle();
-    timeout = std::min<std::chrono::microseconds>(timeout, kAwaitSlice);
+    // Bytes that no receive takes would end every await at once: after a few such turns in a
+    // row the thread sleeps a cycle deaf to messages.
+    const bool messages = active && idle_awaits_ < kMaxIdleAwaits;
+    timeout = messages ? std::min<std::chrono::microseconds>(timeout, kAwaitSlice) : idle_cycle();
     drive.unlock();
     const auto start = Clock::now();
-    awaited = control_->transport().await_activity(timeout, active);
+    awaited = control_->transport().await_activity(timeout, messages);
     if (!awaited) {
       can_await_ = false;
       drive.lock();
-    } else if (active && Clock::now() - start < timeout) {
+    } else if (!messages) {
+      idle_awaits_ = 0;
+    } else if (Clock::now() - start < timeout) {
       ++idle_awaits_;  // reset by the next pass that moves something
     }
   }
   if (!awaited) {
-    idle_awaits_ = 0;
     control_->transport().poll(timeout);
     drive.unlock();
   }
@@ -350,12 +355,9 @@ void Controller::stand_by() {
 }
 
 void Controller::wake_background() {
-  bool wake = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    wake = sleep_ == Sleep::kAwaiting;
-  }
-  if (wake) control_->transport().wake();
+  // Unconditionally: the background thread may be about to stand by (it saw this thread
+  // driving), and a wake-up it has not slept yet ends its next sleep at once.
+  control_->transport().wake();
 }
 
 Controller::Pass Controller::run_pass() {

@@ -133,7 +133,7 @@ class Controller {
   void stand_by();
   /// How long the background thread dozes without anyone to wake it: a cycle, within bounds.
   std::chrono::microseconds idle_cycle() const;
-  /// Wakes the background thread where it awaits apart from the gate.
+  /// Wakes the background thread, or makes its next sleep end at once.
   void wake_background();
 
   struct Gate;

@@ -316,7 +316,9 @@ void Controller::idle_wait(bool active, std::unique_lock<std::mutex>& drive) {
     // can be negotiated before this rank submits, and its submissions wake nobody: the
     // thread looks for them once a cycle, unless the thread that waits for them runs them.
     // Bytes that no receive takes would end every await at once: after a few such turns in a
-    // row the thread sleeps a cycle deaf to messages.
+    // row with nothing moving (on any thread) the thread sleeps a cycle deaf to messages.
+    if (last_activity_ != activity_seen_) idle_awaits_ = 0;
+    activity_seen_ = last_activity_;
     const bool messages = active && idle_awaits_ < kMaxIdleAwaits;
     timeout = messages ? std::min<std::chrono::microseconds>(timeout, kAwaitSlice) : idle_cycle();
     drive.unlock();

@@ -188,6 +188,7 @@ class Controller {
   // The background thread's alone.
   bool can_await_ = true;  // the control transport has await_activity()
   int idle_awaits_ = 0;    // awaits in a row that returned early and found nothing to do
+  Clock::time_point activity_seen_;  // last_activity_ at the last await
   std::thread thread_;
 };
 

@@ -1,0 +1,112 @@
+"""hoop.torch against horovod.torch on one script: the same calls through either module.
+
+    hooprun -np 2 /usr/bin/python3 bench/torch_horovod_bench.py --impl hoop
+    PYTHONPATH=<prefix> horovodrun -np 2 --gloo /usr/bin/python3 bench/torch_horovod_bench.py \
+        --impl horovod
+
+Four cases, rank 0 prints one line each ("<case> <value>"):
+  lone_us    median time of one allreduce of a 2-float tensor (--lone-reps calls);
+  step_us    median time of 400 allreduce_async_ of 4 KiB tensors then synchronize on each;
+  large_us   median time of one 64 MiB allreduce;
+  samples/s  training throughput of examples/torch_fashion_mnist.py's model (DistributedOptimizer,
+             SGD with momentum, --batch-size per rank, --steps timed steps).
+Every timed repetition starts after a barrier (an allreduce of one float, in both modules).
+"""
+
+import argparse
+import importlib
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from torch_fashion_mnist import Net, load_fashion_mnist  # noqa: E402
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--impl", choices=["hoop", "horovod"], required=True)
+    p.add_argument("--lone-reps", type=int, default=1000)
+    p.add_argument("--step-reps", type=int, default=50)
+    p.add_argument("--large-reps", type=int, default=10)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=64, help="per rank")
+    p.add_argument("--data-dir", default=None)
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(1)
+    hvd = importlib.import_module(f"{args.impl}.torch")
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    sync_one = torch.zeros(1)
+
+    def barrier():
+        hvd.allreduce(sync_one, name="bench.barrier", op=hvd.Sum)
+
+    def timed(body, reps):
+        times = []
+        for _ in range(reps):
+            barrier()
+            begin = time.perf_counter()
+            body()
+            times.append((time.perf_counter() - begin) * 1e6)
+        return statistics.median(times)
+
+    lone = torch.ones(2)
+    tensors = [torch.ones(1024) for _ in range(400)]
+    large = torch.ones(16 << 20)
+
+    def step():
+        handles = [hvd.allreduce_async_(t, name=f"step.{i}", op=hvd.Sum)
+                   for i, t in enumerate(tensors)]
+        for h in handles:
+            hvd.synchronize(h)
+
+    cases = [
+        ("lone_us", lambda: hvd.allreduce_(lone, name="lone", op=hvd.Sum), args.lone_reps),
+        ("step_us", step, args.step_reps),
+        ("large_us", lambda: hvd.allreduce_(large, name="large", op=hvd.Sum), args.large_reps),
+    ]
+    for name, body, reps in cases:
+        body()  # warm-up: negotiation fills the response cache, buffers fault in
+        value = timed(body, reps)
+        if rank == 0:
+            print(f"{name} {value:.1f}", flush=True)
+
+    torch.manual_seed(0)
+    x, y = load_fashion_mnist("train", args.data_dir)
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+
+    def train_step(i):
+        start = ((i * size + rank) * args.batch_size) % (len(y) - args.batch_size)
+        optimizer.zero_grad()
+        F.cross_entropy(model(x[start:start + args.batch_size]),
+                        y[start:start + args.batch_size]).backward()
+        optimizer.step()
+
+    for i in range(args.warmup):
+        train_step(i)
+    barrier()
+    begin = time.perf_counter()
+    for i in range(args.steps):
+        train_step(args.warmup + i)
+    barrier()
+    elapsed = time.perf_counter() - begin
+    if rank == 0:
+        print(f"samples/s {args.steps * args.batch_size * size / elapsed:.1f}", flush=True)
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -9,17 +9,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$here/.."
 python=/usr/bin/python3
-reps=3
-np=2
-declare -a extra=()
-while (($#)); do
-  case "$1" in
-    -R) reps="$2"; shift 2 ;;
-    -np) np="$2"; shift 2 ;;
-    --) shift; extra=("$@"); break ;;
-    *) echo "torch_ddp.sh: unknown option $1" >&2; exit 2 ;;
-  esac
-done
+source "$here/torch_common.sh"
+parse_torch_bench_options "$@"
 
 export PYTHONPATH="$root/build/python${PYTHONPATH:+:$PYTHONPATH}"
 declare -A results=([hoop]="" [ddp]="")
@@ -35,8 +26,6 @@ for ((i = 1; i <= reps; i++)); do
   done
 done
 
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{v[NR]=$1} END {
-  print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 hoop_median="$(median "${results[hoop]}")"
 ddp_median="$(median "${results[ddp]}")"
 echo "median hoop: $hoop_median samples/s"

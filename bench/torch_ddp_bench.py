@@ -13,13 +13,12 @@ Both use SGD with momentum and 1 torch thread per rank by default.
 import argparse
 import os
 import sys
-import time
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 from torch_fashion_mnist import Net, load_fashion_mnist  # noqa: E402
+from torch_training import samples_per_second  # noqa: E402
 
 
 def parse_args():
@@ -65,23 +64,10 @@ def main():
     else:
         model, optimizer, rank, size, barrier, finish = setup_ddp(model, optimizer, args.port)
 
-    def step(i):
-        start = ((i * size + rank) * args.batch_size) % (len(y) - args.batch_size)
-        optimizer.zero_grad()
-        F.cross_entropy(model(x[start:start + args.batch_size]),
-                        y[start:start + args.batch_size]).backward()
-        optimizer.step()
-
-    for i in range(args.warmup):
-        step(i)
-    barrier()
-    begin = time.perf_counter()
-    for i in range(args.steps):
-        step(args.warmup + i)
-    barrier()
-    elapsed = time.perf_counter() - begin
+    rate = samples_per_second(model, optimizer, x, y, rank, size, args.batch_size, args.warmup,
+                              args.steps, barrier)
     if rank == 0:
-        print(f"samples/s {args.steps * args.batch_size * size / elapsed:.1f}", flush=True)
+        print(f"samples/s {rate:.1f}", flush=True)
     finish()
 
 

@@ -11,17 +11,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$here/.."
 prefix="$root/build-bench/horovod"
 python=/usr/bin/python3
-reps=3
-np=2
-declare -a extra=()
-while (($#)); do
-  case "$1" in
-    -R) reps="$2"; shift 2 ;;
-    -np) np="$2"; shift 2 ;;
-    --) shift; extra=("$@"); break ;;
-    *) echo "torch_horovod.sh: unknown option $1" >&2; exit 2 ;;
-  esac
-done
+source "$here/torch_common.sh"
+parse_torch_bench_options "$@"
 
 "$here/horovod_install.sh" "$prefix" >/dev/null
 # The example module the benchmark borrows its model from imports hoop.torch: both runs see it.
@@ -48,8 +39,6 @@ for ((i = 1; i <= reps; i++)); do
   done
 done
 
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{v[NR]=$1} END {
-  print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo "| case | hoop.torch | horovod.torch | hoop ahead by |"
 echo "|---|---:|---:|---:|"
 for c in "${cases[@]}"; do

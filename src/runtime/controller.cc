@@ -186,6 +186,7 @@ Status Controller::submit(std::vector<Entry> entries) {
             "tensor '{}' was submitted again on rank {} before the first submission finished",
             e.request.name, rank_));
     }
+    const bool burst = !queue_.empty();
     for (Entry& e : entries) {
       e.handle->driver = gate_;
       in_flight_[e.request.name] = true;
@@ -194,7 +195,11 @@ Status Controller::submit(std::vector<Entry> entries) {
     }
     submitted_.fetch_add(1, std::memory_order_release);
     // A polling thread sees the counter; only a sleeping one needs the (syscall) wake-up.
-    wake = sleep_ == Sleep::kPolling;
+    // One that sleeps apart from the gate is left alone for a lone tensor, which the thread
+    // that waits for it sends at once, but woken once a second one queues up behind it: a
+    // training step's gradients then go out while the application still computes.
+    wake = sleep_ == Sleep::kPolling || (sleep_ == Sleep::kAwaiting && burst);
+    if (wake) sleep_ = Sleep::kAwake;  // one wake-up per sleep
   }
   if (wake) control_->transport().wake();
   return Status::success();

@@ -1,0 +1,25 @@
+"""The timed training loop of bench/torch_ddp_bench.py and bench/torch_horovod_bench.py."""
+
+import time
+
+import torch.nn.functional as F
+
+
+def samples_per_second(model, optimizer, x, y, rank, size, batch_size, warmup, steps, barrier):
+    """Trains `warmup` untimed steps, then `steps` timed ones between barriers, each on this
+    rank's slice of `batch_size` examples; returns examples per second over all ranks."""
+
+    def step(i):
+        start = ((i * size + rank) * batch_size) % (len(y) - batch_size)
+        optimizer.zero_grad()
+        F.cross_entropy(model(x[start:start + batch_size]), y[start:start + batch_size]).backward()
+        optimizer.step()
+
+    for i in range(warmup):
+        step(i)
+    barrier()
+    begin = time.perf_counter()
+    for i in range(steps):
+        step(warmup + i)
+    barrier()
+    return steps * batch_size * size / (time.perf_counter() - begin)

@@ -112,7 +112,8 @@ Controller::Controller(int rank, int size, const RuntimeSettings& settings, Time
       size_(size),
       settings_(settings),
       timeline_(timeline),
-      cache_(settings.cache_capacity) {
+      cache_(settings.cache_capacity),
+      cycle_us_(settings.cycle.count()) {
   gate_ = std::make_shared<Gate>();
   gate_->owner = this;
 }
@@ -316,7 +317,7 @@ void Controller::idle_wait(bool active, std::unique_lock<std::mutex>& drive) {
   // transport; the timeout only paces the coordinator's stall checks.
   auto timeout = std::min<std::chrono::microseconds>(active ? kActiveWake : kIdleWake, heartbeat_);
   bool awaited = false;
-  if (sleep_ == Sleep::kAwaiting) {
+  if (can_await_) {  // not sleep_, which submit() may change from now on
     // Messages wake the thread only while this rank waits for something. Otherwise nothing
     // can be negotiated before this rank submits, and its submissions wake nobody: the
     // thread looks for them once a cycle, unless the thread that waits for them runs them.
@@ -347,7 +348,9 @@ void Controller::idle_wait(bool active, std::unique_lock<std::mutex>& drive) {
 }
 
 std::chrono::microseconds Controller::idle_cycle() const {
-  return std::clamp<std::chrono::microseconds>(settings_.cycle, kMinIdleCycle, kAwaitSlice);
+  return std::clamp<std::chrono::microseconds>(
+      std::chrono::microseconds(cycle_us_.load(std::memory_order_relaxed)), kMinIdleCycle,
+      kAwaitSlice);
 }
 
 void Controller::stand_by() {
@@ -567,7 +570,10 @@ void Controller::autotune(const ResponseList& list) {
 }
 
 Status Controller::run_responses(const ResponseList& list) {
-  if (list.cycle_us >= 0) settings_.cycle = std::chrono::microseconds(list.cycle_us);
+  if (list.cycle_us >= 0) {
+    settings_.cycle = std::chrono::microseconds(list.cycle_us);
+    cycle_us_.store(list.cycle_us, std::memory_order_relaxed);
+  }
   for (const Response& resp : list.responses) {
     std::vector<Entry*> entries;
     std::vector<Entry> mine;

@@ -189,6 +189,7 @@ class Controller {
   bool can_await_ = true;  // the control transport has await_activity()
   int idle_awaits_ = 0;    // awaits in a row that returned early and found nothing to do
   Clock::time_point activity_seen_;  // last_activity_ at the last await
+  std::atomic<std::int64_t> cycle_us_;  // settings_.cycle, for the thread outside the gate
   std::thread thread_;
 };
 

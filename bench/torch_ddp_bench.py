@@ -12,24 +12,18 @@ Both use SGD with momentum and 1 torch thread per rank by default.
 
 import argparse
 import os
-import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-from torch_fashion_mnist import Net, load_fashion_mnist  # noqa: E402
-from torch_training import samples_per_second  # noqa: E402
+from torch_training import Net, add_training_args, load_fashion_mnist, samples_per_second
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mode", choices=["hoop", "ddp"], required=True)
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=64, help="per rank")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--port", type=int, default=29517, help="ddp rendezvous port")
-    p.add_argument("--data-dir", default=None)
+    add_training_args(p)
     return p.parse_args()
 
 

@@ -15,16 +15,12 @@ Every timed repetition starts after a barrier (an allreduce of one float, in bot
 
 import argparse
 import importlib
-import os
 import statistics
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-from torch_fashion_mnist import Net, load_fashion_mnist  # noqa: E402
-from torch_training import samples_per_second  # noqa: E402
+from torch_training import Net, add_training_args, load_fashion_mnist, samples_per_second
 
 
 def parse_args():
@@ -33,10 +29,7 @@ def parse_args():
     p.add_argument("--lone-reps", type=int, default=1000)
     p.add_argument("--step-reps", type=int, default=50)
     p.add_argument("--large-reps", type=int, default=10)
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=64, help="per rank")
-    p.add_argument("--data-dir", default=None)
+    add_training_args(p)
     return p.parse_args()
 
 

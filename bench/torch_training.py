@@ -1,8 +1,22 @@
-"""The timed training loop of bench/torch_ddp_bench.py and bench/torch_horovod_bench.py."""
+"""What bench/torch_ddp_bench.py and bench/torch_horovod_bench.py share: the model and data of
+examples/torch_fashion_mnist.py, the training options and the timed training loop."""
 
+import os
+import sys
 import time
 
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from torch_fashion_mnist import Net, load_fashion_mnist  # noqa: E402,F401
+
+
+def add_training_args(parser):
+    """The options of the timed training run."""
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--batch-size", type=int, default=64, help="per rank")
+    parser.add_argument("--data-dir", default=None)
 
 
 def samples_per_second(model, optimizer, x, y, rank, size, batch_size, warmup, steps, barrier):

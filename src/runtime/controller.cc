@@ -14,62 +14,16 @@ namespace {
 
 // Tensors submitted less than this apart count as one burst and go out in one message.
 constexpr std::chrono::microseconds kBurstGap{20};
-// The longest the thread sleeps between stall checks, with and without work outstanding.
-constexpr std::chrono::milliseconds kActiveWake{100};
-constexpr std::chrono::milliseconds kIdleWake{1000};
 // A control message longer than this is a corrupt length, not a list of tensors.
 constexpr std::uint64_t kMaxControlMessage = std::uint64_t{1} << 32;
 // The length header of a heartbeat, which has no body.
 constexpr std::uint64_t kHeartbeat = ~std::uint64_t{0};
-// The longest the background thread awaits messages without the gate while work is
-// outstanding: a dead peer's pidfd is looked at only by a pass.
-constexpr std::chrono::milliseconds kAwaitSlice{10};
-// The shortest the background thread dozes between looks at its queue when nobody wakes it.
-constexpr std::chrono::microseconds kMinIdleCycle{100};
-// Awaits in a row that return early with nothing to do before the thread sleeps a cycle deaf
-// to messages (bytes a ring holds that no receive takes would otherwise wake it at once).
-constexpr int kMaxIdleAwaits = 8;
 // How often liveness is looked at; heartbeats go out every fifth of the timeout, within these.
 constexpr std::chrono::milliseconds kLivenessCheck{50};
 constexpr std::chrono::milliseconds kMinHeartbeat{50};
 constexpr std::chrono::milliseconds kMaxHeartbeat{1000};
 
-/// Why work fails once the runtime has stopped: a rank's shutdown, named, or this rank's own.
-Status stopped_status(int shutdown_by, int rank, std::string_view what) {
-  if (shutdown_by >= 0 && shutdown_by != rank)
-    return aborted(fmt::format("runtime: rank {} shut down the job (hoop::shutdown) {}",
-                               shutdown_by, what));
-  return aborted(fmt::format("runtime: shut down {}", what));
-}
-
 }  // namespace
-
-/// What a waiting application thread drives (HandleState::driver): the controller while it
-/// exists. Its mutex is the one a pass runs under.
-struct Controller::Gate final : detail::Driver {
-  std::mutex mu;
-  std::mutex owner_mu;           // held to read `owner` without `mu` (set with both held)
-  Controller* owner = nullptr;   // null once the controller has stopped
-  std::atomic<int> wanted{0};    // application threads trying to take `mu`
-
-  void drive(const std::atomic<bool>& done, Clock::time_point until) override {
-    wanted.fetch_add(1, std::memory_order_acq_rel);
-    std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
-    while (!lock.owns_lock()) {
-      if (done.load(std::memory_order_acquire) || Clock::now() >= until) break;
-      ::sched_yield();
-      lock.try_lock();
-    }
-    wanted.fetch_sub(1, std::memory_order_acq_rel);
-    if (lock.owns_lock() && owner != nullptr) owner->drive(done, until);
-  }
-
-  void stop_driving() override {
-    // Not `mu`: the background thread may hold it while it sleeps in poll().
-    std::lock_guard<std::mutex> lock(owner_mu);
-    if (owner != nullptr) owner->wake_background();
-  }
-};
 
 Result<RuntimeSettings> runtime_settings_from_env() {
   RuntimeSettings s;
@@ -105,17 +59,6 @@ Result<RuntimeSettings> runtime_settings_from_env() {
   HOOP_ASSIGN_OR_RETURN(std::int64_t steps, config::get_int("HOOP_AUTOTUNE_STEPS_PER_SAMPLE"));
   s.autotune_options.steps_per_sample = static_cast<int>(steps);
   return s;
-}
-
-Controller::Controller(int rank, int size, const RuntimeSettings& settings, Timeline& timeline)
-    : rank_(rank),
-      size_(size),
-      settings_(settings),
-      timeline_(timeline),
-      cache_(settings.cache_capacity),
-      cycle_us_(settings.cycle.count()) {
-  gate_ = std::make_shared<Gate>();
-  gate_->owner = this;
 }
 
 Result<std::unique_ptr<Controller>> Controller::start(const BootstrapInfo& info, Store* store,
@@ -161,18 +104,11 @@ Result<std::unique_ptr<Controller>> Controller::start(const BootstrapInfo& info,
   return c;
 }
 
-Controller::~Controller() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopped_ = true;
-    if (failure_.ok() && !done_) failure_ = aborted("runtime: the process set was removed");
-  }
-  if (control_ != nullptr) control_->transport().wake();
-  if (thread_.joinable()) thread_.join();
-  // A thread still waiting on one of the set's handles finds the set gone.
-  std::lock_guard<std::mutex> drive(gate_->mu);
-  std::lock_guard<std::mutex> owner(gate_->owner_mu);
-  gate_->owner = nullptr;
+Status Controller::stopped(std::string_view what) const {
+  if (shutdown_by_ >= 0 && shutdown_by_ != rank_)
+    return aborted(fmt::format("runtime: rank {} shut down the job (hoop::shutdown) {}",
+                               shutdown_by_, what));
+  return aborted(fmt::format("runtime: shut down {}", what));
 }
 
 Status Controller::submit(std::vector<Entry> entries) {
@@ -180,7 +116,7 @@ Status Controller::submit(std::vector<Entry> entries) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return failure_;
-    if (shutdown_queued_ || stopped_) return stopped_status(shutdown_by_, rank_, "");
+    if (shutdown_queued_ || stopped_) return stopped("");
     for (const Entry& e : entries) {
       if (in_flight_.contains(e.request.name))
         return invalid_argument(fmt::format(
@@ -189,7 +125,7 @@ Status Controller::submit(std::vector<Entry> entries) {
     }
     const bool burst = !queue_.empty();
     for (Entry& e : entries) {
-      e.handle->driver = gate_;
+      e.handle->driver = driver();
       in_flight_[e.request.name] = true;
       timeline_.begin(e.request.name, "QUEUE");
       queue_.push_back(std::move(e));
@@ -210,10 +146,10 @@ Status Controller::join(std::shared_ptr<detail::HandleState> handle) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return failure_;
-    if (shutdown_queued_ || stopped_) return stopped_status(shutdown_by_, rank_, "");
+    if (shutdown_queued_ || stopped_) return stopped("");
     if (join_handle_ != nullptr) return invalid_argument("join: this rank has already joined");
     join_queued_ = true;
-    handle->driver = gate_;
+    handle->driver = driver();
     join_handle_ = std::move(handle);
     submitted_.fetch_add(1, std::memory_order_release);
   }
@@ -239,168 +175,6 @@ Status Controller::shutdown() {
 }
 
 bool Controller::has_outstanding() const { return !pending_.empty() || joined_ || shutting_down_; }
-
-void Controller::loop() {
-  std::unique_lock<std::mutex> drive(gate_->mu, std::defer_lock);
-  while (true) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopped_ || !failure_.ok()) break;
-    }
-    if (!can_await_) {
-      drive.lock();
-    } else if (gate_->wanted.load(std::memory_order_acquire) > 0 || !drive.try_lock()) {
-      // An application thread runs the passes (or is about to): stay out of its way.
-      stand_by();
-      continue;
-    }
-    const Pass pass = run_pass();
-    if (pass == Pass::kEnd) break;
-    if (pass == Pass::kMoved) {
-      idle_awaits_ = 0;
-      drive.unlock();
-      continue;
-    }
-    idle_wait(has_outstanding(), drive);
-  }
-  if (!drive.owns_lock()) drive.lock();
-  // Whatever is still waiting fails with the cause (or the shutdown).
-  Status why;
-  std::shared_ptr<detail::HandleState> join;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    why = failure_.ok() ? stopped_status(shutdown_by_, rank_, "before the operation ran")
-                        : failure_;
-    for (Entry& e : queue_) pending_.emplace(e.request.name, std::move(e));
-    queue_.clear();
-    in_flight_.clear();
-    join = std::move(join_handle_);
-    join_handle_.reset();
-    stopped_ = true;
-  }
-  for (auto& [name, e] : pending_) e.handle->finish_part(why);
-  pending_.clear();
-  if (join != nullptr) join->finish_part(why);
-}
-
-void Controller::fail_everything(const Status& cause) {
-  HOOP_LOG(kError, "runtime: {}", cause.to_string());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (failure_.ok()) failure_ = cause;
-  }
-  // The peers learn the original cause from the aborts, not from a closed connection.
-  control_->transport().abort(cause);
-  data_->transport().abort(cause);
-  // The background thread may sleep apart from the transport (await_activity) while an
-  // application thread failed: it fails what is still pending.
-  control_->transport().wake();
-}
-
-void Controller::idle_wait(bool active, std::unique_lock<std::mutex>& drive) {
-  const auto now = Clock::now();
-  const bool driven = gate_->wanted.load(std::memory_order_acquire) > 0;
-  if (active && !driven && now - last_activity_ < settings_.spin) {
-    drive.unlock();
-    ::sched_yield();
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!queue_.empty() || join_queued_ || shutdown_queued_ || stopped_) {
-      drive.unlock();
-      return;
-    }
-    sleep_ = can_await_ ? Sleep::kAwaiting : Sleep::kPolling;
-  }
-  // Sleeps until a message arrives on the control connections or submit() wakes the
-  // transport; the timeout only paces the coordinator's stall checks.
-  auto timeout = std::min<std::chrono::microseconds>(active ? kActiveWake : kIdleWake, heartbeat_);
-  bool awaited = false;
-  if (can_await_) {  // not sleep_, which submit() may change from now on
-    // Messages wake the thread only while this rank waits for something. Otherwise nothing
-    // can be negotiated before this rank submits, and its submissions wake nobody: the
-    // thread looks for them once a cycle, unless the thread that waits for them runs them.
-    // Bytes that no receive takes would end every await at once: after a few such turns in a
-    // row with nothing moving (on any thread) the thread sleeps a cycle deaf to messages.
-    if (last_activity_ != activity_seen_) idle_awaits_ = 0;
-    activity_seen_ = last_activity_;
-    const bool messages = active && idle_awaits_ < kMaxIdleAwaits;
-    timeout = messages ? std::min<std::chrono::microseconds>(timeout, kAwaitSlice) : idle_cycle();
-    drive.unlock();
-    const auto start = Clock::now();
-    awaited = control_->transport().await_activity(timeout, messages);
-    if (!awaited) {
-      can_await_ = false;
-      drive.lock();
-    } else if (!messages) {
-      idle_awaits_ = 0;
-    } else if (Clock::now() - start < timeout) {
-      ++idle_awaits_;  // reset by the next pass that moves something
-    }
-  }
-  if (!awaited) {
-    control_->transport().poll(timeout);
-    drive.unlock();
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  sleep_ = Sleep::kAwake;
-}
-
-std::chrono::microseconds Controller::idle_cycle() const {
-  return std::clamp<std::chrono::microseconds>(
-      std::chrono::microseconds(cycle_us_.load(std::memory_order_relaxed)), kMinIdleCycle,
-      kAwaitSlice);
-}
-
-void Controller::stand_by() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_ || !failure_.ok()) return;
-    sleep_ = Sleep::kAwaiting;
-  }
-  control_->transport().await_activity(idle_cycle(), false);
-  std::lock_guard<std::mutex> lock(mu_);
-  sleep_ = Sleep::kAwake;
-}
-
-void Controller::wake_background() {
-  // Unconditionally: the background thread may be about to stand by (it saw this thread
-  // driving), and a wake-up it has not slept yet ends its next sleep at once.
-  control_->transport().wake();
-}
-
-Controller::Pass Controller::run_pass() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_ || !failure_.ok()) return Pass::kEnd;
-  }
-  if (done_) return Pass::kEnd;
-  Result<bool> moved = step();
-  if (!moved.ok()) {
-    fail_everything(moved.status());
-    return Pass::kEnd;
-  }
-  if (done_) return Pass::kEnd;
-  if (!*moved) return Pass::kIdle;
-  last_activity_ = Clock::now();
-  return Pass::kMoved;
-}
-
-void Controller::drive(const std::atomic<bool>& done, Clock::time_point until) {
-  while (!done.load(std::memory_order_acquire)) {
-    const Pass pass = run_pass();
-    if (pass == Pass::kEnd) break;
-    if (pass == Pass::kMoved) continue;
-    if (Clock::now() >= until) return;
-    // Alone on its core this returns at once; on a crowded host it lets the rank run that
-    // this one waits for.
-    ::sched_yield();
-  }
-  // A pass here that ended the runtime (a shutdown list) leaves the exit to the background
-  // thread, which may sleep.
-  if (done_) control_->transport().wake();
-}
 
 bool Controller::collect(RequestList& out) {
   std::vector<Entry> taken;

@@ -35,6 +35,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -122,6 +123,9 @@ class Controller {
   Status check_liveness();
   /// The peers this rank exchanges control messages with (rank 0: all others; others: 0).
   std::vector<int> control_peers() const;
+  /// Why work fails once the runtime has stopped: a rank's shutdown, named, or this rank's
+  /// own; the caller holds mu_.
+  Status stopped(std::string_view what) const;
   void fail_everything(const Status& cause);
   bool has_outstanding() const;
   /// The background thread's wait for work; releases `drive` (held on entry).
@@ -135,6 +139,9 @@ class Controller {
   std::chrono::microseconds idle_cycle() const;
   /// Wakes the background thread, or makes its next sleep end at once.
   void wake_background();
+
+  /// The gate, as what a waiting thread drives (HandleState::driver).
+  std::shared_ptr<detail::Driver> driver() const;
 
   struct Gate;
   std::shared_ptr<Gate> gate_;

@@ -1,7 +1,7 @@
 // bench_runtime: the runtime (hoop/hoop.h) against the raw Communicator in the same job,
 // launched with hooprun:
 //
-//   hooprun -np 2 build/bin/bench_runtime [--reps R] [--case step|lone|large]
+//   hooprun -np 2 build/bin/bench_runtime [--reps R] [--case step|lone|large] [--runtime-only]
 //
 // Three cases, each repeated R times with the runtime and the Communicator interleaved (one
 // of each per repetition), median times over the repetitions, on rank 0's clock after a
@@ -10,6 +10,7 @@
 //          runtime, against one synchronous Communicator allreduce per tensor;
 //   lone:  one 8 B allreduce through the runtime, against one on the Communicator;
 //   large: one 64 MiB allreduce through the runtime, against one on the Communicator.
+// --runtime-only leaves the Communicator out, so that a profiler sees the runtime alone.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -62,6 +63,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   std::string only;
   app.add_option("--case", only, "Run only this case: step, lone or large");
+  bool runtime_only = false;
+  app.add_flag("--runtime-only", runtime_only,
+               "Time the runtime alone (for a profiler); the communicator column reads 0");
   CLI11_PARSE(app, argc, argv);
   try {
     hoop::init();
@@ -110,7 +114,7 @@ int main(int argc, char** argv) {
       std::vector<double> cm;
       for (int r = 0; r < c.reps; ++r) {
         rt.push_back(timed(*comm, through_runtime));
-        cm.push_back(timed(*comm, through_comm));
+        cm.push_back(runtime_only ? 0.0 : timed(*comm, through_comm));
       }
       if (hoop::rank() == 0) {
         const double a = median(rt);

@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "core/config.h"
 #include "core/log.h"
@@ -111,7 +112,7 @@ Status Controller::stopped(std::string_view what) const {
   return aborted(fmt::format("runtime: shut down {}", what));
 }
 
-Status Controller::submit(std::vector<Entry> entries) {
+Status Controller::submit(std::span<Entry> entries) {
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -182,7 +183,12 @@ bool Controller::collect(RequestList& out) {
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (Entry& e : queue_) taken.push_back(std::move(e));
+      // Entries are large: a whole burst changes hands by swapping the vectors.
+      if (taken.empty()) {
+        taken.swap(queue_);
+      } else {
+        std::move(queue_.begin(), queue_.end(), std::back_inserter(taken));
+      }
       queue_.clear();
       if (join_queued_) {
         out.join = true;

@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -84,7 +85,9 @@ class Controller {
 
   /// Queues entries sharing one handle. A name already pending on this rank, or a runtime
   /// that has failed or shut down, is an error and nothing is queued.
-  Status submit(std::vector<Entry> entries);
+  Status submit(std::vector<Entry> entries) { return submit(std::span<Entry>(entries)); }
+  /// submit() of one tensor, without a vector around it (the common case of a training loop).
+  Status submit(Entry entry) { return submit(std::span<Entry>(&entry, 1)); }
   /// Queues this rank's join; the handle finishes once every rank of the set has joined.
   Status join(std::shared_ptr<detail::HandleState> handle);
   /// The next barrier's tensor name (the same sequence on every rank).
@@ -94,6 +97,8 @@ class Controller {
 
  private:
   Controller(int rank, int size, const RuntimeSettings& settings, Timeline& timeline);
+  /// Moves the entries into the queue (on success).
+  Status submit(std::span<Entry> entries);
   void loop();
   /// One pass: local work out, messages in, responses out and run. True if anything moved.
   Result<bool> step();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/cpu_relax.h"
 #include "core/log.h"
 #include "runtime/controller.h"
 
@@ -21,6 +22,8 @@ constexpr std::chrono::microseconds kMinIdleCycle{100};
 // Awaits in a row that return early with nothing to do before the thread sleeps a cycle deaf
 // to messages (bytes a ring holds that no receive takes would otherwise wake it at once).
 constexpr int kMaxIdleAwaits = 8;
+// Idle passes a driving thread makes between two yields of its core.
+constexpr unsigned kYieldEvery = 8;
 
 }  // namespace
 
@@ -225,13 +228,22 @@ Controller::Pass Controller::run_pass() {
 }
 
 void Controller::drive(const std::atomic<bool>& done, Clock::time_point until) {
+  unsigned idle = 0;
   while (!done.load(std::memory_order_acquire)) {
     const Pass pass = run_pass();
     if (pass == Pass::kEnd) break;
-    if (pass == Pass::kMoved) continue;
+    if (pass == Pass::kMoved) {
+      idle = 0;
+      continue;
+    }
     if (Clock::now() >= until) return;
-    // Alone on its core this returns at once; on a crowded host it lets the rank run that
-    // this one waits for.
+    // The answer usually comes within a microsecond or two: a system call per idle pass would
+    // delay noticing it by as much. Past a few passes, yielding lets a rank that shares this
+    // core (a crowded host) run the part this one waits for.
+    if (++idle % kYieldEvery != 0) {
+      cpu_relax();
+      continue;
+    }
     ::sched_yield();
   }
   // A pass here that ended the runtime (a shutdown list) leaves the exit to the background

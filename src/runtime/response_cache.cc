@@ -28,7 +28,9 @@ const Request* ResponseCache::at(std::uint32_t slot) const {
 void ResponseCache::put(const Request& r) {
   if (!cacheable(r.type)) return;
   if (auto it = by_name_.find(r.name); it != by_name_.end()) {
-    slots_[it->second] = r;
+    // A tensor that ran as it was cached (every step of a training loop) changes nothing.
+    Request& cached = slots_[it->second];
+    if (!same_description(cached, r)) cached = r;
     return;
   }
   if (slots_.size() >= capacity_) return;

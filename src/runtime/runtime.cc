@@ -158,9 +158,7 @@ Handle submit_one(ProcessSet ps, Entry e) {
   Controller& c = controller_of(ps);
   auto state = std::make_shared<detail::HandleState>();
   e.handle = state;
-  std::vector<Entry> entries;
-  entries.push_back(std::move(e));
-  check(c.submit(std::move(entries)));
+  check(c.submit(std::move(e)));
   return Handle(state);
 }
 
@@ -373,9 +371,8 @@ Handle allreduce_async(const std::string& name, const Tensor& input, const Tenso
   // The common case of a training loop (one call per gradient) builds no vectors of names and
   // tensors, unlike a group of one.
   auto state = std::make_shared<detail::HandleState>();
-  std::vector<Entry> entries;
-  entries.push_back(allreduce_entry(name, input, output, options, state));
-  check(controller_of(options.process_set).submit(std::move(entries)));
+  check(controller_of(options.process_set)
+            .submit(allreduce_entry(name, input, output, options, state)));
   return Handle(state);
 }
 

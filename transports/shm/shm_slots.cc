@@ -9,21 +9,12 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "core/cpu_relax.h"
 #include "transports/shm/shm_conn.h"
 #include "transports/shm/shm_peers.h"
 
 namespace hoop::shm {
 namespace {
-
-/// Polls between two loads of a peer's line without hammering it (and, with SMT, leaves the
-/// sibling thread the core's resources).
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 const std::byte* slot_data(const SlotHeader* s) {
   return reinterpret_cast<const std::byte*>(s) + kSlotDataOffset;

@@ -10,7 +10,9 @@
 //          runtime, against one synchronous Communicator allreduce per tensor;
 //   lone:  one 8 B allreduce through the runtime, against one on the Communicator;
 //   large: one 64 MiB allreduce through the runtime, against one on the Communicator.
-// --runtime-only leaves the Communicator out, so that a profiler sees the runtime alone.
+// The step also times its 1.6 MB in one Communicator call (the last column): what fusion could
+// reach with no negotiation and no copies. --runtime-only leaves the Communicator out, so that a
+// profiler sees the runtime alone.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -65,7 +67,7 @@ int main(int argc, char** argv) {
   app.add_option("--case", only, "Run only this case: step, lone or large");
   bool runtime_only = false;
   app.add_flag("--runtime-only", runtime_only,
-               "Time the runtime alone (for a profiler); the communicator column reads 0");
+               "Time the runtime alone (for a profiler); the other columns read 0");
   CLI11_PARSE(app, argc, argv);
   try {
     hoop::init();
@@ -78,8 +80,9 @@ int main(int argc, char** argv) {
     if (hoop::rank() == 0) {
       fmt::print("# bench_runtime: {} ranks, f32 sum, median of interleaved repetitions\n",
                  hoop::size());
-      fmt::print("| case | runtime us | communicator us | communicator / runtime |\n");
-      fmt::print("|---|---:|---:|---:|\n");
+      fmt::print(
+          "| case | runtime us | communicator us | communicator / runtime | one fused call us |\n");
+      fmt::print("|---|---:|---:|---:|---:|\n");
     }
     for (const Case& c : cases) {
       if (!only.empty() && c.name.rfind(only, 0) != 0) continue;
@@ -108,18 +111,32 @@ int main(int argc, char** argv) {
           check(hoop::allreduce(*comm, a));
         }
       };
+      // The floor under fusion: the same bytes in one Communicator call, in place, with no
+      // copies into a fusion buffer and no negotiation.
+      std::vector<float> fused(c.tensors > 1 ? c.tensors * c.floats : 0, 1.0f);
+      auto through_fused = [&] {
+        hoop::AllreduceOptions a;
+        a.output = fused.data();
+        a.count = fused.size();
+        check(hoop::allreduce(*comm, a));
+      };
       through_runtime();  // warm-up: negotiation fills the response cache, buffers fault in
       through_comm();
+      if (!fused.empty()) through_fused();
       std::vector<double> rt;
       std::vector<double> cm;
+      std::vector<double> fu;
+      const bool others = !runtime_only;
       for (int r = 0; r < c.reps; ++r) {
         rt.push_back(timed(*comm, through_runtime));
-        cm.push_back(runtime_only ? 0.0 : timed(*comm, through_comm));
+        cm.push_back(others ? timed(*comm, through_comm) : 0.0);
+        fu.push_back(others && !fused.empty() ? timed(*comm, through_fused) : 0.0);
       }
       if (hoop::rank() == 0) {
         const double a = median(rt);
         const double b = median(cm);
-        fmt::print("| {} | {:.1f} | {:.1f} | {:.2f} |\n", c.name, a, b, b / a);
+        const std::string f = fused.empty() ? "-" : fmt::format("{:.1f}", median(fu));
+        fmt::print("| {} | {:.1f} | {:.1f} | {:.2f} | {} |\n", c.name, a, b, b / a, f);
       }
     }
     comm.reset();

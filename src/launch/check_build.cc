@@ -84,8 +84,19 @@ Probe torch_adapter() {
                  "import importlib.util,sys; sys.exit(importlib.util.find_spec('torch') is None)"}))
     return {false, fmt::format("module built in {}, but PyTorch is not importable by {}",
                                package.string(), HOOP_PYTHON_PATH)};
-  return {true, fmt::format("PYTHONPATH={}, PyTorch importable by {}",
-                            package.parent_path().string(), HOOP_PYTHON_PATH)};
+  // Whether the module is on this PYTHONPATH already, or where the ranks need it.
+  const std::string dir = package.parent_path().string();
+  const char* set = std::getenv("PYTHONPATH");
+  bool listed = false;
+  for (std::string_view rest = set != nullptr ? set : ""; !listed && !rest.empty();) {
+    const std::size_t colon = rest.find(':');
+    std::error_code same;
+    listed = fs::equivalent(fs::path(rest.substr(0, colon)), dir, same);
+    rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+  }
+  return {true, fmt::format("module in {}, {}; PyTorch importable by {}", dir,
+                            listed ? "on PYTHONPATH" : "not on PYTHONPATH, which the ranks need",
+                            HOOP_PYTHON_PATH)};
 }
 
 // The NCCL adapter is linked into libhoop where configure found NCCL; it runs only on a device.
@@ -138,8 +149,10 @@ void append(std::string& out, std::string_view title, std::span<const Entry> ent
 
 }  // namespace
 
+std::string version_text() { return HOOP_VERSION_TEXT; }
+
 std::string check_build_report() {
-  std::string out = fmt::format("hoop v{}:\n\n", HOOP_VERSION_TEXT);
+  std::string out = fmt::format("hoop v{}:\n\n", version_text());
   append(out, "transports", transport_entries());
   append(out, "adapters", kAdapters);
   append(out, "launchers", kLaunchers);

@@ -9,4 +9,7 @@ namespace hoop::launch {
 /// when usable here or "[ ] name  (why not)".
 std::string check_build_report();
 
+/// hoop's version ("0.1.0"), as --check-build and --version print it.
+std::string version_text();
+
 }  // namespace hoop::launch

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/config.h"
+#include "launch/check_build.h"
 #include "launch/exit_codes.h"
 
 namespace hoop::launch {
@@ -63,6 +64,7 @@ class HelpFormatter : public CLI::Formatter {
 // checks for -np.
 struct EnvTableRequested {};
 struct CheckBuildRequested {};
+struct VersionRequested {};
 
 ParsedCommandLine usage_error(std::string_view message) {
   return {std::nullopt, kExitUsage,
@@ -148,7 +150,11 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
                 return fmt::format("expected seconds in (0, {}], got {}", kMaxStartTimeoutS, value);
               },
               "SECONDS"));
-  app.add_flag("-v,--verbose", options.verbose,
+  // horovodrun's -v is its version, so it is hooprun's too.
+  app.add_flag_callback(
+      "-v,--version", [] { throw VersionRequested{}; },
+      "Print hooprun's version (hoop's) and exit");
+  app.add_flag("--verbose", options.verbose,
                "Print the launch plan and how each rank ended to stderr (hooprun's own "
                "messages only: the ranks' HOOP_LOG_LEVEL stays as it is)");
 
@@ -241,6 +247,8 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
     return {std::nullopt, kExitSuccess, app.help()};
   } catch (const EnvTableRequested&) {
     return {std::nullopt, kExitSuccess, config::markdown_table()};
+  } catch (const VersionRequested&) {
+    return {std::nullopt, kExitSuccess, fmt::format("hooprun (hoop) {}\n", version_text())};
   } catch (const CheckBuildRequested&) {
     LaunchOptions check;
     check.check_build = true;

@@ -90,7 +90,7 @@ void run_case(const Param& p) {
   if (p.transport == "ucx") env.push_back("UCX_TLS=tcp");
   env.insert(env.end(), c.env.begin(), c.env.end());
   const RunResult r = launch::testing::run_hooprun(
-      {"-v", "-np", std::to_string(p.ranks), HOOP_CHAOS_RANK_BIN, c.scenario}, env, kDeadline);
+      {"--verbose", "-np", std::to_string(p.ranks), HOOP_CHAOS_RANK_BIN, c.scenario}, env, kDeadline);
   const std::string all = r.out + r.err;
   ASSERT_FALSE(r.timed_out) << all;
   EXPECT_NE(r.exit_code, 0) << all;

@@ -162,7 +162,7 @@ struct Job {
   }
 };
 
-/// Rank -> pid from hooprun -v's "hooprun: rank R (pid P): ..." lines.
+/// Rank -> pid from hooprun --verbose's "hooprun: rank R (pid P): ..." lines.
 std::map<int, pid_t> rank_pids(const std::string& err) {
   std::map<int, pid_t> out;
   static const std::regex line(R"(hooprun: rank (\d+) \(pid (\d+)\):)");
@@ -465,7 +465,7 @@ class ListenerAttackTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(ListenerAttackTest, EveryListenerIsAttackedAndTheJobStillFinishes) {
   const std::string& transport = GetParam();
   std::unique_ptr<Hooprun> hooprun =
-      Hooprun::start({"-v", "-np", std::to_string(kRanks), HOOP_CHAOS_RANK_BIN, "comm_steady"},
+      Hooprun::start({"--verbose", "-np", std::to_string(kRanks), HOOP_CHAOS_RANK_BIN, "comm_steady"},
                      {"HOOP_TRANSPORT=" + transport, "HOOP_IFACE=127.0.0.1",
                       fmt::format("CHAOS_STEADY_SECONDS={}", kSteadySeconds)});
   ASSERT_NE(hooprun, nullptr);
@@ -475,7 +475,7 @@ TEST_P(ListenerAttackTest, EveryListenerIsAttackedAndTheJobStillFinishes) {
     job.ranks = rank_pids(err);
     job_id = launch::testing::verbose_job_id(err);
     return job.ranks.size() == kRanks && !job_id.empty();
-  })) << "hooprun -v never named the job and its ranks";
+  })) << "hooprun --verbose never named the job and its ranks";
 
   Attacker attacker(job_id);
   if (transport == "tcp") {

@@ -64,7 +64,7 @@ TEST(ClusterLaunchTest, HooprunMpiPassesTheSecretByNameOnly) {
       "echo \"secret=$HOOP_SECRET\"; echo \"parent=$(tr '\\0' ' ' < /proc/$PPID/cmdline)\"; "
       "exec {}{}",
       kCommCheck, kCheckArgs);
-  const RunResult r = run_hooprun({"--mpi", "-v", "-np", "2", "sh", "-c", rank});
+  const RunResult r = run_hooprun({"--mpi", "--verbose", "-np", "2", "sh", "-c", rank});
   expect_job_formed(r, 2);
   EXPECT_THAT(r.err, HasSubstr("hooprun: running mpirun --allow-run-as-root --tag-output -np 2 "
                                "-H localhost:2 -bind-to none -map-by slot -mca pml ob1 -mca btl "
@@ -128,10 +128,10 @@ TEST(ClusterLaunchTest, CheckBuildListsWhatThisBuildCanUse) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("hoop v"));
   // Transports in the registry's order: the closest first, then tcp, then the forced-only ones.
-  for (const char* line : {"Available transports:\n    [X] shm  (compiled in, /dev/shm is writable)\n",
-                           "    [X] tcp  (compiled in)\n",
-                           "Available adapters:\n    [X] train  (compiled in)\n",
-                           "Available launchers:\n    [X] hooprun  (compiled in)\n"})
+  for (const char* line :
+       {"Available transports:\n    [X] shm  (compiled in, /dev/shm is writable)\n",
+        "    [X] tcp  (compiled in)\n", "Available adapters:\n    [X] train  (compiled in)\n",
+        "Available launchers:\n    [X] hooprun  (compiled in)\n"})
     EXPECT_THAT(r.out, HasSubstr(line));
   // Every entry says whether it is usable and why, in one format.
   std::set<std::string> names;
@@ -158,6 +158,25 @@ TEST(ClusterLaunchTest, CheckBuildListsWhatThisBuildCanUse) {
   EXPECT_THAT(r.out, HasSubstr(nccl));
   const bool have_mpirun = ::access("/usr/bin/mpirun", X_OK) == 0;
   EXPECT_EQ(r.out.find("[X] mpirun  (") != std::string::npos, have_mpirun) << r.out;
+  // Text only: MPI's version string once carried its terminating NUL into the mpi line.
+  EXPECT_EQ(r.out.find('\0'), std::string::npos);
+  for (char c : r.out) EXPECT_TRUE(c == '\n' || (c >= ' ' && c < 127)) << int(c);
+}
+
+TEST(ClusterLaunchTest, CheckBuildSaysWhetherTheTorchModuleIsOnPythonpath) {
+  // The torch line names the module's folder without claiming PYTHONPATH is set.
+  const RunResult unset = run_hooprun({"--check-build"}, {"PYTHONPATH="});
+  const RunResult set =
+      run_hooprun({"--check-build"}, {std::string("PYTHONPATH=/nowhere:") + HOOP_PYTHON_DIR});
+  for (const RunResult* r : {&unset, &set}) {
+    ASSERT_EQ(r->exit_code, 0) << r->err;
+    EXPECT_THAT(r->out, Not(HasSubstr("(PYTHONPATH=")));
+  }
+  if (set.out.find("[X] torch") == std::string::npos) GTEST_SKIP() << "torch is not usable here";
+  EXPECT_THAT(unset.out,
+              HasSubstr(fmt::format("module in {}, not on PYTHONPATH, which the ranks need",
+                                    HOOP_PYTHON_DIR)));
+  EXPECT_THAT(set.out, HasSubstr(fmt::format("module in {}, on PYTHONPATH;", HOOP_PYTHON_DIR)));
 }
 
 }  // namespace

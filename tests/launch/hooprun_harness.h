@@ -100,7 +100,7 @@ bool wait_until_gone(pid_t pid, std::chrono::seconds deadline = kDeadline);
 std::vector<std::string> split_lines(std::string_view text);
 /// Lines of `text` that contain both `a` and `b`.
 int count_lines_with(const std::string& text, const std::string& a, const std::string& b = "");
-/// The job id from hooprun -v's "hooprun: job <id>: ..." line; empty when there is none.
+/// The job id from hooprun --verbose's "hooprun: job <id>: ..." line; empty when there is none.
 std::string verbose_job_id(const std::string& err);
 /// Runs `hooprun -np n binary args...` with `extra_env`.
 RunResult run_ranks(const std::string& binary, int n, const std::vector<std::string>& args,

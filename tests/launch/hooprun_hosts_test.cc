@@ -26,7 +26,7 @@ std::vector<std::string> sh_args(std::vector<std::string> options, const std::st
 }
 
 TEST(HooprunHostsTest, LocalHostsStartDirectlyWithTheirLayout) {
-  const RunResult r = run_hooprun(sh_args({"-H", "localhost:2,127.0.0.1", "-v"}, kLayout));
+  const RunResult r = run_hooprun(sh_args({"-H", "localhost:2,127.0.0.1", "--verbose"}, kLayout));
   ASSERT_FALSE(r.timed_out);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(count_lines_with(r.out, "[0] layout 0 0 2 0 2"), 1) << r.out;
@@ -114,7 +114,7 @@ TEST(HooprunHostsTest, SharedMemorySegmentsOfTheJobAreRemoved) {
       "while [ ! -e /dev/shm/hoop-$HOOP_JOB_ID-test$((1 - HOOP_RANK)) ] && [ $n -lt 1000 ]; "
       "do sleep 0.01; n=$((n+1)); done; ";
   for (const char* end : {"exit 0", "exit 3"}) {
-    const RunResult r = run_hooprun(sh_args({"-np", "2", "-v"}, both + end));
+    const RunResult r = run_hooprun(sh_args({"-np", "2", "--verbose"}, both + end));
     ASSERT_FALSE(r.timed_out);
     EXPECT_EQ(r.exit_code, std::string(end) == "exit 0" ? 0 : 3) << r.err;
     const std::string id = verbose_job_id(r.err);

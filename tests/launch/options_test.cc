@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "launch/check_build.h"
 #include "launch/exit_codes.h"
 #include "tests/launch/temp_file.h"
 #include "launch/mpi_launch.h"
@@ -17,12 +18,23 @@ ParsedCommandLine parse(std::vector<std::string> args) { return parse_command_li
 
 TEST(ParseCommandLineTest, ReadsOptionsAndCommand) {
   const ParsedCommandLine p =
-      parse({"-np", "4", "--start-timeout", "2.5", "-v", "python3", "-c", "print(1)"});
+      parse({"-np", "4", "--start-timeout", "2.5", "--verbose", "python3", "-c", "print(1)"});
   ASSERT_TRUE(p.options) << p.message;
   EXPECT_EQ(p.options->num_ranks, 4);
   EXPECT_EQ(p.options->start_timeout_s, 2.5);
   EXPECT_TRUE(p.options->verbose);
   EXPECT_THAT(p.options->command, ElementsAre("python3", "-c", "print(1)"));
+}
+
+TEST(ParseCommandLineTest, DashVIsTheVersionAsInHorovodrun) {
+  for (const char* flag : {"-v", "--version"}) {
+    const ParsedCommandLine p = parse({flag});
+    EXPECT_FALSE(p.options) << flag;
+    EXPECT_EQ(p.exit_code, kExitSuccess) << flag;
+    EXPECT_EQ(p.message, "hooprun (hoop) " + version_text() + "\n") << flag;
+  }
+  // Even after other options: no "-np is required".
+  EXPECT_THAT(parse({"-np", "2", "-v"}).message, HasSubstr("hooprun (hoop) "));
 }
 
 TEST(ParseCommandLineTest, HorovodrunsRuntimeFlagsSetTheirHoopVariables) {

@@ -118,7 +118,7 @@ TEST_F(Netns, CollectivesOverRateLimitedLinks) {
 // host, must fail naming it, and the job must leave no shared-memory segment behind.
 TEST_F(Netns, KilledRankIsNamedByEveryOtherRank) {
   const RunResult r =
-      run_hooprun(job({"-v", HOOP_COMM_CHECK_BIN, "kill", "3", "3"}), {}, kDeadline);
+      run_hooprun(job({"--verbose", HOOP_COMM_CHECK_BIN, "kill", "3", "3"}), {}, kDeadline);
   ASSERT_FALSE(r.timed_out) << r.out << r.err;
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(count_lines_with(r.out, "allreduce failed", "rank 3"), 3) << r.out << r.err;

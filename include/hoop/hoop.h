@@ -122,6 +122,8 @@ bool is_initialized();
 bool cuda_built();
 /// Whether this build has the NCCL device backend (HOOP_GPU_BACKEND=nccl).
 bool nccl_built();
+/// Whether this build has the MPI transport (HOOP_TRANSPORT=mpi, for jobs mpirun starts).
+bool mpi_built();
 /// The number of CUDA devices this process can use: 0 without a CUDA build, driver or device.
 /// Needs no init(); never fails.
 int cuda_device_count();

@@ -358,6 +358,14 @@ bool cuda_built() { return device::cuda_built(); }
 int cuda_device_count() { return device::device_count(); }
 std::string cuda_unavailable_reason() { return device::unavailable_reason(); }
 
+bool mpi_built() {
+#ifdef HOOP_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool nccl_built() {
 #ifdef HOOP_BUILT_NCCL
   return true;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "hoop/hoop.h"
 #include "runtime/controller.h"
 #include "runtime/coordinator.h"
 #include "runtime/message.h"
@@ -38,6 +39,14 @@ std::vector<std::string> names(const Response& r) {
 }
 
 const Clock::time_point kT0 = Clock::now();
+
+TEST(BuildFlags, MpiBuiltIsTrueWhereTheMpiTransportIsCompiledIn) {
+#ifdef HOOP_HAVE_MPI
+  EXPECT_TRUE(hoop::mpi_built());
+#else
+  EXPECT_FALSE(hoop::mpi_built());
+#endif
+}
 
 TEST(Message, ListsRoundTrip) {
   RequestList rl;

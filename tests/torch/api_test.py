@@ -6,6 +6,7 @@ results need no communication. Prints "OK <check>" on rank 0; any failure raises
 """
 
 import math
+import os
 import warnings
 
 import torch
@@ -40,6 +41,9 @@ def check_basics():
     check(0 <= hvd.cross_rank() < hvd.cross_size(), "cross ranks")
     check(not hvd.mpi_enabled() and hvd.cuda_built() == hoop._hoop.cuda_built()
           and hvd.nccl_built() == hoop._hoop.nccl_built(), "build flags")
+    # The build's own answer (CMake's HOOP_HAVE_MPI), not the binding's echo of itself.
+    built_mpi = os.environ.get("HOOP_TEST_MPI_BUILT") == "1"
+    check(hvd.mpi_built() == built_mpi, f"mpi_built() is {hvd.mpi_built()}, the build says {built_mpi}")
     check(hvd.global_process_set.ranks == list(range(N)), "global set ranks")
     check(hoop.__version__ == "0.1.0" and hvd.HorovodInternalError is hoop.HoopError, "exports")
     ok("basics")

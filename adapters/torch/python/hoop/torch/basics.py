@@ -1,6 +1,7 @@
 """Job-level functions of hoop.torch: joining and leaving the job, who this rank is, the
 reduction ops and what this build supports. Names and meanings follow horovod.torch."""
 
+import os
 import warnings
 
 from hoop import _hoop
@@ -102,17 +103,19 @@ def is_homogeneous():
 
 
 # What this build was made with. hoop runs its own transports; of horovod's optional backends
-# only CUDA and NCCL can exist here, when hoop was built with the CUDA toolkit.
+# MPI (a transport), CUDA and NCCL can exist here, as the build found them.
 def mpi_threads_supported():
     return False
 
 
 def mpi_enabled():
-    return False
+    """Whether this job's ranks talk over MPI (HOOP_TRANSPORT=mpi, under mpirun)."""
+    return mpi_built() and os.environ.get("HOOP_TRANSPORT", "").strip().lower() == "mpi"
 
 
 def mpi_built():
-    return False
+    """Whether this build has the MPI transport."""
+    return _hoop.mpi_built()
 
 
 def gloo_enabled():

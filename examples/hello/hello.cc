@@ -47,7 +47,22 @@ int run() {
 
 }  // namespace
 
-int main() {
+constexpr const char* kUsage =
+    "Usage: hooprun -np N hello\n"
+    "The smallest hoop program: every rank prints where it sits in the job (rank, local rank,\n"
+    "host, and the launcher that started it), then the ranks agree on a random value that rank\n"
+    "0 publishes through the rendezvous store. It takes no options.\n";
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    std::fprintf(stderr, "hello: unknown argument '%s'\n%s", arg.c_str(), kUsage);
+    return 2;
+  }
   try {
     return run();
   } catch (const hoop::Error& e) {

@@ -95,7 +95,8 @@ struct BootstrapInfo {
   std::uint16_t store_port = 0;
   std::string secret;
   std::string job_id;
-  /// Where the rank layout came from: "env" (HOOP_* or HOROVOD_*, as hooprun sets them),
+  /// Where the rank layout came from: "hooprun" (its HOOP_* variables, with HOOP_JOB_ID),
+  /// "env" (HOOP_* or HOROVOD_* variables set otherwise),
   /// "mpirun" (OMPI_COMM_WORLD_*), "pmix" (PMIX_RANK), "slurm" (SLURM_*), "kubernetes"
   /// (JOB_COMPLETION_INDEX of an Indexed Job) or "none".
   std::string launcher;

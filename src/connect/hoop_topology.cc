@@ -57,7 +57,8 @@ std::vector<std::string> launcher_disagreements(const BootstrapInfo& info, const
   for (const Field& f : fields) {
     if (f.launcher == f.discovered) continue;
     // Other launchers' variables have other names; HOOP_* names only what hooprun set.
-    const std::string var = info.launcher == "env" ? fmt::format(" ({})", f.var) : "";
+    const bool hoop_vars = info.launcher == "env" || info.launcher == "hooprun";
+    const std::string var = hoop_vars ? fmt::format(" ({})", f.var) : "";
     lines.push_back(fmt::format(
         "hoop-topology: warning: rank {}: the launcher ({}) gives {} {}{} but the host ids give {}",
         r, info.launcher, f.what, f.launcher, var, f.discovered));

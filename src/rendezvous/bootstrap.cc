@@ -139,6 +139,8 @@ Result<BootstrapInfo> bootstrap_from_env() {
              : fmt::format("{} is set but no rank is (set HOOP_RANK)", size_src));
   }
   info.launcher = launcher_of(rank_src);
+  // hooprun sets the job id with the layout; hand-set HOOP_* variables rarely do.
+  if (info.launcher == "env" && config::is_set("HOOP_JOB_ID")) info.launcher = "hooprun";
   // Slurm and Kubernetes give no local size as a plain integer.
   if (!local_size && info.launcher == "slurm") {
     HOOP_ASSIGN_OR_RETURN(int n, rendezvous::slurm_local_size());
@@ -171,7 +173,8 @@ Result<BootstrapInfo> bootstrap_from_env() {
   const bool has_addr = config::is_set("HOOP_RENDEZVOUS_ADDR");
   const bool has_port = config::is_set("HOOP_RENDEZVOUS_PORT");
   // Under mpirun, srun or Kubernetes rank 0 hosts the store, on a port of its own choice.
-  const bool foreign = info.launcher != "env" && info.launcher != "none";
+  const bool foreign =
+      info.launcher != "env" && info.launcher != "hooprun" && info.launcher != "none";
   if (has_addr != has_port && !foreign)
     return invalid_argument(has_addr
                                 ? "HOOP_RENDEZVOUS_ADDR is set but HOOP_RENDEZVOUS_PORT is not"

@@ -78,7 +78,8 @@ TEST_F(Bootstrap, ReadsHooprunEnvironment) {
   EXPECT_EQ(info->secret, "s3");
   EXPECT_EQ(info->job_id, "job7");
   EXPECT_EQ(info->start_timeout, 12000ms);
-  EXPECT_EQ(info->launcher, "env");
+  // hooprun always sets HOOP_JOB_ID: the layout is hooprun's, not hand-set variables'.
+  EXPECT_EQ(info->launcher, "hooprun");
 }
 
 TEST_F(Bootstrap, HorovodAliasesWork) {
@@ -91,6 +92,7 @@ TEST_F(Bootstrap, HorovodAliasesWork) {
   ASSERT_TRUE(info.ok()) << info.status().to_string();
   EXPECT_EQ(info->rank, 1);
   EXPECT_EQ(info->store_host, "localhost");
+  EXPECT_EQ(info->launcher, "env");  // variables set by hand (or by horovodrun's names)
 }
 
 TEST_F(Bootstrap, FallsBackToMpirunAndSlurmLayout) {

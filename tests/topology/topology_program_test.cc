@@ -106,13 +106,13 @@ TEST(HoopTopology, TwoHostsAndALauncherThatDisagrees) {
   EXPECT_THAT(out0, HasSubstr("(id host-b)\n"));
   EXPECT_THAT(out0, HasSubstr("transport: tcp across hosts (HOOP_TRANSPORT=auto)\n"));
   EXPECT_THAT(out0, HasSubstr("ring: 0 | 1 (crosses between hosts 2 times)\n"));
-  EXPECT_THAT(out0, HasSubstr("warning: rank 0: the launcher (env) gives local size 2 "
+  EXPECT_THAT(out0, HasSubstr("warning: rank 0: the launcher (hooprun) gives local size 2 "
                               "(HOOP_LOCAL_SIZE) but the host ids give 1"));
-  EXPECT_THAT(out0, HasSubstr("warning: rank 0: the launcher (env) gives cross size 1 "
+  EXPECT_THAT(out0, HasSubstr("warning: rank 0: the launcher (hooprun) gives cross size 1 "
                               "(HOOP_CROSS_SIZE) but the host ids give 2"));
-  EXPECT_THAT(out1, HasSubstr("warning: rank 1: the launcher (env) gives local rank 1 "
+  EXPECT_THAT(out1, HasSubstr("warning: rank 1: the launcher (hooprun) gives local rank 1 "
                               "(HOOP_LOCAL_RANK) but the host ids give 0"));
-  EXPECT_THAT(out1, HasSubstr("warning: rank 1: the launcher (env) gives cross rank 0 "
+  EXPECT_THAT(out1, HasSubstr("warning: rank 1: the launcher (hooprun) gives cross rank 0 "
                               "(HOOP_CROSS_RANK) but the host ids give 1"));
   EXPECT_THAT(out1, Not(HasSubstr("hosts:")));
   (*server)->stop();

@@ -136,7 +136,7 @@ def main():
         accuracy = evaluate(model, test_x, test_y)
         if hvd.rank() == 0:
             samples_per_s = steps * args.batch_size * hvd.size() / elapsed
-            print(f"epoch {epoch}: loss {loss:.4f}  test accuracy {accuracy:.4f}  "
+            print(f"epoch {epoch}: loss {loss:.4f}  test accuracy {100 * accuracy:.2f} %  "
                   f"{samples_per_s:.0f} samples/s", flush=True)
     hvd.shutdown()
 

@@ -255,12 +255,17 @@ int run(const Flags& f) {
       double train_loss = updates ? loss_sum / (updates * f.backward_passes) : 0.0;
       hoop::Tensor view{&train_loss, hoop::DataType::kF64, {1}};
       hoop::allreduce("epoch.loss", view, view, {.op = hoop::ReduceOp::kAvg});
+      // The slowest rank's epoch is the job's, as in the summary's time_n: the epoch line of a
+      // one-epoch run then gives the summary's samples/s.
+      double slowest_epoch = epoch_time;
+      hoop::Tensor slowest_view{&slowest_epoch, hoop::DataType::kF64, {1}};
+      hoop::allreduce("epoch.time", slowest_view, slowest_view, {.op = hoop::ReduceOp::kMax});
       if (r == 0)
         std::printf(
             "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.2f %%, "
             "%.2f s, %.1f samples/s%s\n",
-            epoch + 1, f.epochs, train_loss, test_loss, 100 * accuracy, epoch_time,
-            updates * per_update / epoch_time,
+            epoch + 1, f.epochs, train_loss, test_loss, 100 * accuracy, slowest_epoch,
+            updates * per_update / slowest_epoch,
             f.elastic ? fmt::format(" ({} workers)", n).c_str() : "");
       std::fflush(stdout);
     }
@@ -273,10 +278,11 @@ int run(const Flags& f) {
     const double start = now_seconds();
     hoop::elastic::run(state, train_epochs);
     if (hoop::rank() == 0)
-      std::printf("== elastic run: %s, %d epoch(s) in %.2f s (evaluations included), %d "
-                  "reset(s) on rank 0, %d worker(s) in round %d at the end\n",
-                  f.model.c_str(), f.epochs, now_seconds() - start, resets, hoop::size(),
-                  hoop::elastic::round());
+      std::printf(
+          "== elastic run: %s, %d epoch(s) in %.2f s (evaluations included), %d "
+          "reset(s) on rank 0, %d worker(s) in round %d at the end\n",
+          f.model.c_str(), f.epochs, now_seconds() - start, resets, hoop::size(),
+          hoop::elastic::round());
     if (hoop::rank() == 0 && !f.save_params.empty()) save_parameters(model, f.save_params);
     hoop::shutdown();
     return 0;
@@ -321,6 +327,8 @@ int run(const Flags& f) {
 int main(int argc, char** argv) {
   Flags f;
   CLI::App app{"Data-parallel training on Fashion-MNIST with hoop's training core"};
+  // --help shows each option's default (the Flags' initial values).
+  app.option_defaults()->always_capture_default();
   app.add_option("--model", f.model, "mlp or lenet5")->check(CLI::IsMember({"mlp", "lenet5"}));
   app.add_option("--epochs", f.epochs, "passes over the training set")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", f.batch, "examples per worker per backward pass")
@@ -342,11 +350,12 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--fp16-allreduce", f.fp16, "average gradients in float16");
   app.add_option("--baseline-throughput", f.baseline_throughput,
-                 "samples/s of one worker, for speedup_n (default: measured)");
+                 "samples/s of one worker, for speedup_n (0: measured with --baseline-steps)");
   app.add_option("--baseline-steps", f.baseline_steps,
                  "steps rank 0 trains alone to measure throughput_1 (0: off)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-steps", f.max_steps, "cap on micro-batches per epoch (tests)");
+  app.add_option("--max-steps", f.max_steps,
+                 "cap on micro-batches per epoch, for tests (-1: none)");
   app.add_option("--save-params", f.save_params, "rank 0 writes the final parameters here");
   app.add_option("--threads", f.threads,
                  "threads for matrix products per rank (LeNet-5's products are too small to "

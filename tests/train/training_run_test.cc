@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,24 @@ TEST_F(TrainingRunTest, PrintsEpochLinesAndTheSeedStudysMetrics) {
         "waiting for gradients", "memory (rank 0)", "activations"})
     EXPECT_THAT(r.out, HasSubstr(metric));
   EXPECT_THAT(r.err, HasSubstr("epoch 1/1 ["));  // the progress bar
+  // One epoch: the epoch line and the summary time the same loop (the slowest rank's), so
+  // they give the same samples/s.
+  std::smatch epoch;
+  std::smatch summary;
+  ASSERT_TRUE(std::regex_search(r.out, epoch, std::regex(R"(epoch 1/1: .*, ([0-9.]+) samples/s)")))
+      << r.out;
+  ASSERT_TRUE(std::regex_search(r.out, summary, std::regex(R"(throughput_n +([0-9.]+) samples/s)")))
+      << r.out;
+  EXPECT_EQ(epoch[1].str(), summary[1].str()) << r.out;
+}
+
+TEST(TrainingRunHelp, ShowsEveryOptionsDefault) {
+  const RunResult r = run_hooprun({"-np", "1", HOOP_TRAIN_BIN, "--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* shown :
+       {"--epochs INT:POSITIVE=1", "--batch-size INT:POSITIVE=64", "--lr FLOAT:POSITIVE=0.02",
+        "--seed UINT=42", "--save-params", "--progress TEXT:{auto,off}=auto"})
+    EXPECT_THAT(r.out, HasSubstr(shown));
 }
 
 TEST(TrainingRunErrors, MissingDataFailsEveryRankNamingTheFile) {

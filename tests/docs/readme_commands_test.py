@@ -120,6 +120,13 @@ def main():
             if re.search(in_command, command) and not re.search(in_output, r.stdout):
                 failures.append(f"README.md:{number}: {command}: its output lacks "
                                 f"/{in_output}/\n--- stdout (end)\n{r.stdout[-3000:]}")
+    # What a user finds in build/bin is a tool the README names: test helpers live elsewhere.
+    with open(os.path.join(source, "README.md")) as f:
+        readme = f.read()
+    bin_dir = os.path.join(build, "bin")
+    for name in sorted(os.listdir(bin_dir)) if os.path.isdir(bin_dir) else []:
+        if not re.search(r"\b" + re.escape(name) + r"\b", readme):
+            failures.append(f"{bin_dir}/{name} is in build/bin but the README never names it")
     for pattern, why in SKIPS:
         if pattern not in used:
             failures.append(f"the skip rule /{pattern}/ ({why}) matches no README command: "

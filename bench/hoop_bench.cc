@@ -4,16 +4,21 @@
 //
 //   build/bin/hooprun -np 2 build/bin/hoop-bench -b 8 -e 64M -f 2 --collective allreduce
 //       [-r ROOT] [--algo auto|ring|recursive_doubling|rabenseifner|tree|hierarchical]
-//       [--transport auto|tcp|shm|ucx|mpi] [-g] [--json FILE]
+//       [--transport auto|tcp|shm|ucx|mpi] [-g] [-T SECONDS] [--json FILE]
 //
+// nccl-tests' own flags keep their meaning (-i step bytes, -m calls per iteration, -a how the
+// ranks' times combine, -c checked calls, -r all); those of thread and GPU layouts take the
+// values that fit one rank per process and per GPU, and anything else is an error saying why.
 // -g/--device runs the collectives on CUDA device buffers (the device of local rank % device
 // count; HOOP_GPU_BACKEND picks NCCL, CUDA IPC or staging), written and checked through host
-// copies outside the timed iterations.
+// copies outside the timed iterations; `-g 1` is the same.
 //
 // Exit status: 0 all checks passed, 2 bad arguments, 3 wrong results, 1 anything else.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
@@ -26,6 +31,7 @@
 #include "bench/hoop_bench_device.h"
 #include "bench/hoop_bench_peer.h"
 #include "hoop/communicator.h"
+#include "hoop/rendezvous.h"
 
 namespace hoop::bench {
 namespace {
@@ -37,8 +43,23 @@ struct Flags {
   std::string collective = "allreduce";
   std::string algo = "auto";
   std::string transport;  // empty: HOOP_TRANSPORT
-  bool device = false;    // -g: buffers on this rank's CUDA device
+  int ngpus = 0;          // -g [N]: buffers on this rank's CUDA device (N must be 1); 0: host
+  double timeout_s = 0;   // -T: each collective's deadline; 0: HOOP_TIMEOUT_SECONDS
 };
+
+// This process's rank for its messages, before a communicator exists: what the launcher says
+// (hooprun, mpirun, Slurm), else 0.
+int launcher_rank() {
+  const Result<BootstrapInfo> info = bootstrap_from_env();
+  return info.ok() ? info->rank : 0;
+}
+
+// Every rank finds the same argument error (they all see the same argv) and says so with its
+// own label: the launcher's last line then quotes a rank whose stderr explains the failure.
+int usage_error(const std::string& message) {
+  fmt::print(stderr, "[{}] {}: {}\n", launcher_rank(), kProgram, message);
+  return 2;
+}
 
 // With --collective all, each collective's report goes to FILE with the collective's name
 // before the extension (r.json -> r.allgather.json), since one report holds one table.
@@ -78,24 +99,37 @@ std::optional<int> parse_flags(int argc, char** argv, Flags& flags) {
                  "across hosts), tcp, shm, ucx (UCX_TLS picks UCX's fabric) or mpi (under "
                  "mpirun); default: HOOP_TRANSPORT, else auto")
       ->check(CLI::IsMember({"auto", "tcp", "shm", "ucx", "mpi"}));
-  app.add_flag("-g,--device", flags.device,
-               "Run the collectives on CUDA device buffers (device: local rank % device count), "
-               "written and checked through host copies");
+  app.add_option("-g,--ngpus,--device", flags.ngpus,
+                 "[N] Run the collectives on CUDA device buffers (device: local rank % device "
+                 "count), written and checked through host copies. N is nccl-tests' GPUs per "
+                 "thread: 1, since every rank drives one GPU (start one rank per GPU)")
+      ->expected(0, 1)
+      ->default_str("1");
+  app.add_option("-T,--timeout", flags.timeout_s,
+                 "Seconds each collective may take before every rank fails naming the ranks "
+                 "it waited for [default: HOOP_TIMEOUT_SECONDS]")
+      ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // Only rank 0 prints, so a bad flag is reported once rather than once per rank.
-    const char* rank = std::getenv("HOOP_RANK");
-    const bool first = rank == nullptr || std::string(rank) == "0";
-    return first ? app.exit(e) : e.get_exit_code();
+    return usage_error(fmt::format("{} (run with --help for the options)", e.what()));
   }
+  if (flags.ngpus > 1)
+    return usage_error(fmt::format(
+        "-g {}: every rank drives one GPU; start {} times the ranks instead (hooprun -np), one "
+        "per GPU",
+        flags.ngpus, flags.ngpus));
+  if (flags.ngpus < 0) return usage_error(fmt::format("-g {}: expected 1", flags.ngpus));
+  if (const Status s = validate(flags.bench); !s.ok()) return usage_error(s.message());
   return std::nullopt;
 }
 
 int exit_code(const Status& status, int rank) {
-  if (rank == 0 || status.code() != StatusCode::kInvalidArgument)
-    fmt::print(stderr, "[{}] {}: {}\n", rank, kProgram, status.to_string());
-  // Bad arguments are found alike on every rank; anything else may leave peers waiting.
+  // Every rank says what it found, with its own label (bad arguments are found alike on every
+  // rank; anything else may differ between them).
+  fmt::print(stderr, "[{}] {}: {}\n", rank, kProgram, status.to_string());
   return status.code() == StatusCode::kInvalidArgument ? 2 : 1;
 }
 
@@ -112,17 +146,20 @@ int run(int argc, char** argv) {
   }
 
   int device = kCpuDevice;
-  if (flags.device) {
+  if (flags.ngpus > 0) {
     // Before the communicator: a rank without a device fails at once rather than in a collective.
     Result<int> chosen = choose_device();
-    if (!chosen.ok()) return exit_code(chosen.status(), 0);
+    if (!chosen.ok()) return exit_code(chosen.status(), launcher_rank());
     device = *chosen;
   }
 
   CommunicatorOptions comm_options;
   comm_options.transport = flags.transport;
+  if (flags.timeout_s > 0)
+    comm_options.timeout = std::chrono::milliseconds(
+        static_cast<std::int64_t>(std::ceil(flags.timeout_s * 1000)));
   Result<std::unique_ptr<Communicator>> comm = Communicator::create(comm_options);
-  if (!comm.ok()) return exit_code(comm.status(), 0);
+  if (!comm.ok()) return exit_code(comm.status(), launcher_rank());
   HoopPeer peer(std::move(*comm), algorithm, device);
 
   std::int64_t wrong = 0;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -19,18 +21,10 @@ struct Case {
   std::size_t count;
 };
 
-// Slowest rank's mean time per iteration in microseconds.
 Result<double> time_variant(AllreducePeer& peer, const BenchOptions& options, const void* send,
                             void* recv, const Case& c) {
-  for (int i = 0; i < options.warmup_iters; ++i)
-    HOOP_RETURN_IF_ERROR(peer.allreduce(send, recv, c.count, c.dtype, c.op));
-  HOOP_RETURN_IF_ERROR(peer.barrier());
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < options.iters; ++i)
-    HOOP_RETURN_IF_ERROR(peer.allreduce(send, recv, c.count, c.dtype, c.op));
-  const std::chrono::duration<double, std::micro> elapsed =
-      std::chrono::steady_clock::now() - start;
-  return peer.max_over_ranks(elapsed.count() / options.iters);
+  return time_calls(peer, options,
+                    [&] { return peer.allreduce(send, recv, c.count, c.dtype, c.op); });
 }
 
 // Wrong elements over all ranks after one allreduce of fresh inputs.
@@ -66,8 +60,12 @@ Result<Row> measure(AllreducePeer& peer, const BenchOptions& options, BenchBuffe
   std::int64_t oop_wrong = -1;
   std::int64_t ip_wrong = -1;
   if (check) {
-    HOOP_ASSIGN_OR_RETURN(oop_wrong, check_variant(peer, send, recv, /*in_place=*/false, c));
-    HOOP_ASSIGN_OR_RETURN(ip_wrong, check_variant(peer, send, recv, /*in_place=*/true, c));
+    HOOP_ASSIGN_OR_RETURN(oop_wrong, checked_calls(options, [&] {
+                            return check_variant(peer, send, recv, /*in_place=*/false, c);
+                          }));
+    HOOP_ASSIGN_OR_RETURN(ip_wrong, checked_calls(options, [&] {
+                            return check_variant(peer, send, recv, /*in_place=*/true, c);
+                          }));
   }
   Row row;
   row.bytes = c.count * dtype_size(c.dtype);
@@ -82,6 +80,44 @@ Result<Row> measure(AllreducePeer& peer, const BenchOptions& options, BenchBuffe
 }
 
 }  // namespace
+
+Result<double> time_calls(AllreducePeer& peer, const BenchOptions& options,
+                          const std::function<Status()>& call) {
+  for (int i = 0; i < options.warmup_iters; ++i) HOOP_RETURN_IF_ERROR(call());
+  HOOP_RETURN_IF_ERROR(peer.barrier());
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < options.iters; ++i)
+    for (int k = 0; k < options.agg_iters; ++k) HOOP_RETURN_IF_ERROR(call());
+  const std::chrono::duration<double, std::micro> elapsed =
+      std::chrono::steady_clock::now() - start;
+  const double mine = elapsed.count() / options.iters / options.agg_iters;
+  switch (options.average) {
+    case Average::kRank0:
+      return peer.max_over_ranks(peer.rank() == 0 ? mine : std::numeric_limits<double>::lowest());
+    case Average::kMean: {
+      // In nanoseconds, through the integer sum every peer has.
+      HOOP_ASSIGN_OR_RETURN(const std::int64_t ns, peer.sum_over_ranks(std::llround(mine * 1e3)));
+      return static_cast<double>(ns) / 1e3 / peer.size();
+    }
+    case Average::kMin: {
+      HOOP_ASSIGN_OR_RETURN(const double negated, peer.max_over_ranks(-mine));
+      return -negated;
+    }
+    case Average::kMax:
+      break;
+  }
+  return peer.max_over_ranks(mine);
+}
+
+Result<std::int64_t> checked_calls(const BenchOptions& options,
+                                   const std::function<Result<std::int64_t>()>& check) {
+  std::int64_t wrong = 0;
+  for (int i = 0; i < std::max(options.check, 1); ++i) {
+    HOOP_ASSIGN_OR_RETURN(const std::int64_t w, check());
+    wrong += w;
+  }
+  return wrong;
+}
 
 Result<std::int64_t> run_allreduce_bench(const BenchOptions& options, AllreducePeer& peer,
                                          const std::string& program, std::FILE* out) {

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,16 @@ class AllreducePeer {
     return BenchBuffer::host_memory(bytes);
   }
 };
+
+/// nccl-tests' timing of one variant: the warm-up calls, a barrier, then `iters` iterations of
+/// `agg_iters` calls each. Returns the mean time per call in microseconds, taken over the ranks
+/// as options.average says (the slowest rank's by default), on every rank.
+Result<double> time_calls(AllreducePeer& peer, const BenchOptions& options,
+                          const std::function<Status()>& call);
+/// Runs `check` options.check times (each writes fresh inputs, calls once and counts wrong
+/// elements over the ranks) and sums the counts.
+Result<std::int64_t> checked_calls(const BenchOptions& options,
+                                   const std::function<Result<std::int64_t>()>& check);
 
 /// Runs every (dtype, op, size) of `options` over `peer`; rank 0 prints the table to `out` and
 /// writes the JSON report. Returns the number of wrong elements over all ranks and cases.

@@ -183,23 +183,54 @@ void add_bench_flags(CLI::App& app, BenchOptions& options) {
   };
   bytes_flag("-b,--minbytes", options.min_bytes, "Smallest message size in bytes (K/M/G suffix)");
   bytes_flag("-e,--maxbytes", options.max_bytes, "Largest message size in bytes (K/M/G suffix)");
-  app.add_option("-f,--stepfactor", options.step_factor, "Multiply the size by this each step")
-      ->capture_default_str();
+  CLI::Option* factor =
+      app.add_option("-f,--stepfactor", options.step_factor, "Multiply the size by this each step")
+          ->capture_default_str();
+  app.add_option_function<std::string>(
+         "-i,--stepbytes",
+         [&options](const std::string& text) {
+           const auto value = parse_bytes(text);
+           if (!value || *value == 0)
+             throw CLI::ValidationError("--stepbytes", "expected a positive byte count such as 1M");
+           options.step_bytes = *value;
+         },
+         "Add this many bytes each step instead of multiplying (K/M/G suffix)")
+      ->excludes(factor);
   app.add_option("-n,--iters", options.iters, "Timed iterations per size")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("-w,--warmup_iters", options.warmup_iters, "Untimed warm-up iterations per size")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("-c,--check", options.check, "Check results (1) or not (0)")
+  app.add_option("-m,--agg_iters", options.agg_iters,
+                 "Calls per timed iteration, back to back; the time column is per call")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option_function<int>(
+         "-a,--average",
+         [&options](int value) { options.average = static_cast<Average>(value); },
+         "The time over the ranks: 0 rank 0's, 1 the mean, 2 the fastest, 3 the slowest rank's")
+      ->check(CLI::Range(0, 3))
+      ->default_str("3");
+  app.add_option("-c,--check", options.check,
+                 "Checked calls per size and variant, each on fresh inputs (0: no check)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option_function<std::string>(
          "-d,--datatype",
          [&options](const std::string& text) {
-           options.dtypes = parse_list(text, kAllDataTypes, parse_dtype, "datatype");
+           try {
+             options.dtypes = parse_list(text, kAllDataTypes, parse_dtype, "datatype");
+           } catch (const CLI::ValidationError& e) {
+             throw CLI::ValidationError(
+                 std::string(e.what()) +
+                 " (hoop's types: u8 i8 i16 i32 i64 f16 bf16 f32 f64; nccl-tests' uint32 and "
+                 "uint64 have no counterpart)");
+           }
          },
-         "Element type: u8 i8 i32 i64 f16 bf16 f32 f64, a comma list, or all")
+         "Element type, a comma list, or all: u8 i8 i16 i32 i64 f16 bf16 f32 f64, or as "
+         "nccl-tests names them: uint8 int8 int32 int64 half bfloat16 float double (hoop has "
+         "no uint32 or uint64)")
       ->default_str("f32");
   app.add_option_function<std::string>(
          "-o,--op",
@@ -208,19 +239,60 @@ void add_bench_flags(CLI::App& app, BenchOptions& options) {
          },
          "Reduction op: sum avg min max prod, a comma list, or all")
       ->default_str("sum");
-  app.add_option("-r,--root", options.root, "Root rank of rooted collectives")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  app.add_option_function<std::string>(
+         "-r,--root",
+         [&options](const std::string& text) {
+           if (lower(text) == "all") {
+             options.root = -1;
+             return;
+           }
+           int root = -1;
+           if (!CLI::detail::lexical_cast(text, root) || root < 0)
+             throw CLI::ValidationError("--root", "expected a rank (0, 1, ...) or all, not '" +
+                                                      text + "'");
+           options.root = root;
+         },
+         "Root rank of rooted collectives, or all: each root in turn")
+      ->default_str("0");
   app.add_option("--json", options.json_path, "Also write the results as JSON to this file");
+  // nccl-tests' layout and launch flags. One process is one rank with one thread here, calls
+  // run on the host thread and complete within the call: only the values that say so apply.
+  app.add_option("-t,--nthreads", options.nthreads,
+                 "Threads per process: 1 (one rank per process; start more ranks instead)")
+      ->capture_default_str();
+  int parallel_init = 0;
+  app.add_option("-p,--parallel_init", parallel_init,
+                 "0 or 1: accepted for nccl-tests' command lines; each process already sets "
+                 "up its own communicator")
+      ->check(CLI::Range(0, 1));
+  int blocking = 0;
+  app.add_option("-z,--blocking", blocking,
+                 "0 or 1: accepted for nccl-tests' command lines; hoop's calls complete before "
+                 "they return either way")
+      ->check(CLI::Range(0, 1));
+  app.add_option("-G,--cudagraph", options.cudagraph,
+                 "CUDA graph launches: 0 (hoop's collectives are host calls, not capturable)")
+      ->capture_default_str();
 }
 
 Status validate(const BenchOptions& options) {
   if (options.min_bytes > options.max_bytes)
     return invalid_argument(fmt::format("--minbytes {} is larger than --maxbytes {}",
                                         options.min_bytes, options.max_bytes));
-  if (options.min_bytes < options.max_bytes && !(options.step_factor > 1.0))
+  if (options.min_bytes < options.max_bytes && options.step_bytes == 0 &&
+      !(options.step_factor > 1.0))
     return invalid_argument(
         fmt::format("--stepfactor must be above 1 (got {})", options.step_factor));
+  if (options.nthreads != 1)
+    return invalid_argument(fmt::format(
+        "-t {}: every rank here is one process with one thread; start {} times the ranks "
+        "instead (hooprun -np)",
+        options.nthreads, options.nthreads));
+  if (options.cudagraph != 0)
+    return invalid_argument(
+        fmt::format("-G {}: hoop's collectives are host calls that a CUDA graph cannot capture; "
+                    "leave -G out (or 0)",
+                    options.cudagraph));
   return Status::success();
 }
 
@@ -233,6 +305,10 @@ std::vector<std::size_t> message_sizes(const BenchOptions& options, std::size_t 
         std::max<std::size_t>(1, static_cast<std::size_t>(size) / element_size);
     const std::size_t bytes = count * element_size;
     if (sizes.empty() || sizes.back() != bytes) sizes.push_back(bytes);
+    if (options.step_bytes > 0) {
+      size = std::max(size, static_cast<double>(bytes)) + static_cast<double>(options.step_bytes);
+      continue;
+    }
     if (!(options.step_factor > 1.0)) break;
     // From the size actually measured: a minimum of 0 bytes (one element) must grow too.
     size = std::max(size, static_cast<double>(bytes)) * options.step_factor;
@@ -273,11 +349,17 @@ void Report::print_header() {
     ops += fmt::format("{}{}", ops.empty() ? "" : ",", op_name(o));
   fmt::print(out_, "# {} ({}): {}\n", info_.program, collective_name(info_.collective),
              info_.implementation);
+  const std::string step = options_.step_bytes > 0
+                               ? fmt::format("{}(bytes)", options_.step_bytes)
+                               : fmt::format("{:g}(factor)", options_.step_factor);
+  static constexpr const char* kAverage[] = {"rank 0", "mean", "min", "max"};
   fmt::print(out_,
-             "# nRanks {} minBytes {} maxBytes {} step: {:g}(factor) warmup iters: {} iters: {} "
-             "validation: {} datatype: {} redop: {} root: {}\n",
-             info_.nranks, options_.min_bytes, options_.max_bytes, options_.step_factor,
-             options_.warmup_iters, options_.iters, options_.check, dtypes, ops, options_.root);
+             "# nRanks {} minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} agg "
+             "iters: {} validation: {} datatype: {} redop: {} root: {} time over ranks: {}\n",
+             info_.nranks, options_.min_bytes, options_.max_bytes, step, options_.warmup_iters,
+             options_.iters, options_.agg_iters, options_.check, dtypes, ops,
+             options_.root < 0 ? std::string("all") : std::to_string(options_.root),
+             kAverage[static_cast<int>(options_.average)]);
   fmt::print(out_, "#\n# Using ranks\n");
   for (const std::string& line : info_.rank_lines) fmt::print(out_, "#  {}\n", line);
   fmt::print(out_, "#\n");
@@ -355,10 +437,14 @@ std::string Report::json() const {
   nlohmann::json settings{{"minbytes", options_.min_bytes},
                           {"maxbytes", options_.max_bytes},
                           {"stepfactor", options_.step_factor},
+                          {"stepbytes", options_.step_bytes},
                           {"iters", options_.iters},
+                          {"agg_iters", options_.agg_iters},
+                          {"average", static_cast<int>(options_.average)},
                           {"warmup_iters", options_.warmup_iters},
                           {"check", options_.check},
-                          {"root", options_.root}};
+                          {"root", options_.root < 0 ? nlohmann::json("all")
+                                                     : nlohmann::json(options_.root)}};
   settings["datatypes"] = nlohmann::json::array();
   for (const DataType d : options_.dtypes) settings["datatypes"].push_back(dtype_name(d));
   settings["ops"] = nlohmann::json::array();

@@ -66,23 +66,37 @@ int blocks_per_size(BenchCollective collective, int nranks);
 /// Parses a byte count with an optional K, M or G suffix (powers of 1024): "8", "64M", "1G".
 std::optional<std::size_t> parse_bytes(std::string_view text);
 
+/// How the ranks' times make the table's time (nccl-tests' -a): rank 0's, the mean, the
+/// fastest or the slowest rank's.
+enum class Average : std::uint8_t { kRank0 = 0, kMean = 1, kMin = 2, kMax = 3 };
+
 /// What to measure, as given by the nccl-tests flags.
 struct BenchOptions {
   std::size_t min_bytes = 32 << 20;
   std::size_t max_bytes = 32 << 20;
   double step_factor = 2.0;
+  std::size_t step_bytes = 0;  // -i: a fixed increment instead of the factor (0: the factor)
   int iters = 20;
   int warmup_iters = 5;
-  int check = 1;  // 0 skips the correctness pass; #wrong then reads N/A
+  int agg_iters = 1;  // -m: calls per timed iteration; the time is per call
+  int check = 1;      // checked calls per variant, each on fresh inputs; 0: #wrong reads N/A
+  Average average = Average::kMax;  // hoop's tables report the slowest rank unless -a says
   std::vector<DataType> dtypes{DataType::kF32};
   std::vector<ReduceOp> ops{ReduceOp::kSum};
-  int root = 0;
+  int root = 0;  // -1: every root in turn (-r all)
   std::string json_path;  // empty: no JSON report
+  // nccl-tests flags that name GPU and thread layouts this program does not have; validate()
+  // refuses values other than these, saying why.
+  int nthreads = 1;
+  int cudagraph = 0;
 };
 
-/// Registers -b -e -f -n -w -c -d -o -r and --json on `app`; parsing fills `options`.
+/// Registers nccl-tests' flags on `app` (-b -e -f -i -n -w -m -a -c -d -o -r, and -t -p -z -G,
+/// which take only the values that fit one thread per rank and host calls) and --json;
+/// parsing fills `options`.
 void add_bench_flags(CLI::App& app, BenchOptions& options);
-/// Checks what CLI11 cannot check alone (min <= max, a factor > 1 when min < max).
+/// Checks what CLI11 cannot check alone (min <= max, a factor > 1 when min < max, -i or -f but
+/// not both, the layout flags' values), naming the flag and why.
 Status validate(const BenchOptions& options);
 /// Message sizes from min to max, each a whole number of `element_size` elements (>= 1).
 std::vector<std::size_t> message_sizes(const BenchOptions& options, std::size_t element_size);

@@ -32,15 +32,8 @@ std::size_t case_bytes(BenchCollective collective, DataType dtype, std::size_t c
   return count * static_cast<std::size_t>(blocks_per_size(collective, nranks)) * dtype_size(dtype);
 }
 
-// Slowest rank's mean time per iteration in microseconds.
 Result<double> time_variant(CollectivePeer& peer, const BenchOptions& options, const Variant& v) {
-  for (int i = 0; i < options.warmup_iters; ++i) HOOP_RETURN_IF_ERROR(peer.run(v.call));
-  HOOP_RETURN_IF_ERROR(peer.barrier());
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < options.iters; ++i) HOOP_RETURN_IF_ERROR(peer.run(v.call));
-  const std::chrono::duration<double, std::micro> elapsed =
-      std::chrono::steady_clock::now() - start;
-  return peer.max_over_ranks(elapsed.count() / options.iters);
+  return time_calls(peer, options, [&] { return peer.run(v.call); });
 }
 
 // Writes fresh inputs into the host copies and copies both buffers' first `bytes` to the target.
@@ -68,7 +61,8 @@ Result<Measurement> measure_variant(CollectivePeer& peer, const BenchOptions& op
   HOOP_ASSIGN_OR_RETURN(const double us, time_variant(peer, options, v));
   std::int64_t wrong = -1;
   if (check) {
-    HOOP_ASSIGN_OR_RETURN(wrong, check_variant(peer, v, b, c.bytes));
+    HOOP_ASSIGN_OR_RETURN(wrong,
+                          checked_calls(options, [&] { return check_variant(peer, v, b, c.bytes); }));
   }
   return make_measurement(c.bytes, us, bus_factor(c.collective, peer.size()), wrong);
 }
@@ -121,6 +115,14 @@ Result<std::int64_t> run_collective_bench(const BenchOptions& options, Collectiv
     ops.emplace_back(std::nullopt);
   }
 
+  // -r all: each rank is the root in turn, one row per root (rootless collectives: one row).
+  std::vector<int> roots;
+  if (is_rooted(collective) && options.root < 0) {
+    for (int r = 0; r < peer.size(); ++r) roots.push_back(r);
+  } else {
+    roots.push_back(options.root < 0 ? 0 : options.root);
+  }
+
   std::size_t largest = 0;
   for (const DataType dtype : options.dtypes) {
     const std::size_t count = case_counts(options, collective, dtype, peer.size()).back();
@@ -168,12 +170,14 @@ Result<std::int64_t> run_collective_bench(const BenchOptions& options, Collectiv
         }
       }
       for (const std::size_t count : case_counts(options, collective, dtype, peer.size())) {
-        const Case c{
-            collective,  dtype, op, count, case_bytes(collective, dtype, count, peer.size()),
-            options.root};
-        HOOP_ASSIGN_OR_RETURN(const Row row, measure(peer, options, buffers, c, check));
-        wrong += row.wrong();
-        if (report) report->add_row(row);
+        for (const int root : roots) {
+          const Case c{
+              collective, dtype, op, count, case_bytes(collective, dtype, count, peer.size()),
+              root};
+          HOOP_ASSIGN_OR_RETURN(const Row row, measure(peer, options, buffers, c, check));
+          wrong += row.wrong();
+          if (report) report->add_row(row);
+        }
       }
     }
   }

@@ -154,7 +154,12 @@ class Supervisor final : public JobControl {
     if (spec_.verbose && failed_worker && others > 0) {
       say(fmt::format("stopping the other {} rank{}", others, others == 1 ? "" : "s"));
     }
-    if (phase_ == Phase::kRunning) begin_stop(SIGTERM);
+    if (phase_ != Phase::kRunning) return;
+    if (failed_worker && others > 0) {
+      settle_until_ = Clock::now() + kSettlePeriod;  // check_deadlines() signals them then
+    } else {
+      begin_stop(SIGTERM);
+    }
   }
 
   // DIR/rank.LABEL/stdout and DIR/rank.LABEL/stderr, created or truncated.
@@ -250,6 +255,7 @@ class Supervisor final : public JobControl {
     if (phase_ == Phase::kStopping) deadline = kill_deadline_;
     if (phase_ == Phase::kKilled && all_exited()) deadline = abandon_deadline_;
     if (phase_ == Phase::kRunning) {
+      earliest(settle_until_);
       earliest(driver_.next_tick());
       for (const Rank& rank : ranks_) {
         if (!rank.exited) earliest(rank.kill_at);
@@ -349,6 +355,8 @@ class Supervisor final : public JobControl {
         ::kill(-rank.pid, SIGKILL);
       }
       if (const auto tick = driver_.next_tick(); tick && now >= *tick) driver_.tick(*this);
+      if (phase_ == Phase::kRunning && settle_until_ && (now >= *settle_until_ || all_exited()))
+        begin_stop(SIGTERM);
     }
     if (phase_ == Phase::kStopping && now >= kill_deadline_) {
       if (const int running = running_count(); running > 0) {
@@ -448,6 +456,7 @@ class Supervisor final : public JobControl {
   // makes an elastic job start others), and a deque's push_back moves no element.
   std::deque<Rank> ranks_;
   Phase phase_ = Phase::kRunning;
+  std::optional<Clock::time_point> settle_until_;  // a rank failed: the others are stopped then
   Clock::time_point kill_deadline_;
   Clock::time_point abandon_deadline_;
   std::optional<int> exit_code_;            // set by the first cause that ends the job

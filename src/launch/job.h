@@ -16,6 +16,9 @@ namespace hoop::launch {
 
 /// Time the ranks get to exit after the polite signal before they are sent SIGKILL.
 inline constexpr std::chrono::seconds kGracePeriod{5};
+/// After the first rank fails, how long the others may take to end on their own before they
+/// are signalled: ranks that find the same error (a bad argument) then all get to report it.
+inline constexpr std::chrono::milliseconds kSettlePeriod{200};
 /// Time after SIGKILL after which output pipes still held open (by processes that left
 /// the ranks' process groups) are abandoned so that hooprun can exit.
 inline constexpr std::chrono::seconds kAbandonPipesAfter{2};

@@ -2,6 +2,7 @@
 // inputs reduced in any order give exactly the expected bits, and a single bad element counts.
 #include <gtest/gtest.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +47,46 @@ TEST(BenchTable, SizesAreWholeElementsFromMinToMax) {
   EXPECT_EQ(message_sizes(options, 4), (std::vector<std::size_t>{4, 8, 16, 32, 64}));
   options.step_factor = 1;
   EXPECT_FALSE(validate(options).ok());
+}
+
+// nccl-tests' command line, parsed as hoop-bench and the peers parse it.
+BenchOptions parse_nccl(std::vector<std::string> args, std::string* error = nullptr) {
+  BenchOptions options;
+  CLI::App app;
+  add_bench_flags(app, options);
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last-first
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    if (error != nullptr) *error = e.what();
+  }
+  return options;
+}
+
+TEST(BenchTable, NcclTestsFlagsKeepTheirMeaning) {
+  BenchOptions o = parse_nccl({"-b", "1K", "-e", "4K", "-i", "1K", "-m", "4", "-a", "1", "-c",
+                               "3", "-r", "all", "-z", "1", "-p", "1", "-t", "1", "-G", "0", "-d",
+                               "half,bfloat16,float,double,int8,uint8,int32,int64"});
+  EXPECT_TRUE(validate(o).ok()) << validate(o).to_string();
+  EXPECT_EQ(message_sizes(o, 4), (std::vector<std::size_t>{1024, 2048, 3072, 4096}));
+  EXPECT_EQ(o.agg_iters, 4);
+  EXPECT_EQ(o.average, Average::kMean);
+  EXPECT_EQ(o.check, 3);
+  EXPECT_EQ(o.root, -1);  // every root in turn
+  EXPECT_EQ(o.dtypes.size(), 8u);
+  EXPECT_EQ(parse_nccl({}).average, Average::kMax);  // hoop's default: the slowest rank
+  // -i and -f are one or the other, as nccl-tests says.
+  std::string error;
+  parse_nccl({"-i", "1K", "-f", "2"}, &error);
+  EXPECT_NE(error.find("excludes"), std::string::npos) << error;
+  // What a process with one thread, and host calls, cannot do is an error saying why.
+  Status threads = validate(parse_nccl({"-t", "2"}));
+  EXPECT_NE(threads.message().find("one thread"), std::string::npos) << threads.to_string();
+  Status graphs = validate(parse_nccl({"-G", "1"}));
+  EXPECT_NE(graphs.message().find("CUDA graph"), std::string::npos) << graphs.to_string();
+  error.clear();
+  parse_nccl({"-r", "x"}, &error);
+  EXPECT_NE(error.find("all"), std::string::npos) << error;
 }
 
 TEST(BenchTable, BusFactorsMatchNcclTests) {

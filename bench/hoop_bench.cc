@@ -108,7 +108,7 @@ std::optional<int> parse_flags(int argc, char** argv, Flags& flags) {
   app.add_option("-T,--timeout", flags.timeout_s,
                  "Seconds each collective may take before every rank fails naming the ranks "
                  "it waited for [default: HOOP_TIMEOUT_SECONDS]")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.001, 86400.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -156,8 +156,8 @@ int run(int argc, char** argv) {
   CommunicatorOptions comm_options;
   comm_options.transport = flags.transport;
   if (flags.timeout_s > 0)
-    comm_options.timeout = std::chrono::milliseconds(
-        static_cast<std::int64_t>(std::ceil(flags.timeout_s * 1000)));
+    comm_options.timeout =
+        std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(flags.timeout_s * 1000)));
   Result<std::unique_ptr<Communicator>> comm = Communicator::create(comm_options);
   if (!comm.ok()) return exit_code(comm.status(), launcher_rank());
   HoopPeer peer(std::move(*comm), algorithm, device);

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   int reps = 0;
   app.add_option("--reps", reps,
                  "Repetitions per case (0: 200 / 1000 / 10 for step / lone / large)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 30).description("NONNEGATIVE"));
   std::string only;
   app.add_option("--case", only, "Run only this case: step, lone or large");
   bool runtime_only = false;

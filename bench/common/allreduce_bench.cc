@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <optional>
 

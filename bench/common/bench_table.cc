@@ -197,24 +197,23 @@ void add_bench_flags(CLI::App& app, BenchOptions& options) {
          "Add this many bytes each step instead of multiplying (K/M/G suffix)")
       ->excludes(factor);
   app.add_option("-n,--iters", options.iters, "Timed iterations per size")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 30).description("POSITIVE"))
       ->capture_default_str();
   app.add_option("-w,--warmup_iters", options.warmup_iters, "Untimed warm-up iterations per size")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1 << 30).description("NONNEGATIVE"))
       ->capture_default_str();
   app.add_option("-m,--agg_iters", options.agg_iters,
                  "Calls per timed iteration, back to back; the time column is per call")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 30).description("POSITIVE"))
       ->capture_default_str();
   app.add_option_function<int>(
-         "-a,--average",
-         [&options](int value) { options.average = static_cast<Average>(value); },
+         "-a,--average", [&options](int value) { options.average = static_cast<Average>(value); },
          "The time over the ranks: 0 rank 0's, 1 the mean, 2 the fastest, 3 the slowest rank's")
       ->check(CLI::Range(0, 3))
       ->default_str("3");
   app.add_option("-c,--check", options.check,
                  "Checked calls per size and variant, each on fresh inputs (0: no check)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1 << 30).description("NONNEGATIVE"))
       ->capture_default_str();
   app.add_option_function<std::string>(
          "-d,--datatype",
@@ -248,8 +247,8 @@ void add_bench_flags(CLI::App& app, BenchOptions& options) {
            }
            int root = -1;
            if (!CLI::detail::lexical_cast(text, root) || root < 0)
-             throw CLI::ValidationError("--root", "expected a rank (0, 1, ...) or all, not '" +
-                                                      text + "'");
+             throw CLI::ValidationError("--root",
+                                        "expected a rank (0, 1, ...) or all, not '" + text + "'");
            options.root = root;
          },
          "Root rank of rooted collectives, or all: each root in turn")
@@ -434,17 +433,17 @@ std::int64_t Report::wrong_total() const {
 }
 
 std::string Report::json() const {
-  nlohmann::json settings{{"minbytes", options_.min_bytes},
-                          {"maxbytes", options_.max_bytes},
-                          {"stepfactor", options_.step_factor},
-                          {"stepbytes", options_.step_bytes},
-                          {"iters", options_.iters},
-                          {"agg_iters", options_.agg_iters},
-                          {"average", static_cast<int>(options_.average)},
-                          {"warmup_iters", options_.warmup_iters},
-                          {"check", options_.check},
-                          {"root", options_.root < 0 ? nlohmann::json("all")
-                                                     : nlohmann::json(options_.root)}};
+  nlohmann::json settings{
+      {"minbytes", options_.min_bytes},
+      {"maxbytes", options_.max_bytes},
+      {"stepfactor", options_.step_factor},
+      {"stepbytes", options_.step_bytes},
+      {"iters", options_.iters},
+      {"agg_iters", options_.agg_iters},
+      {"average", static_cast<int>(options_.average)},
+      {"warmup_iters", options_.warmup_iters},
+      {"check", options_.check},
+      {"root", options_.root < 0 ? nlohmann::json("all") : nlohmann::json(options_.root)}};
   settings["datatypes"] = nlohmann::json::array();
   for (const DataType d : options_.dtypes) settings["datatypes"].push_back(dtype_name(d));
   settings["ops"] = nlohmann::json::array();

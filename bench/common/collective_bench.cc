@@ -61,8 +61,8 @@ Result<Measurement> measure_variant(CollectivePeer& peer, const BenchOptions& op
   HOOP_ASSIGN_OR_RETURN(const double us, time_variant(peer, options, v));
   std::int64_t wrong = -1;
   if (check) {
-    HOOP_ASSIGN_OR_RETURN(wrong,
-                          checked_calls(options, [&] { return check_variant(peer, v, b, c.bytes); }));
+    HOOP_ASSIGN_OR_RETURN(
+        wrong, checked_calls(options, [&] { return check_variant(peer, v, b, c.bytes); }));
   }
   return make_measurement(c.bytes, us, bus_factor(c.collective, peer.size()), wrong);
 }

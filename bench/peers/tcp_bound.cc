@@ -316,10 +316,10 @@ int run(int argc, char** argv) {
   bytes_option("--sockbuf", settings.sockbuf, "SO_SNDBUF and SO_RCVBUF to request");
   bytes_option("--io-size", settings.io_size, "Largest single send() or recv()");
   app.add_option("-n,--iters", settings.iters, "Timed iterations per size")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 30).description("POSITIVE"))
       ->capture_default_str();
   app.add_option("-w,--warmup_iters", settings.warmup, "Untimed warm-up iterations per size")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1 << 30).description("NONNEGATIVE"))
       ->capture_default_str();
   app.add_option("--json", settings.json_path, "Also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);

@@ -329,14 +329,16 @@ int main(int argc, char** argv) {
   CLI::App app{"Data-parallel training on Fashion-MNIST with hoop's training core"};
   // --help shows each option's default (the Flags' initial values).
   app.option_defaults()->always_capture_default();
+  // Integer bounds: CLI11 2.1's PositiveNumber prints the largest double when it refuses 0.
+  const CLI::Validator positive = CLI::Range(1, 1 << 30).description("POSITIVE");
+  const CLI::Validator non_negative = CLI::Range(0, 1 << 30).description("NONNEGATIVE");
   app.add_option("--model", f.model, "mlp or lenet5")->check(CLI::IsMember({"mlp", "lenet5"}));
-  app.add_option("--epochs", f.epochs, "passes over the training set")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", f.batch, "examples per worker per backward pass")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--lr", f.lr, "learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", f.epochs, "passes over the training set")->check(positive);
+  app.add_option("--batch-size", f.batch, "examples per worker per backward pass")->check(positive);
+  app.add_option("--lr", f.lr, "learning rate")
+      ->check(CLI::Range(1e-9, 1e3).description("POSITIVE"));
   app.add_option("--momentum", f.momentum, "SGD momentum")->check(CLI::Range(0.0, 0.999));
-  app.add_option("--weight-decay", f.weight_decay, "L2 weight decay")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--weight-decay", f.weight_decay, "L2 weight decay")->check(CLI::Range(0.0, 1e3));
   app.add_option("--optimizer", f.optimizer, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}));
   app.add_option("--device", f.device,
                  "cpu, cuda (GPU local_rank % devices) or cuda:N; cuda needs a CUDA build and "
@@ -347,25 +349,25 @@ int main(int argc, char** argv) {
   app.add_option("--seed", f.seed, "seed of the initial weights and the shuffles");
   app.add_option("--backward-passes-per-step", f.backward_passes,
                  "micro-batches whose gradients are summed before one allreduce and update")
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
   app.add_flag("--fp16-allreduce", f.fp16, "average gradients in float16");
   app.add_option("--baseline-throughput", f.baseline_throughput,
                  "samples/s of one worker, for speedup_n (0: measured with --baseline-steps)");
   app.add_option("--baseline-steps", f.baseline_steps,
                  "steps rank 0 trains alone to measure throughput_1 (0: off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative);
   app.add_option("--max-steps", f.max_steps,
                  "cap on micro-batches per epoch, for tests (-1: none)");
   app.add_option("--save-params", f.save_params, "rank 0 writes the final parameters here");
   app.add_option("--threads", f.threads,
                  "threads for matrix products per rank (LeNet-5's products are too small to "
                  "gain from more than one)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
   app.add_flag("--elastic", f.elastic,
                "survive lost and added workers (hooprun --host-discovery-script): the state is "
                "committed every --commit-every updates and at each epoch's start; CPU only");
   app.add_option("--commit-every", f.commit_every, "elastic: updates between commits")
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
   app.add_option("--progress", f.progress, "progress bar: auto or off")
       ->check(CLI::IsMember({"auto", "off"}));
   CLI11_PARSE(app, argc, argv);

@@ -186,17 +186,33 @@ class Supervisor final : public JobControl {
   // The final word on a failed rank, after every other line: where it ran, how it ended, and
   // the end of its stderr, which usually says why.
   void report_failure(const Rank& rank) {
-    const std::vector<std::string> lines = rank.stderr_tail.lines();
     std::string text = fmt::format("job failed: {} on host {} (pid {}) {}", rank.short_name,
                                    rank.host, rank.pid, rank.status.describe());
-    if (lines.empty()) {
-      text += "; it wrote nothing to stderr";
-    } else {
-      text += fmt::format("; the last {} line{} of its stderr:", lines.size(),
-                          lines.size() == 1 ? "" : "s");
-      for (const std::string& line : lines) text += fmt::format("\n  [{}] {}", rank.label, line);
+    if (!rank.stderr_tail.lines().empty()) {
+      say(text + stderr_quote(rank));
+      return;
+    }
+    text += "; it wrote nothing to stderr";
+    // Another rank that failed on its own may say why (ranks that meet one error end together,
+    // and the first to end need not be the one that explains it).
+    for (const std::size_t index : failed_order_) {
+      const Rank& other = ranks_.at(index);
+      if (&other == &rank || other.stderr_tail.lines().empty()) continue;
+      text += fmt::format("; {} on host {} (pid {}) also {}", other.short_name, other.host,
+                          other.pid, other.status.describe());
+      text += stderr_quote(other);
+      break;
     }
     say(text);
+  }
+
+  // "; the last N lines of its stderr:" and the lines, prefixed with the rank's label.
+  static std::string stderr_quote(const Rank& rank) {
+    const std::vector<std::string> lines = rank.stderr_tail.lines();
+    std::string text = fmt::format("; the last {} line{} of its stderr:", lines.size(),
+                                   lines.size() == 1 ? "" : "s");
+    for (const std::string& line : lines) text += fmt::format("\n  [{}] {}", rank.label, line);
+    return text;
   }
 
   bool all_exited() const {
@@ -322,6 +338,9 @@ class Supervisor final : public JobControl {
   void on_rank_exit(const Rank& rank) {
     const std::string what =
         fmt::format("{} (pid {}) {}", rank.name, rank.pid, rank.status.describe());
+    // Failed on its own (not stopped by hooprun or the driver), in the order they ended.
+    if (phase_ == Phase::kRunning && !rank.stop_requested && !rank.status.success())
+      failed_order_.push_back(static_cast<std::size_t>(rank.index));
     if (phase_ != Phase::kRunning || rank.stop_requested || rank.status.success()) {
       if (spec_.verbose) say(what);
     } else {
@@ -457,6 +476,7 @@ class Supervisor final : public JobControl {
   std::deque<Rank> ranks_;
   Phase phase_ = Phase::kRunning;
   std::optional<Clock::time_point> settle_until_;  // a rank failed: the others are stopped then
+  std::vector<std::size_t> failed_order_;          // ranks that failed on their own, in order
   Clock::time_point kill_deadline_;
   Clock::time_point abandon_deadline_;
   std::optional<int> exit_code_;            // set by the first cause that ends the job

@@ -64,9 +64,11 @@ BenchOptions parse_nccl(std::vector<std::string> args, std::string* error = null
 }
 
 TEST(BenchTable, NcclTestsFlagsKeepTheirMeaning) {
-  BenchOptions o = parse_nccl({"-b", "1K", "-e", "4K", "-i", "1K", "-m", "4", "-a", "1", "-c",
-                               "3", "-r", "all", "-z", "1", "-p", "1", "-t", "1", "-G", "0", "-d",
-                               "half,bfloat16,float,double,int8,uint8,int32,int64"});
+  BenchOptions o = parse_nccl(
+      {"-b", "1K",  "-e", "4K", "-i", "1K",
+       "-m", "4",   "-a", "1",  "-c", "3",
+       "-r", "all", "-z", "1",  "-p", "1",
+       "-t", "1",   "-G", "0",  "-d", "half,bfloat16,float,double,int8,uint8,int32,int64"});
   EXPECT_TRUE(validate(o).ok()) << validate(o).to_string();
   EXPECT_EQ(message_sizes(o, 4), (std::vector<std::size_t>{1024, 2048, 3072, 4096}));
   EXPECT_EQ(o.agg_iters, 4);

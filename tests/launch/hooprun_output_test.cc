@@ -129,5 +129,22 @@ TEST(HooprunOutputTest, TheFinalMessageRepeatsTheEndOfTheFailedRanksStderr) {
   EXPECT_THAT(silent.err, ::testing::EndsWith("exited with code 5; it wrote nothing to stderr\n"));
 }
 
+TEST(HooprunOutputTest, TheFinalMessageQuotesARankThatExplainsWhenTheFirstSaysNothing) {
+  // Rank 0 fails first and silently; rank 1 meets the same error a moment later and says why.
+  const RunResult r = run_hooprun(sh_job(
+      2, "if [ $HOOP_RANK = 0 ]; then exit 2; fi; sleep 0.05; echo bad argument -x >&2; exit 2"));
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("job failed: rank 0 on host localhost (pid "));
+  EXPECT_THAT(r.err, ::testing::EndsWith(
+                         "exited with code 2; it wrote nothing to stderr; rank 1 on host "
+                         "localhost (pid " +
+                         r.err.substr(r.err.rfind("(pid ") + 5,
+                                      r.err.rfind(") also") - r.err.rfind("(pid ") - 5) +
+                         ") also exited with code 2; the last 1 line of its stderr:\n  [1] bad "
+                         "argument -x\n"))
+      << r.err;
+}
+
 }  // namespace
 }  // namespace hoop::launch::testing

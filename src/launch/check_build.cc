@@ -151,6 +151,14 @@ void append(std::string& out, std::string_view title, std::span<const Entry> ent
 
 std::string version_text() { return HOOP_VERSION_TEXT; }
 
+std::string built_python() { return HOOP_PYTHON_PATH; }
+
+std::string python_package_dir() {
+  const fs::path dir = build_dir() / "python";
+  std::error_code error;
+  return fs::is_directory(dir / "hoop", error) ? dir.string() : std::string();
+}
+
 std::string check_build_report() {
   std::string out = fmt::format("hoop v{}:\n\n", version_text());
   append(out, "transports", transport_entries());

@@ -11,5 +11,10 @@ std::string check_build_report();
 
 /// hoop's version ("0.1.0"), as --check-build and --version print it.
 std::string version_text();
+/// The Python interpreter this build's `hoop` package was built for (HOOP_PYTHON).
+std::string built_python();
+/// The folder holding the build's `hoop` package (build/python, beside build/bin), or empty
+/// where there is none (an installed hooprun).
+std::string python_package_dir();
 
 }  // namespace hoop::launch

@@ -27,6 +27,7 @@
 #include "launch/output.h"
 #include "launch/preflight.h"
 #include "launch/process.h"
+#include "launch/python_check.h"
 #include "launch/remote.h"
 #include "launch/signals.h"
 #include "transports/shm/shm_transport.h"
@@ -185,6 +186,25 @@ void apply_env_options(const std::vector<std::string>& vars, std::vector<std::st
   }
 }
 
+// A Python command must find what its script imports (python_check.h). Checked where the
+// ranks' interpreter is this machine's: every rank local or behind a spawner.
+int check_python(const LaunchOptions& options, const JobSpec& spec) {
+  if (options.elastic || options.topology || spec.commands.empty()) return kExitSuccess;
+  for (const RankCommand& command : spec.commands)
+    if (command.access.kind == HostAccess::Kind::kSsh) return kExitSuccess;
+  const PythonCommand python = inspect_python_command(options.command, spec.workdir);
+  if (!python.is_python) return kExitSuccess;
+  // The interpreter itself, not a spawner in front of it; found as the ranks will find it.
+  const char* path_env = std::getenv("PATH");
+  Result<std::string> interpreter =
+      find_executable(options.command.front(), path_env ? path_env : kDefaultPath);
+  if (!interpreter.ok()) return kExitSuccess;  // the launch names a missing program itself
+  const Status s = check_python_command(python, *interpreter, spec.inherited_env);
+  if (s.ok()) return kExitSuccess;
+  say(s.message());
+  return kExitUsage;
+}
+
 // The preflight of a job across hosts (preflight.h); hooprun's exit code.
 int preflight(const LaunchOptions& options, const JobSpec& spec, double timeout_s,
               SignalChannel& signals) {
@@ -286,6 +306,7 @@ int launch(const LaunchOptions& options) {
   spec.workdir = std::filesystem::current_path(cwd_error).string();
   spec.inherited_env = current_environment();
   apply_env_options(options.env_vars, spec.inherited_env, spec.forwarded_names);
+  if (int code = check_python(options, spec); code != kExitSuccess) return code;
   if (options.preflight && !options.elastic) {
     if (int code = preflight(options, spec, *timeout_s, *signals); code != kExitSuccess)
       return code;

@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "tests/launch/hooprun_harness.h"
 
 namespace hoop::launch::testing {
@@ -135,6 +137,49 @@ INSTANTIATE_TEST_SUITE_P(
                       MalformedEnvCase{"HOROVOD_LOG_LEVEL=loud", "HOROVOD_LOG_LEVEL"},
                       MalformedEnvCase{"HOOP_START_TIMEOUT=soon", "HOOP_START_TIMEOUT"},
                       MalformedEnvCase{"HOOP_START_TIMEOUT=0", "HOOP_START_TIMEOUT"}));
+
+// A second Python on PATH that has neither torch nor hoop: the system's, isolated from its
+// site-packages and from PYTHONPATH.
+class HooprunPythonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_file(dir_.file("python3"), "#!/bin/sh\nexec /usr/bin/python3 -I -S \"$@\"\n", 0755);
+    write_file(dir_.file("uses_torch.py"), "import os\nimport torch\nimport hoop.torch as hvd\n");
+    write_file(dir_.file("plain.py"), "print('plain python')\n");
+  }
+  std::string path_env() const { return "PATH=" + dir_.path() + ":" + std::getenv("PATH"); }
+  TempDir dir_;
+};
+
+TEST_F(HooprunPythonTest, AnInterpreterWithoutTorchIsNamedWithTheOneThatHasIt) {
+  const RunResult r =
+      run_hooprun({"-np", "2", "python3", dir_.file("uses_torch.py")}, {path_env()});
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("python3 (" + dir_.file("python3") +
+                               ") cannot import torch and "
+                               "hoop, which " +
+                               dir_.file("uses_torch.py") + " imports"));
+  EXPECT_THAT(r.err, HasSubstr("the interpreter hoop was built for, has torch"));
+  EXPECT_THAT(r.err, HasSubstr("PYTHONPATH="));
+  EXPECT_THAT(r.out, IsEmpty());  // no rank started
+}
+
+TEST_F(HooprunPythonTest, ScriptsThatImportNeitherRunWithAnyPython) {
+  const RunResult r = run_hooprun({"-np", "1", "python3", dir_.file("plain.py")}, {path_env()});
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("plain python"));
+}
+
+TEST_F(HooprunPythonTest, TheBuiltInterpreterWithoutPythonpathIsToldWhereHoopIs) {
+  const RunResult r =
+      run_hooprun({"-np", "1", "/usr/bin/python3", "-c", "import hoop.torch"}, {"PYTHONPATH="});
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("cannot import hoop, which -c imports"));
+  EXPECT_THAT(r.err, HasSubstr("hoop's package is in "));
+}
 
 }  // namespace
 }  // namespace hoop::launch::testing

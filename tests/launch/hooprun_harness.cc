@@ -53,7 +53,14 @@ std::unique_ptr<Hooprun> Hooprun::start_at(const std::string& path,
     if (entry.starts_with("HOOP_") || entry.starts_with("HOROVOD_")) continue;
     env.emplace_back(entry);
   }
-  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  // An extra entry replaces the inherited one of its name (getenv takes the first).
+  for (const std::string& extra : extra_env) {
+    const std::size_t eq = extra.find('=');
+    const std::string name = extra.substr(0, eq == std::string::npos ? extra.size() : eq + 1);
+    if (eq != std::string::npos)
+      std::erase_if(env, [&](const std::string& e) { return e.starts_with(name); });
+    env.push_back(extra);
+  }
 
   int out[2];
   int err[2];

@@ -12,6 +12,7 @@
 #include "collectives/algorithms/validate.h"
 #include "connect/connect.h"
 #include "core/config.h"
+#include "core/timeline.h"
 #include "topology/routed_transport.h"
 
 namespace hoop {
@@ -182,6 +183,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const BootstrapInfo& 
   if (info.size < 1 || info.rank < 0 || info.rank >= info.size)
     return invalid_argument(
         fmt::format("rank {} of size {} is not a valid place in a job", info.rank, info.size));
+  // HOOP_TIMELINE applies to programs that use the Communicator alone too.
+  HOOP_RETURN_IF_ERROR(open_process_timeline(info.rank));
 
   std::unique_ptr<Transport> t;
   std::optional<collectives::Hierarchy> hierarchy;

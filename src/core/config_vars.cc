@@ -260,9 +260,9 @@ constexpr Var kVars[] = {
      0,
      1 << 20},
     {"HOOP_TIMELINE", "HOROVOD_TIMELINE", kString, "",
-     "Runtime: write a Chrome-trace timeline (chrome://tracing, Perfetto) of every tensor to "
-     "this file (rank 0's view; '%r' in the name becomes the rank, one file per rank); "
-     "DYNAMIC: none until start_timeline() is called."},
+     "Write a Chrome-trace timeline (chrome://tracing, Perfetto) of every runtime tensor and "
+     "every Communicator collective to this file (rank 0's view; '%r' in the name becomes the "
+     "rank, one file per rank); DYNAMIC: none until start_timeline() is called."},
     {"HOOP_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", kBool, "0",
      "Runtime: also mark each background-thread cycle in the timeline (a CYCLE_START event)."},
     {"HOOP_AUTOTUNE", "HOROVOD_AUTOTUNE", kBool, "0",

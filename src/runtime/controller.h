@@ -47,7 +47,7 @@
 #include "runtime/coordinator.h"
 #include "runtime/executor.h"
 #include "runtime/handle_state.h"
-#include "runtime/timeline.h"
+#include "core/timeline.h"
 
 namespace hoop::runtime {
 

@@ -17,7 +17,7 @@
 #include "runtime/handle_state.h"
 #include "runtime/memory.h"
 #include "runtime/message.h"
-#include "runtime/timeline.h"
+#include "core/timeline.h"
 
 namespace hoop::runtime {
 

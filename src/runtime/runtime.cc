@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "core/log.h"
+#include "core/timeline.h"
 #include "device/device.h"
 #include "hoop/hoop.h"
 #include "runtime/controller.h"
@@ -41,7 +42,7 @@ struct Global {
   BootstrapInfo info;
   std::unique_ptr<Store> store;
   runtime::RuntimeSettings settings;
-  std::unique_ptr<runtime::Timeline> timeline;
+  std::shared_ptr<Timeline> timeline;  // also the collectives' while the runtime runs
   std::map<ProcessSet, SetState> sets;
   ProcessSet next_set = 1;
 };
@@ -253,6 +254,7 @@ void init() {
   if (g.initialized) return;
   auto fresh = [&](Status s) {
     g.sets.clear();
+    set_collectives_timeline(nullptr);
     g.timeline.reset();
     g.store.reset();
     fail(std::move(s));
@@ -275,12 +277,16 @@ void init() {
   }
   // Every rank holds a timeline, idle until a file is started, so that start_timeline() can
   // begin one at any time (HOOP_TIMELINE=DYNAMIC: only then, as in Horovod).
-  g.timeline = runtime::Timeline::idle(g.info.rank, g.settings.timeline_max_bytes);
+  // A timeline a Communicator opened before (the same HOOP_TIMELINE file) is closed first: the
+  // runtime's takes the file over, and the collectives write there too while it runs.
+  if (std::shared_ptr<Timeline> before = set_collectives_timeline(nullptr)) before->stop();
+  g.timeline = Timeline::idle(g.info.rank, g.settings.timeline_max_bytes);
   const std::string& path = g.settings.timeline_path;
   if (!path.empty() && path != "DYNAMIC") {
     Status started = start_timeline_file(g, path, g.settings.timeline_mark_cycles);
     if (!started.ok()) fresh(started.with_context("HOOP_TIMELINE"));
   }
+  set_collectives_timeline(g.timeline);
   ++g.generation;
   g.key_base = g.info.elastic_id.empty() ? fmt::format("hoop/rt{}", g.generation)
                                          : g.info.key_prefix + "/rt";
@@ -313,6 +319,7 @@ void shutdown() {
     it->second.controller.reset();
   }
   lock.lock();
+  set_collectives_timeline(nullptr);
   g.timeline.reset();
   g.store.reset();
   if (!first.ok()) HOOP_LOG(kWarn, "shutdown after a failure: {}", first.to_string());

@@ -1,4 +1,4 @@
-#include "runtime/timeline.h"
+#include "core/timeline.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -12,6 +12,7 @@
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/dispatch.h"
 #include "collectives/algorithms/one_host.h"
+#include "collectives/algorithms/trace.h"
 #include "collectives/algorithms/validate.h"
 
 namespace hoop {
@@ -79,20 +80,26 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
   HOOP_ASSIGN_OR_RETURN(std::size_t bytes,
                         collectives::checked_bytes(o.count, 1, o.dtype, "count"));
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));
+  collectives::Trace trace(comm, Collective::kAllreduce, bytes, /*deferred=*/true);
   if (!adasum) {
     auto one_host_what = [&] {
       return fmt::format("allreduce of {} {} ({})", o.count, dtype_name(o.dtype), op_name(o.op));
     };
     if (auto* impl = in_slots(comm, bytes, true, {{o.input, "input"}, {o.output, "output"}},
-                              o.algorithm))
+                              o.algorithm)) {
+      trace.start("shared slots");
       return collectives::allreduce_in_slots(*impl, o, bytes, one_host_what);
+    }
     if (auto* impl = in_slots(comm, 0, false, {{o.input, "input"}, {o.output, "output"}},
                               o.algorithm);
-        impl != nullptr && collectives::reads_take_allreduce(*impl, bytes))
+        impl != nullptr && collectives::reads_take_allreduce(*impl, bytes)) {
+      trace.start("single-copy reads");
       return collectives::allreduce_by_reading(*impl, o, one_host_what);
+    }
   }
   const Algorithm algo =
       adasum ? Algorithm::kRecursiveDoubling : allreduce_algorithm(comm, bytes, o.algorithm);
+  trace.start(adasum ? std::string_view("adasum") : algorithm_name(algo));
   auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
   if (algo == Algorithm::kHierarchical && (impl == nullptr || impl->hierarchy() == nullptr))
     return invalid_argument(
@@ -125,6 +132,7 @@ Status broadcast(Communicator& comm, const BroadcastOptions& o) {
   HOOP_RETURN_IF_ERROR(collectives::check_root(o.root, comm.size()));
   HOOP_ASSIGN_OR_RETURN(std::size_t bytes,
                         collectives::checked_bytes(o.count, 1, o.dtype, "count"));
+  collectives::Trace trace(comm, Collective::kBroadcast, bytes);
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.buffer, o.count, "buffer"));
   auto what = [&] {
     return fmt::format("broadcast of {} {} from rank {}", o.count, dtype_name(o.dtype), o.root);
@@ -147,6 +155,7 @@ Status allgather(Communicator& comm, const AllgatherOptions& o) {
   HOOP_ASSIGN_OR_RETURN(std::size_t block,
                         collectives::checked_bytes(o.count, 1, o.dtype, "count"));
   HOOP_RETURN_IF_ERROR(collectives::checked_bytes(o.count, comm.size(), o.dtype, "count").status());
+  collectives::Trace trace(comm, Collective::kAllgather, block);
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));
   const std::vector<std::size_t> counts(comm.size(), o.count);
   std::vector<std::size_t> offsets, lengths;
@@ -170,6 +179,7 @@ Status allgatherv(Communicator& comm, const AllgathervOptions& o) {
   HOOP_ASSIGN_OR_RETURN(std::size_t total,
                         collectives::check_counts(o.counts, comm.size(), o.dtype, "counts"));
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, total, "output"));
+  collectives::Trace trace(comm, Collective::kAllgatherv, total * dtype_size(o.dtype));
   std::vector<std::size_t> offsets, lengths;
   block_layout(o.counts, dtype_size(o.dtype), offsets, lengths);
   auto what = [&] { return fmt::format("allgatherv of {} {}", total, dtype_name(o.dtype)); };
@@ -193,6 +203,7 @@ Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& o) {
                         collectives::checked_bytes(o.count, 1, o.dtype, "count"));
   HOOP_ASSIGN_OR_RETURN(std::size_t total,
                         collectives::checked_bytes(o.count, comm.size(), o.dtype, "count"));
+  collectives::Trace trace(comm, Collective::kReduceScatter, total);
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));
   // In place (input null or equal to output): the output holds all size() * count inputs.
   const void* input = o.input != nullptr ? o.input : o.output;
@@ -231,6 +242,7 @@ Status reduce_scatterv(Communicator& comm, const ReduceScattervOptions& o) {
   if (!in_place) HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.input, total_count, "input"));
   const std::size_t es = dtype_size(o.dtype);
   const std::size_t total = total_count * es;
+  collectives::Trace trace(comm, Collective::kReduceScatterv, total);
   const std::size_t mine = mine_count * es;
   auto what = [&] {
     return fmt::format("reduce_scatterv of {} {} ({})", total_count, dtype_name(o.dtype),
@@ -260,6 +272,7 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
   HOOP_RETURN_IF_ERROR(collectives::check_dtype(o.dtype));
   HOOP_ASSIGN_OR_RETURN(std::size_t total,
                         collectives::checked_bytes(o.count, comm.size(), o.dtype, "count"));
+  collectives::Trace trace(comm, Collective::kAlltoall, total);
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));
   const std::vector<std::size_t> counts(comm.size(), o.count);
   std::vector<std::size_t> offsets, lengths;
@@ -294,6 +307,7 @@ Status alltoallv(Communicator& comm, const AlltoallvOptions& o) {
   const bool in_place = o.input == nullptr || o.input == o.output;
   if (!in_place) HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.input, send_total, "input"));
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, recv_total, "output"));
+  collectives::Trace trace(comm, Collective::kAlltoallv, send_total * dtype_size(o.dtype));
   const int me = comm.rank();
   if (o.send_counts[me] != o.recv_counts[me])
     return invalid_argument(fmt::format(
@@ -325,6 +339,7 @@ Status alltoallv(Communicator& comm, const AlltoallvOptions& o) {
 }
 
 Status barrier(Communicator& comm) {
+  const collectives::Trace trace(comm, Collective::kBarrier, 0);
   if (auto* impl = in_slots(comm, 0, false, {})) return collectives::barrier_in_slots(*impl);
   return run(
       comm, CallFingerprint{.kind = Collective::kBarrier}, [] { return std::string("barrier"); },

@@ -14,6 +14,7 @@
 
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/dispatch.h"
+#include "collectives/algorithms/trace.h"
 #include "collectives/algorithms/validate.h"
 #include "collectives/patterns/binomial.h"
 #include "collectives/patterns/partition.h"
@@ -145,6 +146,7 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
   HOOP_RETURN_IF_ERROR(check_rooted(o.dtype, o.root, comm.size()));
   HOOP_ASSIGN_OR_RETURN(std::size_t total,
                         collectives::check_counts(o.counts, comm.size(), o.dtype, "counts"));
+  const collectives::Trace trace(comm, kind, total * dtype_size(o.dtype));
   const int me = comm.rank();
   const bool is_root = me == o.root;
   const std::size_t es = dtype_size(o.dtype);
@@ -200,6 +202,7 @@ Status reduce(Communicator& comm, const RootReduceOptions& given) {
   HOOP_RETURN_IF_ERROR(collectives::check_op(o.op));
   HOOP_ASSIGN_OR_RETURN(std::size_t bytes,
                         collectives::checked_bytes(o.count, 1, o.dtype, "count"));
+  const collectives::Trace trace(comm, Collective::kReduce, bytes);
   const bool is_root = comm.rank() == o.root;
   if (is_root) {
     HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));

@@ -1,5 +1,6 @@
-// The runtime's timeline: a Chrome trace of each tensor's phases (negotiation, the collective,
-// copies), written as it happens so that a job that hangs or dies still leaves a readable trace.
+// The timeline: a Chrome trace of each tensor's phases (negotiation, the collective, copies) and
+// of each Communicator collective, written as it happens so that a job that hangs or dies still
+// leaves a readable trace.
 #pragma once
 
 #include <atomic>
@@ -17,7 +18,7 @@
 #include "core/fd.h"
 #include "hoop/core.h"
 
-namespace hoop::runtime {
+namespace hoop {
 
 /// Writes a Chrome trace-event JSON file (chrome://tracing, Perfetto). The file is a JSON array
 /// that is complete after every event: each write replaces the closing "]" with the event and a
@@ -98,4 +99,16 @@ class Timeline {
   std::map<std::string, Row, std::less<>> rows_;  // std::less<>: found by string_view
 };
 
-}  // namespace hoop::runtime
+/// Where the Communicator's collectives write their events: the runtime's timeline while
+/// hoop::init() holds one, else the process's own (open_process_timeline); null when none is
+/// set. Events go only where the timeline is active.
+std::shared_ptr<Timeline> collectives_timeline();
+/// Makes `timeline` the collectives' (null: none) and returns the one it replaces.
+std::shared_ptr<Timeline> set_collectives_timeline(std::shared_ptr<Timeline> timeline);
+/// For a program without the runtime: where HOOP_TIMELINE names a file (not DYNAMIC) and no
+/// timeline is set yet, opens the process's own for rank `rank` (rank 0 writes the file, or
+/// every rank its own where the path holds "%r"; HOOP_TIMELINE_MAX_BYTES bounds it). io_error
+/// naming HOOP_TIMELINE when the file cannot be created.
+Status open_process_timeline(int rank);
+
+}  // namespace hoop

@@ -1,4 +1,4 @@
-#include "runtime/timeline.h"
+#include "core/timeline.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -9,9 +9,10 @@
 #include <iterator>
 #include <limits>
 
+#include "core/config.h"
 #include "core/log.h"
 
-namespace hoop::runtime {
+namespace hoop {
 namespace {
 
 using Args = std::vector<std::pair<std::string, std::string>>;
@@ -277,4 +278,37 @@ std::string Timeline::timestamp() const {
   return format_timestamp(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
 }
 
-}  // namespace hoop::runtime
+namespace {
+
+std::atomic<std::shared_ptr<Timeline>>& current() {
+  static std::atomic<std::shared_ptr<Timeline>> timeline;
+  return timeline;
+}
+
+}  // namespace
+
+std::shared_ptr<Timeline> collectives_timeline() {
+  return current().load(std::memory_order_acquire);
+}
+
+std::shared_ptr<Timeline> set_collectives_timeline(std::shared_ptr<Timeline> timeline) {
+  return current().exchange(std::move(timeline), std::memory_order_acq_rel);
+}
+
+Status open_process_timeline(int rank) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (collectives_timeline() != nullptr || !config::is_set("HOOP_TIMELINE")) return Status::success();
+  HOOP_ASSIGN_OR_RETURN(std::string path, config::get_string("HOOP_TIMELINE"));
+  if (path.empty() || path == "DYNAMIC") return Status::success();
+  HOOP_ASSIGN_OR_RETURN(std::int64_t max_bytes, config::get_int("HOOP_TIMELINE_MAX_BYTES"));
+  const bool per_rank = path.find("%r") != std::string::npos;
+  if (!per_rank && rank != 0) return Status::success();
+  if (per_rank) path.replace(path.find("%r"), 2, std::to_string(rank));
+  std::shared_ptr<Timeline> timeline = Timeline::idle(rank, static_cast<std::size_t>(max_bytes));
+  HOOP_RETURN_IF_ERROR(timeline->start(path).with_context("HOOP_TIMELINE"));
+  set_collectives_timeline(std::move(timeline));
+  return Status::success();
+}
+
+}  // namespace hoop

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Builds tests/downstream (a parent project with add_subdirectory(hoop)) from scratch and runs
+# its allreduce on 2 ranks under the hooprun it built. `run.sh HOOP_SOURCE_DIR WORK_DIR`.
+# Debug, without CUDA and without hoop's suite: the library and hooprun only, quickly.
+set -eu
+src=$1
+work=$2
+rm -rf "$work"
+cmake -S "$src/tests/downstream" -B "$work" -G Ninja -DHOOP_SOURCE_DIR="$src" \
+  -DCMAKE_BUILD_TYPE=Debug -DHOOP_CUDA=OFF >"$work.configure.log" 2>&1 ||
+  { cat "$work.configure.log"; exit 1; }
+# hoop's own suite, benchmarks and examples are off inside another project.
+for target in hoop_test_pch bench_runtime train_fashion_mnist; do
+  if ninja -C "$work" -t targets all | grep -q "^$target:"; then
+    echo "FAIL: $target is built inside a parent project"; exit 1
+  fi
+done
+cmake --build "$work" --target downstream_allreduce hooprun -j "$(nproc)"
+out=$("$work/hoop/bin/hooprun" -np 2 "$work/downstream_allreduce")
+echo "$out"
+echo "$out" | grep -q "rank 0 of 2: allreduce ok (3)" || { echo "FAIL: no allreduce"; exit 1; }
+echo "$out" | grep -q "rank 1 of 2: allreduce ok (3)" || { echo "FAIL: no allreduce"; exit 1; }
+rm -rf "$work" "$work.configure.log"
+echo "downstream: ok"

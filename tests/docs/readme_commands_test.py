@@ -7,7 +7,8 @@ build's directory, and must exit 0 (and, for some, print what the README promise
 one of the SKIPS below, which say why it cannot run inside the suite. A SKIPS entry that no
 longer matches any command is an error too, so the list cannot go stale. Blocks fenced with a
 bare ``` are output, usage lines or commands for other machines (ssh hosts, Kubernetes) and
-are not run.
+are not run. Every relative link of the project's Markdown files must name a file inside the
+repository.
 
 Usage: readme_commands_test.py SOURCE_DIR BUILD_DIR
 """
@@ -81,6 +82,33 @@ def with_build_dir(command, build_dir):
     return re.sub(r"(^|[\s=])build/", lambda m: m.group(1) + build_dir.rstrip("/") + "/", command)
 
 
+def broken_links(source):
+    """Relative links of the project's Markdown files that name no file inside the repository
+    (a link outside it is broken in every clone)."""
+    out = []
+    link = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+    root = os.path.realpath(source)
+    for folder, dirs, files in os.walk(source):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not d.startswith("build")]
+        for name in files:
+            if not name.endswith(".md"):
+                continue
+            path = os.path.join(folder, name)
+            with open(path) as f:
+                text = f.read()
+            for target in link.findall(text):
+                if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+                    continue
+                file_part = target.split("#", 1)[0]
+                resolved = os.path.realpath(os.path.join(folder, file_part))
+                rel = os.path.relpath(path, source)
+                if not resolved.startswith(root + os.sep) and resolved != root:
+                    out.append(f"{rel}: the link ({target}) leaves the repository")
+                elif not os.path.exists(resolved):
+                    out.append(f"{rel}: the link ({target}) names no file")
+    return out
+
+
 def main():
     source, build = sys.argv[1], sys.argv[2]
     found = commands(os.path.join(source, "README.md"))
@@ -127,6 +155,7 @@ def main():
     for name in sorted(os.listdir(bin_dir)) if os.path.isdir(bin_dir) else []:
         if not re.search(r"\b" + re.escape(name) + r"\b", readme):
             failures.append(f"{bin_dir}/{name} is in build/bin but the README never names it")
+    failures += broken_links(source)
     for pattern, why in SKIPS:
         if pattern not in used:
             failures.append(f"the skip rule /{pattern}/ ({why}) matches no README command: "

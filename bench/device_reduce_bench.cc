@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "device/device.h"
 #include "hoop/core.h"
+#include "hoop/version.h"
 
 namespace {
 
@@ -130,6 +132,11 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Google Benchmark's flags take --version for unknown: it is answered here first.
+  if (argc > 1 && std::string_view(argv[1]) == "--version") {
+    std::puts(hoop::version_line("bench_device_reduce").c_str());
+    return 0;
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   if (device::device_count() == 0) {

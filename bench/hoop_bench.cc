@@ -32,6 +32,7 @@
 #include "bench/hoop_bench_peer.h"
 #include "hoop/communicator.h"
 #include "hoop/rendezvous.h"
+#include "hoop/version.h"
 
 namespace hoop::bench {
 namespace {
@@ -77,6 +78,7 @@ std::string json_path_for(const std::string& path, BenchCollective collective, b
 // code on --help or a parse error.
 std::optional<int> parse_flags(int argc, char** argv, Flags& flags) {
   CLI::App app{"hoop's collectives, timed and checked like nccl-tests' *_perf programs"};
+  app.set_version_flag("--version", hoop::version_line("hoop-bench"));
   add_bench_flags(app, flags.bench);
   app.add_option("--collective", flags.collective,
                  "allreduce, broadcast, allgather, reduce_scatter, alltoall, reduce, gather, "
@@ -111,7 +113,7 @@ std::optional<int> parse_flags(int argc, char** argv, Flags& flags) {
       ->check(CLI::Range(0.001, 86400.0));
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
+  } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return usage_error(fmt::format("{} (run with --help for the options)", e.what()));

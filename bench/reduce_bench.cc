@@ -13,9 +13,11 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/reduce.h"
 #include "hoop/core.h"
+#include "hoop/version.h"
 
 namespace {
 
@@ -119,6 +121,11 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Google Benchmark's flags take --version for unknown: it is answered here first.
+  if (argc > 1 && std::string_view(argv[1]) == "--version") {
+    std::puts(hoop::version_line("bench_reduce").c_str());
+    return 0;
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   if (dst_buffer() == nullptr || src_buffer() == nullptr) {

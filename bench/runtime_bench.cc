@@ -24,6 +24,7 @@
 
 #include "hoop/communicator.h"
 #include "hoop/hoop.h"
+#include "hoop/version.h"
 
 namespace {
 
@@ -59,6 +60,7 @@ struct Case {
 
 int main(int argc, char** argv) {
   CLI::App app{"hoop's runtime against the raw Communicator (launch with hooprun)"};
+  app.set_version_flag("--version", hoop::version_line("bench_runtime"));
   int reps = 0;
   app.add_option("--reps", reps,
                  "Repetitions per case (0: 200 / 1000 / 10 for step / lone / large)")

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "c_abi.h"
+#include "hoop/version.h"
 
 namespace hoop::c_abi {
 namespace {
@@ -93,7 +94,8 @@ using hoop::c_abi::dtype_of;
 
 extern "C" {
 
-const char* hoop_version(void) { return HOOP_VERSION_TEXT; }
+// A string literal behind the view: null-terminated.
+const char* hoop_version(void) { return hoop::version().data(); }
 
 const char* hoop_last_error(void) { return hoop::c_abi::t_last_error.c_str(); }
 

@@ -37,6 +37,7 @@
 
 #include "bench/common/allreduce_bench.h"
 #include "hoop/rendezvous.h"
+#include "hoop/version.h"
 
 namespace hoop::bench {
 namespace {
@@ -360,6 +361,7 @@ int run(int argc, char** argv) {
     return 2;
   }
   CLI::App app{"Gloo's allreduce over TCP, timed and checked like nccl-tests' all_reduce_perf"};
+  app.set_version_flag("--version", hoop::version_line("peer_gloo_allreduce"));
   BenchOptions options;
   add_bench_flags(app, options);
   std::string algo_name = "ring_chunked";

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "bench/common/collective_bench.h"
+#include "hoop/version.h"
 
 namespace hoop::bench {
 namespace {
@@ -234,6 +235,7 @@ Status MpiPeer::run(const CollectiveCall& c) {
 int run(int argc, char** argv) {
   MpiPeer peer;
   CLI::App app{"Open MPI's collectives, timed and checked like nccl-tests' *_perf programs"};
+  app.set_version_flag("--version", hoop::version_line("peer_mpi_allreduce"));
   BenchOptions options;
   add_bench_flags(app, options);
   std::string collective = "allreduce";

@@ -39,6 +39,7 @@
 
 #include "bench/common/bench_table.h"
 #include "core/fd.h"
+#include "hoop/version.h"
 
 namespace hoop::bench {
 namespace {
@@ -293,6 +294,7 @@ Status parent_main(Fd listener, const Settings& settings) {
 
 int run(int argc, char** argv) {
   CLI::App app{"Loopback TCP throughput with both directions busy: the 2-rank allreduce bound"};
+  app.set_version_flag("--version", hoop::version_line("tcp_bound"));
   Settings settings;
   settings.sizes.min_bytes = 64 << 20;
   settings.sizes.max_bytes = 64 << 20;

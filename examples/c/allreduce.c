@@ -4,6 +4,7 @@
  *   build/bin/hooprun -np 2 build/bin/allreduce_c */
 #include <hoop/c.h>
 #include <stdio.h>
+#include <string.h>
 
 /* Prints why a call failed and gives the exit code. */
 static int failed(const char* what, hoop_status_t status) {
@@ -47,7 +48,11 @@ static int with_runtime(void) {
   return down == HOOP_OK ? 0 : failed("hoop_shutdown", down);
 }
 
-int main(void) {
+int main(int argc, char** argv) {
+  if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+    printf("allreduce_c (hoop) %s\n", hoop_version());
+    return 0;
+  }
   printf("hoop %s\n", hoop_version());
   if (with_communicator() != 0) return 1;
   return with_runtime();

@@ -3,6 +3,7 @@
 //
 //   build/bin/hooprun -np 4 build/bin/hello
 #include <hoop/rendezvous.h>
+#include <hoop/version.h>
 
 #include <cstdio>
 #include <random>
@@ -51,13 +52,17 @@ constexpr const char* kUsage =
     "Usage: hooprun -np N hello\n"
     "The smallest hoop program: every rank prints where it sits in the job (rank, local rank,\n"
     "host, and the launcher that started it), then the ranks agree on a random value that rank\n"
-    "0 publishes through the rendezvous store. It takes no options.\n";
+    "0 publishes through the rendezvous store. It takes no options but --help and --version.\n";
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
       std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg == "--version") {
+      std::puts(hoop::version_line("hello").c_str());
       return 0;
     }
     std::fprintf(stderr, "hello: unknown argument '%s'\n%s", arg.c_str(), kUsage);

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "hoop/version.h"
 #include "report.h"
 
 namespace {
@@ -327,6 +328,7 @@ int run(const Flags& f) {
 int main(int argc, char** argv) {
   Flags f;
   CLI::App app{"Data-parallel training on Fashion-MNIST with hoop's training core"};
+  app.set_version_flag("--version", hoop::version_line("train_fashion_mnist"));
   // --help shows each option's default (the Flags' initial values).
   app.option_defaults()->always_capture_default();
   // Integer bounds: CLI11 2.1's PositiveNumber prints the largest double when it refuses 0.

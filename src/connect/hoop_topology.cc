@@ -15,6 +15,7 @@
 #include "connect/connect.h"
 #include "core/config.h"
 #include "hoop/rendezvous.h"
+#include "hoop/version.h"
 #include "topology/topology.h"
 
 namespace hoop::topology {
@@ -106,6 +107,10 @@ Status run() {
 int main(int argc, char** argv) {
   if (argc > 1) {
     const std::string_view arg = argv[1];
+    if (arg == "--version") {
+      std::puts(hoop::version_line("hoop-topology").c_str());
+      return 0;
+    }
     const bool help = arg == "-h" || arg == "--help";
     std::fputs(hoop::topology::kUsage.data(), help ? stdout : stderr);
     return help ? 0 : 2;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "device/device.h"
+#include "hoop/version.h"
 #include "launch/process.h"
 #if HOOP_BUILT_NCCL
 #include "collectives/nccl/nccl_backend.h"
@@ -149,7 +150,7 @@ void append(std::string& out, std::string_view title, std::span<const Entry> ent
 
 }  // namespace
 
-std::string version_text() { return HOOP_VERSION_TEXT; }
+std::string version_text() { return std::string(hoop::version()); }
 
 std::string built_python() { return HOOP_PYTHON_PATH; }
 

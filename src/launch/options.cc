@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/config.h"
+#include "hoop/version.h"
 #include "launch/check_build.h"
 #include "launch/exit_codes.h"
 
@@ -248,7 +249,7 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
   } catch (const EnvTableRequested&) {
     return {std::nullopt, kExitSuccess, config::markdown_table()};
   } catch (const VersionRequested&) {
-    return {std::nullopt, kExitSuccess, fmt::format("hooprun (hoop) {}\n", version_text())};
+    return {std::nullopt, kExitSuccess, hoop::version_line("hooprun") + "\n"};
   } catch (const CheckBuildRequested&) {
     LaunchOptions check;
     check.check_build = true;

@@ -1,0 +1,56 @@
+# `cmake --install build --prefix P`: libhoop, the training core and the C ABI with their
+# headers, hooprun, hoop-topology and hoop-bench, the Python package, a relocatable CMake package
+# (find_package(hoop CONFIG): hoop::hoop, hoop::train, hoop::c) and hoop.pc for pkg-config.
+# Executables and the extension find the libraries through RPATHs relative to themselves, so
+# the installed tree can move. (Under pip, adapters/torch lays out the wheel instead.)
+if(SKBUILD)
+  return()
+endif()
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(HOOP_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/hoop)
+set(HOOP_INSTALL_PYTHONDIR ${CMAKE_INSTALL_LIBDIR}/python3/dist-packages
+    CACHE STRING "Where `cmake --install` puts the Python package hoop (relative to the prefix)")
+
+file(RELATIVE_PATH hoop_bin_to_lib ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
+set(hoop_tools hooprun hoop-topology)
+if(TARGET hoop-bench)
+  list(APPEND hoop_tools hoop-bench)
+endif()
+set_target_properties(${hoop_tools} PROPERTIES INSTALL_RPATH "$ORIGIN/${hoop_bin_to_lib}")
+set_target_properties(hoop_train hoop_c PROPERTIES INSTALL_RPATH "$ORIGIN")
+set_target_properties(hoop_train PROPERTIES EXPORT_NAME train)
+set_target_properties(hoop_c PROPERTIES EXPORT_NAME c)
+
+install(TARGETS hoop hoop_train hoop_c EXPORT hoopTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/hoop DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.h")
+install(FILES ${PROJECT_BINARY_DIR}/include/hoop/version.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/hoop)
+install(TARGETS ${hoop_tools} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+install(EXPORT hoopTargets NAMESPACE hoop:: DESTINATION ${HOOP_INSTALL_CMAKEDIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/hoopConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/hoopConfig.cmake
+                              INSTALL_DESTINATION ${HOOP_INSTALL_CMAKEDIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/hoopConfigVersion.cmake
+                                 VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/hoopConfig.cmake ${PROJECT_BINARY_DIR}/hoopConfigVersion.cmake
+        DESTINATION ${HOOP_INSTALL_CMAKEDIR})
+
+file(RELATIVE_PATH HOOP_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+configure_file(${PROJECT_SOURCE_DIR}/cmake/hoop.pc.in ${PROJECT_BINARY_DIR}/hoop.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/hoop.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+if(TARGET _hoop)
+  file(RELATIVE_PATH hoop_py_to_lib ${CMAKE_INSTALL_PREFIX}/${HOOP_INSTALL_PYTHONDIR}/hoop
+       ${CMAKE_INSTALL_FULL_LIBDIR})
+  set_target_properties(_hoop PROPERTIES INSTALL_RPATH "$ORIGIN/${hoop_py_to_lib}")
+  install(TARGETS _hoop LIBRARY DESTINATION ${HOOP_INSTALL_PYTHONDIR}/hoop)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/adapters/torch/python/hoop
+          DESTINATION ${HOOP_INSTALL_PYTHONDIR} FILES_MATCHING PATTERN "*.py")
+endif()

@@ -1,0 +1,53 @@
+#!/bin/sh
+# `cmake --install` of this build into a fresh prefix, then what a user does with it: a CMake
+# project with find_package(hoop), a program compiled with pkg-config's flags, and hoop.torch,
+# each run on 2 ranks under the installed hooprun. The prefix is then moved: its hooprun and a
+# program built from its hoop.pc still run (the RPATHs and hoop.pc are relative).
+# `run.sh SOURCE_DIR BUILD_DIR WORK_DIR`.
+set -eu
+src=$1
+build=$2
+work=$3
+rm -rf "$work"
+mkdir -p "$work"
+prefix=$work/prefix
+cmake --install "$build" --prefix "$prefix" >"$work/install.log"
+hooprun=$prefix/bin/hooprun
+"$hooprun" --version
+check() {  # OUTPUT: both ranks' allreduce lines
+  echo "$1"
+  for r in 0 1; do
+    echo "$1" | grep -q "rank $r of 2: allreduce ok (3)" || { echo "FAIL: $2: rank $r"; exit 1; }
+  done
+}
+
+# find_package(hoop CONFIG) in a project that sets no C++ standard.
+cmake -S "$src/tests/install" -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+  >"$work/configure.log" || { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/cmake" >/dev/null
+check "$("$hooprun" -np 2 "$work/cmake/installed_allreduce")" "find_package"
+
+# pkg-config.
+flags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs hoop)
+c++ -std=c++20 "$src/tests/downstream/main.cc" -o "$work/pc_allreduce" $flags
+check "$("$hooprun" -np 2 "$work/pc_allreduce")" "pkg-config"
+
+# The Python package, where this build has it.
+if [ -d "$prefix/lib/python3/dist-packages/hoop" ]; then
+  out=$(PYTHONPATH=$prefix/lib/python3/dist-packages "$hooprun" -np 2 /usr/bin/python3 -c "
+import torch, hoop.torch as hvd
+hvd.init()
+t = hvd.allreduce(torch.ones(3) * (hvd.rank() + 1), op=hvd.Sum)
+print(f'rank {hvd.rank()} of {hvd.size()}: allreduce ok ({int(t[0])})')
+hvd.shutdown()")
+  check "$out" "hoop.torch"
+fi
+
+# Moved: the tools and hoop.pc are relative to the prefix, so a moved tree still works.
+mv "$prefix" "$work/moved"
+flags=$(PKG_CONFIG_PATH=$work/moved/lib/pkgconfig pkg-config --cflags --libs hoop)
+case $flags in *"$work/moved/"*) ;; *) echo "FAIL: hoop.pc after the move: $flags"; exit 1 ;; esac
+c++ -std=c++20 "$src/tests/downstream/main.cc" -o "$work/moved_allreduce" $flags
+check "$("$work/moved/bin/hooprun" -np 2 "$work/moved_allreduce")" "a moved prefix"
+rm -rf "$work"
+echo "install: ok"

@@ -83,7 +83,7 @@ struct BenchOptions {
   Average average = Average::kMax;  // hoop's tables report the slowest rank unless -a says
   std::vector<DataType> dtypes{DataType::kF32};
   std::vector<ReduceOp> ops{ReduceOp::kSum};
-  int root = 0;  // -1: every root in turn (-r all)
+  int root = 0;           // -1: every root in turn (-r all)
   std::string json_path;  // empty: no JSON report
   // nccl-tests flags that name GPU and thread layouts this program does not have; validate()
   // refuses values other than these, saying why.

@@ -298,7 +298,8 @@ std::shared_ptr<Timeline> set_collectives_timeline(std::shared_ptr<Timeline> tim
 Status open_process_timeline(int rank) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
-  if (collectives_timeline() != nullptr || !config::is_set("HOOP_TIMELINE")) return Status::success();
+  if (collectives_timeline() != nullptr || !config::is_set("HOOP_TIMELINE"))
+    return Status::success();
   HOOP_ASSIGN_OR_RETURN(std::string path, config::get_string("HOOP_TIMELINE"));
   if (path.empty() || path == "DYNAMIC") return Status::success();
   HOOP_ASSIGN_OR_RETURN(std::int64_t max_bytes, config::get_int("HOOP_TIMELINE_MAX_BYTES"));

@@ -85,8 +85,8 @@ class Timeline {
   std::string timestamp() const;
 
   const int pid_;
-  const std::size_t max_bytes_;  // 0: unbounded
-  const std::size_t reserve_;    // the longest truncation marker, kept free below max_bytes_
+  const std::size_t max_bytes_;      // 0: unbounded
+  const std::size_t reserve_;        // the longest truncation marker, kept free below max_bytes_
   std::atomic<bool> active_{false};  // read without mu_ so that an idle timeline costs nothing
   mutable std::mutex mu_;
   Fd fd_;

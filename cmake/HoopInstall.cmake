@@ -54,3 +54,19 @@ if(TARGET _hoop)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/adapters/torch/python/hoop
           DESTINATION ${HOOP_INSTALL_PYTHONDIR} FILES_MATCHING PATTERN "*.py")
 endif()
+
+# `cpack -G DEB` in a build directory: a .deb of what `cmake --install` installs, under /usr (the
+# Python package in /usr/lib/python3/dist-packages, where Debian's python3 finds it). Its
+# Depends are what dpkg-shlibdeps finds the binaries linking, plus python3. Build it from a
+# build without CUDA (-DHOOP_CUDA=OFF): the CUDA toolkit's libraries are no Debian packages.
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME hoop)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_PACKAGE_CONTACT "hoop developers <hoop@localhost>")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3")
+include(CPack)

@@ -1,0 +1,65 @@
+#!/bin/sh
+# The .deb: a build without CUDA (Debug, for the suite's time) packaged with `cpack -G DEB`;
+# its contents, its declared dependencies (every system library its binaries load belongs to a
+# package it depends on), and, extracted into a temporary root, a find_package(hoop) project
+# built against it and run on 2 ranks under its hooprun. `deb.sh SOURCE_DIR WORK_DIR`.
+set -eu
+src=$1
+work=$2
+rm -rf "$work"
+mkdir -p "$work"
+cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHOOP_CUDA=OFF \
+  -DHOOP_BUILD_TESTS=OFF -DHOOP_BUILD_EXAMPLES=OFF >"$work/configure.log" ||
+  { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/build" -j "$(nproc)" >"$work/build.log" || { tail -30 "$work/build.log"; exit 1; }
+(cd "$work/build" && cpack -G DEB >"$work/cpack.log") || { cat "$work/cpack.log"; exit 1; }
+deb=$(ls "$work"/build/hoop_*.deb)
+echo "package: $(basename "$deb")"
+depends=$(dpkg-deb -f "$deb" Depends)
+echo "Depends: $depends"
+
+# A declared package may stand for the one that ships the file (libopenblas0 for
+# libopenblas0-pthread, through the alternatives): its own Depends count too.
+names=$(echo "$depends" | tr ',|' '\n\n' | awk '{print $1}')
+covered="$depends"
+for name in $names; do
+  covered="$covered, $(dpkg-query -W -f='${Depends}' "$name" 2>/dev/null || true)"
+done
+
+contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
+for f in ./usr/bin/hooprun ./usr/bin/hoop-topology ./usr/bin/hoop-bench ./usr/include/hoop/hoop.h \
+  ./usr/include/hoop/version.h ./usr/lib/cmake/hoop/hoopConfig.cmake ./usr/lib/pkgconfig/hoop.pc \
+  ./usr/lib/python3/dist-packages/hoop/torch/__init__.py; do
+  echo "$contents" | grep -qx "$f" || { echo "FAIL: the package lacks $f"; exit 1; }
+done
+echo "$contents" | grep -q '^./usr/lib/libhoop.so' || { echo "FAIL: no libhoop"; exit 1; }
+
+root=$work/root
+dpkg -x "$deb" "$root"
+# Every library the binaries link directly (their NEEDED entries; what those load in turn comes
+# with their own packages) must come with a declared dependency.
+for bin in "$root"/usr/lib/libhoop.so.0 "$root"/usr/lib/libhoop_train.so "$root"/usr/bin/hooprun; do
+  resolved=$(LD_LIBRARY_PATH=$root/usr/lib ldd "$bin")
+  for needed in $(objdump -p "$bin" | awk '$1 == "NEEDED" {print $2}'); do
+    lib=$(echo "$resolved" | awk -v n="$needed" '$1 == n && $3 ~ /^\// {print $3}')
+    [ -n "$lib" ] || { echo "FAIL: $(basename "$bin") needs $needed, which does not resolve"; exit 1; }
+    case $lib in "$root"/*) continue ;; esac
+    # dpkg knows a file by the path its package installed (/lib or /usr/lib, usrmerge).
+    owner=$(dpkg -S "$lib" 2>/dev/null | head -n1 | cut -d: -f1)
+    [ -n "$owner" ] || owner=$(dpkg -S "$(readlink -f "$lib")" 2>/dev/null | head -n1 | cut -d: -f1)
+    [ -n "$owner" ] || { echo "FAIL: $(basename "$bin") loads $lib, which no Debian package owns"; exit 1; }
+    echo "$covered" | grep -q "\b$owner\b" ||
+      { echo "FAIL: $(basename "$bin") loads $lib ($owner), not in Depends"; exit 1; }
+  done
+done
+
+cmake -S "$src/tests/install" -B "$work/app" -G Ninja -DCMAKE_PREFIX_PATH="$root/usr" \
+  >"$work/app.log" || { cat "$work/app.log"; exit 1; }
+cmake --build "$work/app" >/dev/null
+out=$(LD_LIBRARY_PATH=$root/usr/lib "$root/usr/bin/hooprun" -np 2 "$work/app/installed_allreduce")
+echo "$out"
+for r in 0 1; do
+  echo "$out" | grep -q "rank $r of 2: allreduce ok (3)" || { echo "FAIL: rank $r"; exit 1; }
+done
+rm -rf "$work"
+echo "deb: ok"

@@ -6,12 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
+#include <string_view>
 
 #include "launch/check_build.h"
 #include "launch/process.h"
@@ -27,8 +29,11 @@ constexpr std::size_t kMaxScriptBytes = std::size_t{4} << 20;
 constexpr std::chrono::seconds kProbeTimeout{20};
 
 bool is_python_name(const std::string& argv0) {
-  static const std::regex kName(R"(python[0-9.]*)");
-  return std::regex_match(fs::path(argv0).filename().string(), kName);
+  const std::string name = fs::path(argv0).filename().string();
+  if (!name.starts_with("python")) return false;
+  return std::all_of(name.begin() + 6, name.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
+  });
 }
 
 // Python's interpreter options that take a value in the next argument.
@@ -36,11 +41,28 @@ bool takes_value(const std::string& option) {
   return option == "-W" || option == "-X" || option == "--check-hash-based-pycs";
 }
 
+// Whether `module` (as written after import/from) is `name` or one of its submodules.
+bool names_module(std::string_view module, std::string_view name) {
+  return module.starts_with(name) && (module.size() == name.size() || module[name.size()] == '.' ||
+                                      module[name.size()] == ',' || module[name.size()] == ' ');
+}
+
+// Lines that begin (after indentation) with `import X` or `from X`.
 void scan_imports(const std::string& code, PythonCommand& out) {
-  static const std::regex kHoop(R"((^|\n)[ \t]*(import|from)[ \t]+hoop\b)");
-  static const std::regex kTorch(R"((^|\n)[ \t]*(import|from)[ \t]+(torch\b|hoop\.torch\b))");
-  out.imports_hoop = std::regex_search(code, kHoop);
-  out.imports_torch = std::regex_search(code, kTorch);
+  std::istringstream lines(code);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::string_view rest(line);
+    rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
+    for (std::string_view keyword : {"import ", "from "}) {
+      if (!rest.starts_with(keyword)) continue;
+      std::string_view module = rest.substr(keyword.size());
+      module.remove_prefix(std::min(module.find_first_not_of(" \t"), module.size()));
+      if (names_module(module, "hoop")) out.imports_hoop = true;
+      if (names_module(module, "torch") || names_module(module, "hoop.torch"))
+        out.imports_torch = true;
+    }
+  }
 }
 
 // Runs `argv` with `env`; its stdout, or why it could not be run.

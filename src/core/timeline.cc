@@ -158,7 +158,7 @@ Status Timeline::start(const std::string& path, bool mark_cycles) {
   header[0] = '[';  // the first event takes the place of the separator
   header += kClose;
   std::lock_guard lock(mu_);
-  active_.store(false, std::memory_order_release);
+  set_active(false);
   fd_ = Fd();
   if (max_bytes_ > 0 && header.size() + reserve_ > max_bytes_) {
     return invalid_argument(
@@ -178,17 +178,35 @@ Status Timeline::start(const std::string& path, bool mark_cycles) {
   stopped_ = false;
   next_tid_ = 1;
   rows_.clear();  // a new file names its rows again
-  active_.store(true, std::memory_order_release);
+  set_active(true);
   return Status::success();
 }
 
 void Timeline::stop() {
   std::lock_guard lock(mu_);
-  active_.store(false, std::memory_order_release);
+  set_active(false);
   fd_ = Fd();
 }
 
-Timeline::~Timeline() = default;
+Timeline::~Timeline() {
+  std::lock_guard lock(mu_);
+  set_active(false);
+}
+
+namespace {
+
+// Timelines of the process that write a file now: while there are none, a collective's trace
+// costs one relaxed load.
+std::atomic<int> active_timelines{0};
+
+}  // namespace
+
+void Timeline::set_active(bool active) {
+  if (active_.exchange(active, std::memory_order_acq_rel) != active)
+    active_timelines.fetch_add(active ? 1 : -1, std::memory_order_relaxed);
+}
+
+bool Timeline::any_active() { return active_timelines.load(std::memory_order_relaxed) > 0; }
 
 void Timeline::begin(std::string_view tensor, std::string_view phase, const Args& args) {
   if (!active()) return;

@@ -50,6 +50,8 @@ class Timeline {
   void stop();
   /// Whether events are being written.
   bool active() const { return active_.load(std::memory_order_acquire); }
+  /// Whether any timeline of the process is writing (a cheap check before any other).
+  static bool any_active();
 
   /// Starts phase `phase` (e.g. "NEGOTIATE", "ALLREDUCE") on the row of tensor `tensor` (each
   /// tensor name gets its own row: a trace "tid", with a thread_name metadata event the first
@@ -74,6 +76,8 @@ class Timeline {
   };
 
   Timeline(int pid, std::size_t max_bytes);
+  // Sets active_ and keeps the process's count of active timelines; caller holds mu_.
+  void set_active(bool active);
 
   // The row of `tensor`; a new one gets a thread_name metadata event appended to `events`.
   Row& row(std::string_view tensor, std::string& events);

@@ -1,11 +1,7 @@
 #include "launch/check_build.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +12,8 @@
 #include "device/device.h"
 #include "hoop/version.h"
 #include "launch/process.h"
+#include "launch/python_check.h"
+#include "launch/rank_env.h"
 #if HOOP_BUILT_NCCL
 #include "collectives/nccl/nccl_backend.h"
 #endif
@@ -51,26 +49,6 @@ fs::path build_dir() {
   return fs::read_symlink("/proc/self/exe", error).parent_path().parent_path();
 }
 
-// Runs `argv` with its output discarded; true when it exits 0.
-bool succeeds(const std::vector<std::string>& argv) {
-  const pid_t pid = ::fork();
-  if (pid < 0) return false;
-  if (pid == 0) {
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, STDOUT_FILENO);
-    ::dup2(null, STDERR_FILENO);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 Probe torch_adapter() {
   const fs::path package = build_dir() / "python" / "hoop";
   bool extension = false;
@@ -81,8 +59,8 @@ Probe torch_adapter() {
     return {false, fmt::format("the Python module is not built ({} has no _hoop extension)",
                                package.string())};
   // find_spec, not import: importing torch takes seconds.
-  if (!succeeds({HOOP_PYTHON_PATH, "-c",
-                 "import importlib.util,sys; sys.exit(importlib.util.find_spec('torch') is None)"}))
+  const Result<PythonModules> found = find_python_modules(HOOP_PYTHON_PATH, current_environment());
+  if (!found.ok() || !found->torch)
     return {false, fmt::format("module built in {}, but PyTorch is not importable by {}",
                                package.string(), HOOP_PYTHON_PATH)};
   // Whether the module is on this PYTHONPATH already, or where the ranks need it.

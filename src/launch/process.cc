@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "launch/exit_codes.h"
@@ -126,5 +128,43 @@ Result<ChildProcess> spawn_process(const SpawnRequest& request) {
   }
   return ChildProcess{pid, std::move(out.read), std::move(err.read)};
 }
+
+Result<std::string> run_for_output(const std::string& path, const std::vector<std::string>& argv,
+                                   const std::vector<std::string>& env,
+                                   std::chrono::seconds timeout) {
+  const Fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!null.valid()) return errno_error("open /dev/null", errno);
+  SpawnRequest request;
+  request.path = path;
+  request.argv = argv;
+  request.env = env;
+  request.stdin_fd = null.get();
+  HOOP_ASSIGN_OR_RETURN(ChildProcess child, spawn_process(request));
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool open[2] = {true, true};
+  while ((open[0] || open[1]) && std::chrono::steady_clock::now() < deadline) {
+    pollfd fds[2] = {{child.stdout_fd.get(), POLLIN, 0}, {child.stderr_fd.get(), POLLIN, 0}};
+    if (::poll(fds, 2, 100) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (!open[i] || fds[i].revents == 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n > 0 && i == 0) out.append(buf, static_cast<std::size_t>(n));
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) open[i] = false;
+    }
+  }
+  if (open[0] || open[1]) ::kill(-child.pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return io_error(fmt::format("{} did not run ({})", path,
+                                open[0] || open[1]
+                                    ? fmt::format("it took longer than {} s", timeout.count())
+                                    : "it failed"));
+  return out;
+}
+
 
 }  // namespace hoop::launch

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,5 +70,12 @@ struct ChildProcess {
 /// child: not_found when the program is gone, invalid_argument when it cannot be executed
 /// (permission, format), io_error when the fork or the pipes failed.
 Result<ChildProcess> spawn_process(const SpawnRequest& request);
+
+/// Runs `argv` (the program at `path`) with environment `env` and stdin from /dev/null, and
+/// returns what it wrote to stdout (stderr is read and dropped). io_error when it does not
+/// exit 0, or is still running after `timeout` (it is killed then).
+Result<std::string> run_for_output(const std::string& path, const std::vector<std::string>& argv,
+                                   const std::vector<std::string>& env,
+                                   std::chrono::seconds timeout);
 
 }  // namespace hoop::launch

@@ -1,14 +1,9 @@
 #include "launch/python_check.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -65,62 +60,23 @@ void scan_imports(const std::string& code, PythonCommand& out) {
   }
 }
 
-// Runs `argv` with `env`; its stdout, or why it could not be run.
-Result<std::string> run_capture(const std::string& path, const std::vector<std::string>& argv,
-                                const std::vector<std::string>& env) {
-  const Fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!null.valid()) return errno_error("open /dev/null", errno);
-  SpawnRequest request;
-  request.path = path;
-  request.argv = argv;
-  request.env = env;
-  request.stdin_fd = null.get();
-  HOOP_ASSIGN_OR_RETURN(ChildProcess child, spawn_process(request));
-  std::string out;
-  const auto deadline = std::chrono::steady_clock::now() + kProbeTimeout;
-  bool open[2] = {true, true};
-  while ((open[0] || open[1]) && std::chrono::steady_clock::now() < deadline) {
-    pollfd fds[2] = {{child.stdout_fd.get(), POLLIN, 0}, {child.stderr_fd.get(), POLLIN, 0}};
-    if (::poll(fds, 2, 100) < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2; ++i) {
-      if (!open[i] || fds[i].revents == 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-      if (n > 0 && i == 0) out.append(buf, static_cast<std::size_t>(n));
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) open[i] = false;
-    }
-  }
-  if (open[0] || open[1]) ::kill(-child.pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return io_error(fmt::format("{} did not run ({})", path,
-                                open[0] || open[1] ? "it took longer than 20 s" : "it failed"));
-  return out;
-}
+}  // namespace
 
-struct Found {
-  bool torch = false;
-  bool hoop = false;
-};
-
-Result<Found> probe(const std::string& interpreter, const std::vector<std::string>& env) {
+Result<PythonModules> find_python_modules(const std::string& interpreter,
+                                          const std::vector<std::string>& env) {
   HOOP_ASSIGN_OR_RETURN(std::string out,
-                        run_capture(interpreter,
-                                    {interpreter, "-c",
-                                     "import importlib.util as u\n"
-                                     "print(int(u.find_spec('torch') is not None), "
-                                     "int(u.find_spec('hoop') is not None))"},
-                                    env));
+                        run_for_output(interpreter,
+                                       {interpreter, "-c",
+                                        "import importlib.util as u\n"
+                                        "print(int(u.find_spec('torch') is not None), "
+                                        "int(u.find_spec('hoop') is not None))"},
+                                       env, kProbeTimeout));
   std::istringstream in(out);
   int torch = 0;
   int hoop = 0;
   in >> torch >> hoop;
-  return Found{torch == 1, hoop == 1};
+  return PythonModules{torch == 1, hoop == 1};
 }
-
-}  // namespace
 
 PythonCommand inspect_python_command(const std::vector<std::string>& argv,
                                      const std::string& workdir) {
@@ -162,7 +118,7 @@ Status check_python_command(const PythonCommand& command, const std::string& int
                             const std::vector<std::string>& env) {
   if (!command.is_python || (!command.imports_hoop && !command.imports_torch))
     return Status::success();
-  Result<Found> found = probe(interpreter, env);
+  Result<PythonModules> found = find_python_modules(interpreter, env);
   if (!found.ok()) return Status::success();  // the ranks will report why it does not run
   const bool lacks_torch = command.imports_torch && !found->torch;
   const bool lacks_hoop = command.imports_hoop && !found->hoop;
@@ -174,9 +130,9 @@ Status check_python_command(const PythonCommand& command, const std::string& int
   const std::string built = built_python();
   std::error_code same_error;
   const bool other = !fs::equivalent(interpreter, built, same_error);
-  std::optional<Found> built_found;
+  std::optional<PythonModules> built_found;
   if (other) {
-    if (Result<Found> f = probe(built, env); f.ok()) built_found = *f;
+    if (Result<PythonModules> f = find_python_modules(built, env); f.ok()) built_found = *f;
   }
   if (lacks_torch && built_found && built_found->torch) {
     text += fmt::format(

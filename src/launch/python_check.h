@@ -20,6 +20,17 @@ struct PythonCommand {
   bool imports_torch = false;  // torch, or hoop.torch (which imports it)
 };
 
+/// Which of the modules hooprun cares about an interpreter finds (without importing them).
+struct PythonModules {
+  bool torch = false;
+  bool hoop = false;
+};
+
+/// Asks `interpreter`, run with environment `env`, whether torch and hoop are importable;
+/// io_error when it does not run.
+Result<PythonModules> find_python_modules(const std::string& interpreter,
+                                          const std::vector<std::string>& env);
+
 /// Reads a command line: the interpreter's name, and what its script (or -c code) imports,
 /// read from the script file relative to `workdir`.
 PythonCommand inspect_python_command(const std::vector<std::string>& argv,

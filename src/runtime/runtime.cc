@@ -2,10 +2,8 @@
 // of each call to its process set's Controller.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sched.h>
 
 #include <chrono>
-#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -51,8 +49,6 @@ Global& global() {
   static Global g;
   return g;
 }
-
-constexpr std::chrono::microseconds kHandleSpin{100};
 
 [[noreturn]] void fail(Status s) { throw Error(std::move(s)); }
 
@@ -169,74 +165,6 @@ OwnedTensor take_output(const Handle& h) {
 }
 
 }  // namespace
-
-std::size_t Tensor::count() const {
-  std::size_t n = 1;
-  for (std::int64_t d : shape) n *= static_cast<std::size_t>(d);
-  return n;
-}
-
-std::size_t Tensor::bytes() const { return count() * dtype_size(dtype); }
-
-std::byte* OwnedTensor::data() {
-  return device == kCpuDevice ? storage.data() : device_storage.get();
-}
-
-Tensor OwnedTensor::view() { return Tensor{data(), dtype, shape, device}; }
-
-void OwnedTensor::copy_to(void* dst) const {
-  if (device == kCpuDevice) {
-    if (!storage.empty()) std::memcpy(dst, storage.data(), storage.size());
-    return;
-  }
-  const Status s = device::copy(dst, device_storage.get(), Tensor{nullptr, dtype, shape}.bytes());
-  if (!s.ok()) throw Error(s);
-}
-
-bool Handle::poll() const {
-  if (!state_) return true;
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->done;
-}
-
-Status Handle::status() const {
-  if (!state_) return invalid_argument("an empty hoop::Handle");
-  // Small operations finish within tens of microseconds; polling that long, yielding the core,
-  // saves the wake-up of a sleep on the condition variable.
-  detail::waiting_threads.fetch_add(1, std::memory_order_acq_rel);
-  struct Unwait {
-    ~Unwait() { detail::waiting_threads.fetch_sub(1, std::memory_order_acq_rel); }
-  } unwait;
-  const auto spin_end = std::chrono::steady_clock::now() + kHandleSpin;
-  // Runs the set's negotiation and collectives on this thread while it would spin anyway.
-  const bool drove =
-      state_->driver != nullptr && !state_->finished.load(std::memory_order_acquire);
-  if (drove) state_->driver->drive(state_->finished, spin_end);
-  while (!state_->finished.load(std::memory_order_acquire) &&
-         std::chrono::steady_clock::now() < spin_end)
-    ::sched_yield();
-  if (drove && !state_->finished.load(std::memory_order_acquire)) state_->driver->stop_driving();
-  std::unique_lock<std::mutex> lock(state_->mu);
-  state_->cv.wait(lock, [&] { return state_->done; });
-  return state_->status;
-}
-
-void Handle::wait() const { check(status()); }
-
-OwnedTensor& Handle::output() const {
-  if (!state_) fail(invalid_argument("an empty hoop::Handle"));
-  return state_->output;
-}
-
-const std::vector<std::int64_t>& Handle::received_splits() const {
-  if (!state_) fail(invalid_argument("an empty hoop::Handle"));
-  return state_->received_splits;
-}
-
-int Handle::last_joined_rank() const {
-  if (!state_) fail(invalid_argument("an empty hoop::Handle"));
-  return state_->last_joined;
-}
 
 /// Starts g's timeline on `path` where this rank writes one: rank 0, or every rank with "%r"
 /// in the path replaced by its rank.

@@ -19,6 +19,8 @@ constexpr std::string_view kRow = "communicator";
 
 Trace::Trace(Communicator& comm, Collective kind, std::size_t bytes, bool deferred)
     : comm_(comm), kind_(kind), bytes_(bytes) {
+  // Most jobs write no timeline: no shared_ptr copy (a locked load) on every collective then.
+  if (!Timeline::any_active()) return;
   std::shared_ptr<Timeline> t = collectives_timeline();
   if (t == nullptr || !t->active()) return;
   timeline_ = std::move(t);

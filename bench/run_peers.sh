@@ -7,7 +7,7 @@
 #
 #   bench/run_peers.sh [--collective allreduce] [-R 5] [--ranks "2 4"] [-b 8] [-e 64M] [-f 2]
 #                      [--bin build/bin] [--peer 'NAME=COMMAND'] [--ratio A/B] [--in-place]
-#                      [--out DIR]
+#                      [--out DIR] [--plot FIGURE.png]
 #
 # A peer is any command that prints the nccl-tests table and accepts its flags plus --json FILE;
 # in COMMAND, {n} stands for the rank count, {bin} for the binary folder, {collective} for
@@ -37,6 +37,7 @@ large_iters=5
 large_warmup=1
 variant=out_of_place
 out=""
+plot=""
 declare -a extra_peers=()
 declare -a ratios=()
 default_peers=1
@@ -62,6 +63,7 @@ Options:
   --ratio A/B        add a column: peer A's median time / peer B's (repeatable)
   --in-place         tabulate the in-place columns instead of the out-of-place ones
   --out DIR          keep the JSON reports and logs here (default: a new temporary folder)
+  --plot FILE        also draw busbw and time against size with bench/plot.py (.png, .svg)
 EOF
 }
 
@@ -85,6 +87,7 @@ while (($#)); do
     --ratio) ratios+=(--ratio "$2"); shift 2 ;;
     --in-place) variant=in_place; shift ;;
     --out) out="$2"; shift 2 ;;
+    --plot) plot="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run_peers.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -200,4 +203,7 @@ for ((rep = 1; rep <= reps; rep++)); do
 done
 
 python3 "$here/peers/summarize_peers.py" --variant "$variant" "${ratios[@]}" "$manifest"
+if [[ -n "$plot" ]]; then
+  "$here/plot.py" --variant "$variant" -o "$plot" "$manifest"
+fi
 echo "run_peers.sh: total $((SECONDS - start)) s; JSON reports and logs in $out" >&2

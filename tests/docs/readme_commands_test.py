@@ -30,6 +30,8 @@ SKIPS = [
     (r"pip install", "pip builds hoop a second time, several minutes of the suite's budget"),
     (r"^venv/bin/", "needs the virtual environment the pip line makes"),
     (r"--minutes 5", "runs for five minutes"),
+    (r"--plot docs/img/", "a full sweep of minutes that redraws the committed figures; the "
+                          "hoop_bench_plot test runs run_peers.sh --plot on a short sweep"),
 ]
 
 # What some commands must print, beyond exiting 0 (pattern in the command, pattern in stdout).

@@ -69,4 +69,6 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3")
+# hoop.torch needs torch; building against the headers needs fmt's and a compiler.
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3-torch, libfmt-dev, g++, cmake, pkg-config")
 include(CPack)

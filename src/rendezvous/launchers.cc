@@ -170,7 +170,9 @@ Result<LauncherJob> kubernetes_job() {
   job.host.replace(at, 7, "0");
   // A pod of an Indexed Job is named <job>-<index>; without HOOP_JOB_ID the job name is that.
   std::string name = env("HOSTNAME").value_or("");
-  const std::string suffix = "-" + env("JOB_COMPLETION_INDEX").value_or("");
+  // Appended rather than `"-" + string`, which GCC 12 at -O3 misreads as an overflow.
+  std::string suffix = "-";
+  suffix += env("JOB_COMPLETION_INDEX").value_or("");
   if (name.size() > suffix.size() && name.ends_with(suffix))
     name.resize(name.size() - suffix.size());
   else

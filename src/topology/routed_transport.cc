@@ -39,7 +39,10 @@ Result<std::unique_ptr<Transport>> RoutedTransport::create(
 RoutedTransport::RoutedTransport(std::vector<std::unique_ptr<Transport>> parts,
                                  std::vector<int> route)
     : parts_(std::move(parts)), route_(std::move(route)) {
-  for (const auto& p : parts_) name_ += (name_.empty() ? "" : "+") + std::string(p->name());
+  for (const auto& p : parts_) {
+    if (!name_.empty()) name_ += '+';
+    name_ += p->name();
+  }
 }
 
 bool RoutedTransport::accepts_device_memory() const {

@@ -2,10 +2,13 @@
 # The .deb: a build without CUDA (Debug, for the suite's time) packaged with `cpack -G DEB`;
 # its contents, its declared dependencies (every system library its binaries load belongs to a
 # package it depends on), and, extracted into a temporary root, a find_package(hoop) project
-# built against it and run on 2 ranks under its hooprun. `deb.sh SOURCE_DIR WORK_DIR`.
+# built against it and run on 2 ranks under its hooprun; the package is kept at KEEP for
+# fresh_debian.sh. `deb.sh SOURCE_DIR WORK_DIR KEEP`.
 set -eu
 src=$1
 work=$2
+keep=$3
+rm -f "$keep"
 rm -rf "$work"
 mkdir -p "$work"
 cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHOOP_CUDA=OFF \
@@ -17,6 +20,11 @@ deb=$(ls "$work"/build/hoop_*.deb)
 echo "package: $(basename "$deb")"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
+echo "Suggests: $(dpkg-deb -f "$deb" Suggests)"
+# apt itself takes the file: its control fields parse and its dependencies resolve here.
+apt-get install --simulate --no-install-recommends "$deb" >"$work/apt.log" 2>&1 ||
+  { cat "$work/apt.log"; echo "FAIL: apt-get install --simulate rejects the package"; exit 1; }
+grep -q "^Inst hoop " "$work/apt.log" || { cat "$work/apt.log"; echo "FAIL: apt would not install hoop"; exit 1; }
 
 # A declared package may stand for the one that ships the file (libopenblas0 for
 # libopenblas0-pthread, through the alternatives): its own Depends count too.
@@ -61,5 +69,6 @@ echo "$out"
 for r in 0 1; do
   echo "$out" | grep -q "rank $r of 2: allreduce ok (3)" || { echo "FAIL: rank $r"; exit 1; }
 done
+cp "$deb" "$keep"
 rm -rf "$work"
-echo "deb: ok"
+echo "deb: ok (kept as $keep)"

@@ -23,6 +23,23 @@ constexpr std::uint64_t kHeartbeat = ~std::uint64_t{0};
 constexpr std::chrono::milliseconds kLivenessCheck{50};
 constexpr std::chrono::milliseconds kMinHeartbeat{50};
 constexpr std::chrono::milliseconds kMaxHeartbeat{1000};
+// At most this many finished nodes of each kind are kept for reuse.
+constexpr std::size_t kMaxSpareNodes = 4096;
+
+/// Keeps a finished node for reuse while there is room (else it is freed here).
+template <typename Node>
+void keep_spare(std::vector<Node>& spares, Node node) {
+  if (!node.empty() && spares.size() < kMaxSpareNodes) spares.push_back(std::move(node));
+}
+
+/// A spare node, or an empty one where none is left.
+template <typename Node>
+Node take_spare(std::vector<Node>& spares) {
+  if (spares.empty()) return Node();
+  Node node = std::move(spares.back());
+  spares.pop_back();
+  return node;
+}
 
 }  // namespace
 
@@ -118,16 +135,37 @@ Status Controller::submit(std::span<Entry> entries) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return failure_;
     if (shutdown_queued_ || stopped_) return stopped("");
-    for (const Entry& e : entries) {
-      if (in_flight_.contains(e.request.name))
-        return invalid_argument(fmt::format(
-            "tensor '{}' was submitted again on rank {} before the first submission finished",
-            e.request.name, rank_));
+    auto resubmitted = [&](const Entry& e) {
+      return invalid_argument(fmt::format(
+          "tensor '{}' was submitted again on rank {} before the first submission finished",
+          e.request.name, rank_));
+    };
+    // A group queues all or nothing, so its names are looked at first; a lone tensor's insertion
+    // below tells by itself.
+    if (entries.size() > 1) {
+      std::unordered_set<std::string_view> group;
+      for (const Entry& e : entries) {
+        if (in_flight_.contains(e.request.name)) return resubmitted(e);
+        if (!group.insert(e.request.name).second)
+          return invalid_argument(fmt::format(
+              "tensor '{}' appears twice in one grouped submission on rank {}", e.request.name,
+              rank_));
+      }
     }
     const bool burst = !queue_.empty();
     for (Entry& e : entries) {
+      auto node = take_spare(spare_names_);
+      bool fresh = true;
+      if (node.empty()) {
+        fresh = in_flight_.insert(e.request.name).second;
+      } else {
+        node.value() = e.request.name;
+        auto result = in_flight_.insert(std::move(node));
+        fresh = result.inserted;
+        if (!fresh) keep_spare(spare_names_, std::move(result.node));
+      }
+      if (!fresh) return resubmitted(e);
       e.handle->driver = driver();
-      in_flight_[e.request.name] = true;
       timeline_.begin(e.request.name, "QUEUE");
       queue_.push_back(std::move(e));
     }
@@ -229,8 +267,15 @@ bool Controller::collect(RequestList& out) {
     } else {
       out.requests.push_back(e.request);
     }
-    std::string name = e.request.name;
-    pending_.emplace(std::move(name), std::move(e));
+    auto node = take_spare(spare_entries_);
+    if (node.empty()) {
+      std::string name = e.request.name;
+      pending_.emplace(std::move(name), std::move(e));
+    } else {
+      node.key() = e.request.name;
+      node.mapped() = std::move(e);
+      pending_.insert(std::move(node));
+    }
   }
   return !taken.empty() || out.join || out.shutdown;
 }
@@ -356,7 +401,9 @@ Status Controller::run_responses(const ResponseList& list) {
   }
   for (const Response& resp : list.responses) {
     std::vector<Entry*> entries;
-    std::vector<Entry> mine;
+    entries.reserve(resp.tensors.size());
+    // This rank's entries leave pending_ as whole nodes: no Entry is moved or copied.
+    std::vector<decltype(pending_)::node_type> mine;
     mine.reserve(resp.tensors.size());
     const bool joined =
         std::find(resp.joined.begin(), resp.joined.end(), rank_) != resp.joined.end();
@@ -372,9 +419,8 @@ Status Controller::run_responses(const ResponseList& list) {
         entries.push_back(nullptr);
         continue;
       }
-      mine.push_back(std::move(it->second));
-      pending_.erase(it);
-      entries.push_back(&mine.back());
+      mine.push_back(pending_.extract(it));
+      entries.push_back(&mine.back().mapped());
       timeline_.end(t.name);
     }
     Status s;
@@ -382,13 +428,20 @@ Status Controller::run_responses(const ResponseList& list) {
       s = mismatch_error(resp.error);
     } else {
       s = executor_->run(resp, entries);
-      for (const Request& t : resp.tensors) cache_.put(t);
+      // A tensor named by its slot is in the cache with this very description already.
+      for (std::size_t i = 0; i < resp.tensors.size(); ++i)
+        if (resp.slots.empty() || resp.slots[i] == kNoSlot) cache_.put(resp.tensors[i]);
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const Entry& e : mine) in_flight_.erase(e.request.name);
+      for (const auto& node : mine) keep_spare(spare_names_, in_flight_.extract(node.key()));
     }
-    for (Entry& e : mine) e.handle->finish_part(s);
+    for (auto& node : mine) {
+      // The handle is the application's from now on; the node keeps no reference to it.
+      std::shared_ptr<detail::HandleState> handle = std::move(node.mapped().handle);
+      handle->finish_part(s);
+      keep_spare(spare_entries_, std::move(node));
+    }
     // A mismatch fails only its tensors; a failed collective means a broken job.
     if (!s.ok() && resp.error.empty()) return s;
   }

@@ -39,6 +39,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "hoop/communicator.h"
@@ -177,11 +178,16 @@ class Controller {
   enum class Sleep : std::uint8_t { kAwake, kPolling, kAwaiting };
   Sleep sleep_ = Sleep::kAwake;
   Status failure_;         // once set, everything fails with it
-  std::unordered_map<std::string, bool> in_flight_;  // names submitted and not finished
+  std::unordered_set<std::string> in_flight_;  // names submitted and not finished
+  // Nodes of in_flight_ (here) and pending_ (spare_entries_, under the gate) that finished,
+  // kept for the next submissions: a training loop submits the same tensors every step, and
+  // reusing the nodes spares two allocations and two frees per tensor.
+  std::vector<std::unordered_set<std::string>::node_type> spare_names_;
   std::uint64_t barriers_ = 0;
 
   // The thread's own state, guarded by the gate's mutex (whoever runs a pass).
   std::unordered_map<std::string, Entry> pending_;  // sent, waiting for a response
+  std::vector<std::unordered_map<std::string, Entry>::node_type> spare_entries_;
   struct HeaderRecv {
     RequestId id = 0;
     std::uint64_t length = 0;

@@ -125,10 +125,7 @@ Status Coordinator::add_slot(int rank, std::uint32_t slot, Clock::time_point now
   ++fast_path_tensors_;
   if (++w.count < size_) return Status::success();
   // Every rank sent the same slot, so they agree on every field: nothing to validate.
-  Response resp;
-  resp.tensors.push_back(*cache_.at(slot));
-  resp.type = resp.tensors.front().type;
-  ready_.push_back(std::move(resp));
+  ready_.push_back(Ready{slot, Response()});
   w.by_rank.assign(w.by_rank.size(), false);
   w.count = 0;
   --waiting_slots_;
@@ -238,7 +235,7 @@ void Coordinator::collect_ready() {
     pending_.erase(it);
     const Request& t = resp.tensors.front();
     if (t.group_size <= 1 || !resp.error.empty()) {
-      ready_.push_back(std::move(resp));
+      ready_.push_back(Ready{kNoSlot, std::move(resp)});
       continue;
     }
     // A group runs only once all its members are ready, so that they are fused together.
@@ -247,7 +244,7 @@ void Coordinator::collect_ready() {
     const std::string group = t.group;
     members.push_back(std::move(resp));
     if (members.size() == want) {
-      for (Response& m : members) ready_.push_back(std::move(m));
+      for (Response& m : members) ready_.push_back(Ready{kNoSlot, std::move(m)});
       groups_.erase(group);
     }
   }
@@ -262,7 +259,7 @@ void Coordinator::collect_ready() {
         if (!p.by_rank[r]) missing.push_back(r);
       resp.error = fmt::format("tensor '{}': rank {} shut down the job before {} submitted it",
                                name, shutdown_by_, rank_list(missing));
-      ready_.push_back(std::move(resp));
+      ready_.push_back(Ready{kNoSlot, std::move(resp)});
     }
     pending_.clear();
     arrival_.clear();
@@ -283,31 +280,53 @@ ResponseList Coordinator::take_ready() {
     std::size_t bytes;
   };
   std::vector<Open> open;
-  auto same_kind = [](const Response& a, const Response& b) {
-    const Request& x = a.tensors.front();
-    const Request& y = b.tensors.front();
-    return x.dtype == y.dtype && x.op == y.op && x.device == y.device && x.prescale == y.prescale &&
-           x.postscale == y.postscale && a.joined == b.joined;
+  // Whether tensor `t` fuses with response `into`, whose joined ranks are `joined`.
+  auto same_kind = [](const Response& into, const Request& t,
+                      const std::vector<std::int32_t>& joined) {
+    const Request& x = into.tensors.front();
+    return x.dtype == t.dtype && x.op == t.op && x.device == t.device && x.prescale == t.prescale &&
+           x.postscale == t.postscale && into.joined == joined;
   };
-  for (Response& r : ready_) {
-    const Request& t = r.tensors.front();
+  static const std::vector<std::int32_t> kNobody;
+  for (Ready& ready : ready_) {
+    const bool slotted = ready.slot != kNoSlot;
+    const Request& t = slotted ? *cache_.at(ready.slot) : ready.response.tensors.front();
+    const OpType type = slotted ? t.type : ready.response.type;
+    // A slot's tensor was counted only while nobody had joined.
+    const std::vector<std::int32_t>& joined = slotted ? kNobody : ready.response.joined;
+    // The response this tensor makes on its own.
+    auto alone = [&] {
+      if (!slotted) return std::move(ready.response);
+      Response r;
+      r.type = type;
+      r.tensors.push_back(t);
+      r.slots.push_back(ready.slot);
+      return r;
+    };
     const std::size_t b = t.count() * dtype_size(t.dtype);
     // Adasum's coefficients come from each tensor's own dot product and norms: never fused.
-    if (r.type != OpType::kAllreduce || !r.error.empty() || fusion_threshold_ == 0 ||
-        t.op == ReduceOp::kAdasum) {
-      out.responses.push_back(std::move(r));
+    if (type != OpType::kAllreduce || (!slotted && !ready.response.error.empty()) ||
+        fusion_threshold_ == 0 || t.op == ReduceOp::kAdasum) {
+      out.responses.push_back(alone());
       continue;
     }
-    auto it = std::find_if(open.begin(), open.end(),
-                           [&](const Open& o) { return same_kind(out.responses[o.index], r); });
+    auto it = std::find_if(open.begin(), open.end(), [&](const Open& o) {
+      return same_kind(out.responses[o.index], t, joined);
+    });
     if (it != open.end() && it->bytes + b <= fusion_threshold_) {
-      out.responses[it->index].tensors.push_back(std::move(r.tensors.front()));
+      Response& fused = out.responses[it->index];
+      // Slots stay one per tensor once any tensor of the response has one.
+      if (slotted || !fused.slots.empty()) {
+        fused.slots.resize(fused.tensors.size(), kNoSlot);
+        fused.slots.push_back(ready.slot);
+      }
+      fused.tensors.push_back(slotted ? t : std::move(ready.response.tensors.front()));
       it->bytes += b;
       continue;
     }
     if (it != open.end()) open.erase(it);
     open.push_back(Open{out.responses.size(), b});
-    out.responses.push_back(std::move(r));
+    out.responses.push_back(alone());
   }
   ready_.clear();
   // Only the autotuner sets an algorithm; kAuto is every response's default already.

@@ -102,7 +102,14 @@ class Coordinator {
   std::uint64_t fast_path_tensors_ = 0;
   std::vector<std::string> arrival_;                     // pending names in the order first seen
   std::map<std::string, std::vector<Response>> groups_;  // ready members of incomplete groups
-  std::deque<Response> ready_;
+  /// A unit of work that is ready: a cached tensor every rank named by its slot (taken from
+  /// the cache only when the responses are made, so that it costs no copy before), or a
+  /// response of the full table.
+  struct Ready {
+    std::uint32_t slot = kNoSlot;
+    Response response;  // slot == kNoSlot
+  };
+  std::deque<Ready> ready_;
   std::vector<bool> joined_;
   int joined_count_ = 0;
   int last_joined_ = -1;

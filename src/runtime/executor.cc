@@ -277,7 +277,7 @@ Status Executor::alltoall(const Response& resp, Entry* e) {
   const std::size_t row = row_elems(t.shape);
   // This rank's own row count: the negotiated description is the first rank's, and the ranks'
   // first dimensions may differ.
-  const std::int64_t rows = e->input.shape.empty() ? 1 : e->input.shape[0];
+  const std::int64_t rows = e->request.shape.front();  // alltoall_async made a scalar {1}
   std::vector<std::int64_t> send_rows = e->splits;
   if (send_rows.empty()) send_rows.assign(static_cast<std::size_t>(n), rows / n);
   // Every rank learns how many rows it gets from each rank before the data moves.

@@ -63,11 +63,20 @@ struct HandleState {
 
 namespace hoop::runtime {
 
+/// Where one of an entry's tensors lies. Its shape and dtype are the request's: keeping only
+/// the address spares a training step two shape copies per tensor.
+struct Place {
+  void* data = nullptr;
+  int device = kCpuDevice;
+  Place() = default;
+  Place(const Tensor& t) : data(t.data), device(t.device) {}  // NOLINT: a Tensor's place
+};
+
 /// A tensor submitted on this rank and not finished yet.
 struct Entry {
-  Request request;
-  Tensor input;
-  Tensor output;                     // allreduce and broadcast; the others allocate into the handle
+  Request request;  // the input's description (an alltoall's first dimension is this rank's)
+  Place input;
+  Place output;                      // allreduce and broadcast; the others allocate into the handle
   std::vector<std::int64_t> splits;  // alltoall
   std::shared_ptr<detail::HandleState> handle;
 };

@@ -188,9 +188,14 @@ std::string encode(const ResponseList& list, const ResponseCache* cache) {
   for (const Response& r : list.responses) {
     out.push_back(static_cast<char>(r.type));
     append_le<std::uint32_t>(out, static_cast<std::uint32_t>(r.tensors.size()));
-    for (const Request& t : r.tensors) {
-      const std::optional<std::uint32_t> slot =
-          cache != nullptr ? cache->find(t) : std::optional<std::uint32_t>();
+    for (std::size_t i = 0; i < r.tensors.size(); ++i) {
+      const Request& t = r.tensors[i];
+      std::optional<std::uint32_t> slot;
+      if (!r.slots.empty() && r.slots[i] != kNoSlot) {
+        slot = r.slots[i];
+      } else if (cache != nullptr) {
+        slot = cache->find(t);
+      }
       out.push_back(static_cast<char>(slot ? 1 : 0));
       if (slot) {
         append_le<std::uint32_t>(out, *slot);
@@ -245,6 +250,7 @@ Result<ResponseList> decode_response_list(std::string_view bytes, const Response
     for (std::uint32_t k = 0; k < t && in.ok(); ++k) {
       if (in.u8("tensor kind") == 0) {
         r.tensors.push_back(in.request());
+        if (!r.slots.empty()) r.slots.push_back(kNoSlot);
         continue;
       }
       const std::uint32_t slot = in.u32("cache slot");
@@ -252,7 +258,10 @@ Result<ResponseList> decode_response_list(std::string_view bytes, const Response
       if (in.ok() && cached == nullptr)
         return protocol_error(
             fmt::format("runtime: a response names response-cache slot {}, which is empty", slot));
-      if (in.ok()) r.tensors.push_back(*cached);
+      if (!in.ok()) break;
+      if (r.slots.empty()) r.slots.assign(r.tensors.size(), kNoSlot);
+      r.tensors.push_back(*cached);
+      r.slots.push_back(slot);
     }
     const std::uint32_t d = in.items("first dims");
     for (std::uint32_t k = 0; k < d && in.ok(); ++k)

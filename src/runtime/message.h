@@ -57,12 +57,19 @@ struct RequestList {
   bool shutdown = false;  // this rank is shutting down
 };
 
+/// Response::slots of a tensor that was not named by its response-cache slot.
+inline constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
+
 /// One unit of work every rank runs in the same order.
 struct Response {
   OpType type = OpType::kAllreduce;
   /// The tensors, in fusion order, fully described (every rank needs the shapes: a joined rank
   /// has no request of its own, and an allgather's first dimensions differ per rank).
   std::vector<Request> tensors;
+  /// Empty, or one per tensor: the response-cache slot that holds exactly that description
+  /// (kNoSlot: none). A slotted tensor travels as its slot and is not cached again, with no
+  /// lookup of its description on either side.
+  std::vector<std::uint32_t> slots;
   /// Allgather: first dimension of each tensor on each rank, tensor-major
   /// (tensors.size() x set size).
   std::vector<std::int64_t> first_dims;
@@ -92,8 +99,9 @@ struct ResponseList {
 
 class ResponseCache;
 
-/// Byte encodings of the messages. A response tensor that `cache` holds with the same
-/// description travels as its slot number (the receiver's cache holds the same slots).
+/// Byte encodings of the messages. A response tensor with a slot (Response::slots), or one that
+/// `cache` holds with the same description, travels as its slot number (the receiver's cache
+/// holds the same slots); the decoder fills Response::slots.
 std::string encode(const RequestList& list);
 std::string encode(const ResponseList& list, const ResponseCache* cache = nullptr);
 /// Decoders; protocol_error naming what was malformed (or a slot `cache` lacks).

@@ -478,6 +478,18 @@ int scenario(const std::string& name, const std::vector<std::string>& args) {
         handles.push_back(hoop::allreduce_async(name_of(r), bufs[r].tensor(), bufs[r].tensor()));
     }
     for (hoop::Handle& h : handles) h.wait();
+    // A name twice within one group: refused at once, and nothing of the group queues (the
+    // same names then run as a proper group).
+    Buf g(DataType::kF32, {4});
+    try {
+      hoop::grouped_allreduce_async({"g0", "g1", "g0"}, {g.tensor(), g.tensor(), g.tensor()},
+                                    {g.tensor(), g.tensor(), g.tensor()});
+      expect(false, "a group naming a tensor twice must throw");
+    } catch (const hoop::Error& e) {
+      fmt::print("rank {}: duplicate: {}\n", hoop::rank(), e.status().to_string());
+    }
+    Buf g1(DataType::kF32, {4});
+    hoop::grouped_allreduce({"g0", "g1"}, {g.tensor(), g1.tensor()}, {g.tensor(), g1.tensor()});
     hoop::shutdown();
     return 0;
   }

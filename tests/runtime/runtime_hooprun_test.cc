@@ -119,6 +119,8 @@ TEST(Runtime, ANameSubmittedTwiceIsRefusedAtOnce) {
   ASSERT_FALSE(r.timed_out) << r.out << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(count_lines_with(r.out, "was submitted again on rank"), 2) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "tensor 'g0' appears twice in one grouped submission"), 2)
+      << r.out;
 }
 
 TEST(Runtime, TheStallInspectorNamesTheMissingRank) {

@@ -13,8 +13,6 @@ The data are the gzipped IDX files of Fashion-MNIST, read from $HOOP_DATA_DIR or
 """
 
 import argparse
-import gzip
-import os
 import time
 
 import numpy as np
@@ -22,9 +20,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import fashion_mnist  # examples/fashion_mnist.py, beside this script
 import hoop.torch as hvd
-
-DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
 
 
 class Net(nn.Module):
@@ -44,23 +41,10 @@ class Net(nn.Module):
         return self.fc2(x)
 
 
-def read_idx(path):
-    """An IDX file (gzipped) as a numpy array: magic 0x00000803 images, 0x00000801 labels."""
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    dims = data[3]
-    shape = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims))
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
-
-
 def load_fashion_mnist(split, data_dir=None):
     """(images float32 N x 1 x 28 x 28 normalized, labels int64 N) of "train" or "t10k"."""
-    data_dir = data_dir or os.environ.get("HOOP_DATA_DIR") or DEFAULT_DATA_DIR
-    images = read_idx(os.path.join(data_dir, f"{split}-images-idx3-ubyte.gz"))
-    labels = read_idx(os.path.join(data_dir, f"{split}-labels-idx1-ubyte.gz"))
-    x = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1)
-    x = (x - 0.2860) / 0.3530  # the training set's mean and deviation
-    return x, torch.from_numpy(labels.astype(np.int64))
+    images, labels = fashion_mnist.load(split, data_dir)
+    return torch.from_numpy(images).unsqueeze(1), torch.from_numpy(labels.astype(np.int64))
 
 
 def shard(n, epoch, seed):

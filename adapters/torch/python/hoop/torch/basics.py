@@ -8,15 +8,9 @@ from hoop import _hoop
 from hoop.torch import handles
 from hoop.torch import process_sets as _sets
 
-# Horovod's reduce-op values (horovod.common.basics), so code comparing them keeps working.
-# Adasum takes floating-point tensors in allreduce only (and DistributedOptimizer, where it
-# combines each rank's model update: see adasum_optimizer.py).
-Average = 0
-Sum = 1
-Adasum = 2
-Min = 3
-Max = 4
-Product = 5
+# Horovod's reduce-op values; Adasum also in DistributedOptimizer, where it combines each
+# rank's model update (see adasum_optimizer.py).
+from hoop._ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 
 _OP_NAMES = {Average: "avg", Sum: "sum", Adasum: "adasum", Min: "min", Max: "max",
              Product: "prod"}

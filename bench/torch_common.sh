@@ -19,3 +19,20 @@ parse_torch_bench_options() {
 # median "v1 v2 ...": the median of the numbers.
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{v[NR]=$1} END {
   print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# interleave_runs IMPL...: $reps rounds, each calling `run IMPL` (the caller's function, which
+# prints "case value" lines) for every IMPL in turn, so that drifting machine load hits all
+# alike; prints each run's numbers and appends each value to results[IMPL,case] (the caller's
+# associative array, for the cases in its array `cases`).
+interleave_runs() {
+  local i impl out c
+  for ((i = 1; i <= reps; i++)); do
+    for impl in "$@"; do
+      out="$(run "$impl")"
+      echo "run $i $impl: $(tr '\n' ' ' <<<"$out")"
+      for c in "${cases[@]}"; do
+        results[$impl,$c]+="$(awk -v c="$c" '$1 == c {print $2}' <<<"$out") "
+      done
+    done
+  done
+}

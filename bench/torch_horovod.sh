@@ -29,15 +29,7 @@ run() {  # run IMPL: prints "case value" lines of rank 0
       "${extra[@]}"
   fi | sed -n 's/^\[0\]\(<stdout>:\)\{0,1\} *//p'
 }
-for ((i = 1; i <= reps; i++)); do
-  for impl in hoop horovod; do
-    out="$(run "$impl")"
-    echo "run $i $impl: $(tr '\n' ' ' <<<"$out")"
-    for c in "${cases[@]}"; do
-      results[$impl,$c]+="$(awk -v c="$c" '$1 == c {print $2}' <<<"$out") "
-    done
-  done
-done
+interleave_runs hoop horovod
 
 echo "| case | hoop.torch | horovod.torch | hoop ahead by |"
 echo "|---|---:|---:|---:|"

@@ -7,7 +7,8 @@ src=$1
 work=$2
 rm -rf "$work"
 cmake -S "$src/tests/downstream" -B "$work" -G Ninja -DHOOP_SOURCE_DIR="$src" \
-  -DCMAKE_BUILD_TYPE=Debug -DHOOP_CUDA=OFF >"$work.configure.log" 2>&1 ||
+  -DCMAKE_BUILD_TYPE=Debug -DHOOP_CUDA=OFF -DHOOP_FRAMEWORKS_PYTHON= \
+  >"$work.configure.log" 2>&1 ||
   { cat "$work.configure.log"; exit 1; }
 # hoop's own suite, benchmarks and examples are off inside another project.
 for target in hoop_test_pch bench_runtime train_fashion_mnist; do

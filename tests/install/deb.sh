@@ -12,6 +12,7 @@ rm -f "$keep"
 rm -rf "$work"
 mkdir -p "$work"
 cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHOOP_CUDA=OFF \
+  -DHOOP_FRAMEWORKS_PYTHON= \
   -DHOOP_BUILD_TESTS=OFF -DHOOP_BUILD_EXAMPLES=OFF >"$work/configure.log" ||
   { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build" -j "$(nproc)" >"$work/build.log" || { tail -30 "$work/build.log"; exit 1; }

@@ -61,7 +61,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("inputs", nargs="+", metavar="INPUT")
-    parser.add_argument("-o", "--output", required=True, help="the figure to write (.png, .svg, .pdf)")
+    parser.add_argument("-o", "--output", required=True,
+                        help="the figure to write (.png, .svg, .pdf)")
     parser.add_argument("--title", help="the figure's title (default: collective and ranks)")
     parser.add_argument("--ranks", type=int, help="plot only runs with this many ranks")
     parser.add_argument("--variant", choices=["out_of_place", "in_place"], default="out_of_place")

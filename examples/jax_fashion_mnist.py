@@ -114,7 +114,8 @@ def main():
         loss = float(hvd.allreduce(jnp.asarray(total / max(steps, 1)), name="train.loss"))
         slowest = float(hvd.allreduce(jnp.asarray(elapsed), op=hvd.Max, name="epoch.time"))
         if rank == 0:
-            print(f"epoch {epoch}: loss {loss:.4f}, test accuracy {100.0 * hits / len(y_test):.1f} %, "
+            accuracy = 100.0 * hits / len(y_test)
+            print(f"epoch {epoch}: loss {loss:.4f}, test accuracy {accuracy:.1f} %, "
                   f"{steps * args.batch_size * size / slowest:.0f} samples/s over {size} ranks",
                   flush=True)
     hvd.shutdown()

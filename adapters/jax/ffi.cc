@@ -157,7 +157,8 @@ ffi::Error deliver(const hoop::OwnedTensor& result, ffi::Result<ffi::AnyBuffer> 
         std::to_string(result.storage.size()) + " bytes where the program expects " +
         std::to_string(out->size_bytes()) +
         " (under jax.jit every rank must pass the same first dimension)");
-  if (!result.storage.empty()) std::memcpy(out->untyped_data(), result.storage.data(), result.storage.size());
+  if (!result.storage.empty())
+    std::memcpy(out->untyped_data(), result.storage.data(), result.storage.size());
   return ffi::Error::Success();
 }
 

@@ -41,7 +41,8 @@ def read_manifest(path):
             continue
         fields = line.split("\t")
         if len(fields) != 5:
-            raise ReportError(f"{path}:{number}: expected 5 tab-separated fields, got {len(fields)}")
+            raise ReportError(
+                f"{path}:{number}: expected 5 tab-separated fields, got {len(fields)}")
         label, ranks, rep, _part, json_path = fields
         try:
             runs.append((label, int(ranks), int(rep), json_path))
@@ -72,7 +73,8 @@ def samples(report, variant, dtype=None, op=None):
                 continue
             yield row["size"], m["time_us"], m["busbw_gbps"], m["wrong"] or 0
     except (KeyError, TypeError) as e:
-        raise ReportError(f"a row of a {report.get('program', 'benchmark')} report lacks {e}") from e
+        program = report.get("program", "benchmark")
+        raise ReportError(f"a row of a {program} report lacks {e}") from e
 
 
 class Runs:

@@ -289,6 +289,10 @@ void runtime_case(const std::string& name) {
 int main(int argc, char** argv) {
   // hooprun ends the job once one rank has failed; every rank reports its own cause first.
   std::signal(SIGTERM, SIG_IGN);
+  // CHAOS_START_STOPPED=1: the rank stops itself before it touches the job, so that a test
+  // decides when each rank goes on (listener_attack_test holds them at their listeners).
+  const char* stopped = std::getenv("CHAOS_START_STOPPED");
+  if (stopped != nullptr && std::string(stopped) == "1") ::raise(SIGSTOP);
   const std::string name = argc > 1 ? argv[1] : "";
   if (name.rfind("comm_", 0) == 0) comm_case(name);
   if (name.rfind("rt_", 0) == 0) runtime_case(name);

@@ -30,6 +30,7 @@
 #include <optional>
 #include <random>
 #include <regex>
+#include <ranges>
 #include <set>
 #include <sstream>
 #include <string>
@@ -391,6 +392,10 @@ class Pause {
   void resume(pid_t pid) {
     if (stopped_.erase(pid) != 0) ::kill(pid, SIGCONT);
   }
+  /// Counts a process that stopped itself as one this Pause holds.
+  void adopt(pid_t pid) {
+    if (pid > 0) stopped_.insert(pid);
+  }
 
  private:
   std::set<pid_t> stopped_;
@@ -432,6 +437,12 @@ bool settle(const std::vector<pid_t>& pids, const std::function<bool()>& done) {
 /// then the other runs. A handful of turns bring the lower ranks to their listeners while the
 /// last rank sits, stopped, in a wait before it dials.
 std::vector<Target> lower_rank_listeners(const Job& job, Pause& pause) {
+  // Each rank must have stopped itself before turns can hold it.
+  for (pid_t pid : job.ranks | std::views::values) {
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while (process_state(pid) != 'T' && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   std::vector<pid_t> lower;
   for (int rank = 0; rank < kRanks - 1; ++rank) lower.push_back(job.ranks.at(rank));
   const std::vector<pid_t> last{job.ranks.at(kRanks - 1)};
@@ -442,7 +453,10 @@ std::vector<Target> lower_rank_listeners(const Job& job, Pause& pause) {
       if (!t.is_store() && t.rank < kRanks - 1) found.push_back(t);
     return found.size() == lower.size();
   };
-  for (int turn = 0; turn < 8 && !all_listen(); ++turn) {
+  // The ranks start stopped (CHAOS_START_STOPPED): left to run from their start, they could
+  // finish the mesh, and close their listeners, before this test process got a core.
+  for (pid_t pid : job.ranks | std::views::values) pause.adopt(pid);
+  for (int turn = 0; turn < 24 && !all_listen(); ++turn) {
     const std::vector<pid_t>& running = turn % 2 == 0 ? last : lower;
     const std::vector<pid_t>& held = turn % 2 == 0 ? lower : last;
     for (pid_t pid : held) pause.stop(pid);
@@ -467,7 +481,8 @@ TEST_P(ListenerAttackTest, EveryListenerIsAttackedAndTheJobStillFinishes) {
   std::unique_ptr<Hooprun> hooprun =
       Hooprun::start({"--verbose", "-np", std::to_string(kRanks), HOOP_CHAOS_RANK_BIN, "comm_steady"},
                      {"HOOP_TRANSPORT=" + transport, "HOOP_IFACE=127.0.0.1",
-                      fmt::format("CHAOS_STEADY_SECONDS={}", kSteadySeconds)});
+                      fmt::format("CHAOS_STEADY_SECONDS={}", kSteadySeconds),
+                      transport == "tcp" ? "CHAOS_START_STOPPED=1" : "CHAOS_START_STOPPED=0"});
   ASSERT_NE(hooprun, nullptr);
   Job job{hooprun->pid(), {}};
   std::string job_id;

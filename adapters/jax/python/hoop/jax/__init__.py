@@ -33,8 +33,8 @@ import numpy as np
 from hoop import HoopError, HoopValueError, _hoop
 from hoop._hoop import (cross_rank, cross_size, is_initialized, local_rank,  # noqa: F401
                         local_size, rank, size)
-
 from hoop._ops import Adasum, Average, Max, Min, Product, Sum
+
 # The runtime's ReduceOp values (include/hoop/core.h) the FFI handlers take.
 _RUNTIME_OP = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4, Adasum: 5}
 _RUNTIME_OP_ATTR = {op: np.int64(value) for op, value in _RUNTIME_OP.items()}
@@ -58,8 +58,8 @@ def _register():
                           "(configure with the frameworks environment: scripts/install-frameworks)")
     lib = ctypes.cdll.LoadLibrary(path)
     for target in _TARGETS:
-        jax.ffi.register_ffi_target(f"hoop_{target}", jax.ffi.pycapsule(getattr(lib, f"hoop_jax_{target}")),
-                                    platform="cpu")
+        handler = jax.ffi.pycapsule(getattr(lib, f"hoop_jax_{target}"))
+        jax.ffi.register_ffi_target(f"hoop_{target}", handler, platform="cpu")
 
 
 _register()

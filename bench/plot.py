@@ -136,9 +136,7 @@ def main():
         print(f"plot.py: {name}: {len(points)} sizes, {size_label(points[0][0])}.."
               f"{size_label(points[-1][0])}, {reps} repetitions")
     print(f"plot.py: wrote {args.output}")
-    if runs.wrong_runs():
-        print(f"plot.py: wrong results in {runs.wrong_runs()} (plotted anyway)", file=sys.stderr)
-    return 1 if runs.wrong_runs() else 0
+    return runs.exit_status("plot.py", " (plotted anyway)")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ Standard library only.
 import collections
 import json
 import statistics
+import sys
 
 
 class ReportError(Exception):
@@ -119,6 +120,13 @@ class Runs:
     def wrong_runs(self):
         """The (ranks, label) pairs whose reports counted wrong results, sorted."""
         return sorted(key for key, count in self.wrong.items() if count)
+
+    def exit_status(self, program, note=""):
+        """1 (after saying which runs) when any report counted wrong results, else 0."""
+        if not self.wrong_runs():
+            return 0
+        print(f"{program}: wrong results in {self.wrong_runs()}{note}", file=sys.stderr)
+        return 1
 
     def median_time(self, ranks, label, size):
         reps = self.data[(ranks, label)].get(size, {})

@@ -75,9 +75,7 @@ def main():
             status = "" if count == 0 else f", {count} WRONG"
             print(f"- {label}: {runs.described[label]}; {len(reps)} repetitions{status}")
 
-    if runs.wrong_runs():
-        print(f"\nsummarize_peers.py: wrong results in {runs.wrong_runs()}", file=sys.stderr)
-    return 1 if runs.wrong_runs() else 0
+    return runs.exit_status("summarize_peers.py")
 
 
 if __name__ == "__main__":

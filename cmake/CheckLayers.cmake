@@ -6,7 +6,8 @@
 #   core < device, rendezvous < transports (the registry and each transport)
 #        < topology < collectives < connect (Communicator::create) < runtime, launch
 #
-# Adapters use the public API only; none has an exception. (The NCCL backend, which plugs into
+# Adapters use the public API only, and the frameworks' adapters the dtype carriers they share
+# (adapters/common); none has another exception. (The NCCL backend, which plugs into
 # the collectives' device path from inside libhoop, is part of the collectives layer:
 # src/collectives/nccl.)
 #
@@ -29,6 +30,9 @@ set(rules
   "adapters/c|"
   "adapters/torch|"
   "adapters/train|"
+  "adapters/common|"
+  "adapters/jax|adapters/common/"
+  "adapters/tensorflow|adapters/common/"
 )
 
 set(violations "")

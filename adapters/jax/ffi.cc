@@ -8,10 +8,7 @@
 // attribute: an eager call with a new name then reuses the compiled call (attributes are part
 // of what JAX compiles), and under jit the operand is a constant.
 //
-// JAX dtypes that hoop lacks travel as a hoop type of the same width: unsigned integers as the
-// signed ones (sum and product are the same bits in two's complement), complex numbers as pairs
-// of floats (sum and average act on each part), booleans as bytes (min and max are and / or).
-// An op that would compute something else on those bits is refused, naming the dtype.
+// JAX dtypes that hoop lacks travel as a hoop type of the same width (common/carrier.h).
 #include <xla/ffi/api/ffi.h>
 
 #include <cstdint>
@@ -21,13 +18,13 @@
 #include <string_view>
 #include <vector>
 
+#include "adapters/common/carrier.h"
 #include "hoop/hoop.h"
 
 namespace ffi = xla::ffi;
 
 namespace {
 
-constexpr std::int64_t kNoOp = -1;  // a collective that does not reduce
 constexpr std::size_t kNameBytes = 64;  // hoop/jax/__init__.py's _NAME_BYTES
 
 /// The name carried by the first operand, or an error.
@@ -43,71 +40,34 @@ ffi::Error bad_name() {
                                      std::to_string(kNameBytes) + " bytes (uint8)");
 }
 
-/// How a JAX buffer's elements travel: as `dtype`, with a trailing dimension `pair` (2 for
-/// complex numbers, else 1).
-struct Carrier {
-  hoop::DataType dtype = hoop::DataType::kU8;
-  std::int64_t pair = 1;
-};
-
-std::string_view jax_dtype_name(ffi::DataType t) {
-  switch (t) {
-    case ffi::DataType::PRED: return "bool";
-    case ffi::DataType::U16: return "uint16";
-    case ffi::DataType::U32: return "uint32";
-    case ffi::DataType::U64: return "uint64";
-    case ffi::DataType::C64: return "complex64";
-    case ffi::DataType::C128: return "complex128";
-    default: return "this dtype";
-  }
-}
+using hoop::adapters::Carrier;
+using hoop::adapters::Foreign;
+using hoop::adapters::kNoOp;
 
 /// The carrier of `t` for reduction `op` (kNoOp: bytes are only moved), or an error.
 std::optional<Carrier> carrier_of(ffi::DataType t, std::int64_t op, std::string* why) {
-  using D = hoop::DataType;
-  const bool moves_only = op == kNoOp;
-  const auto r = static_cast<hoop::ReduceOp>(op);
-  const bool sum_like = r == hoop::ReduceOp::kSum || r == hoop::ReduceOp::kProd;
+  Foreign f = Foreign::kOther;
   switch (t) {
-    case ffi::DataType::S8: return Carrier{D::kI8};
-    case ffi::DataType::S16: return Carrier{D::kI16};
-    case ffi::DataType::S32: return Carrier{D::kI32};
-    case ffi::DataType::S64: return Carrier{D::kI64};
-    case ffi::DataType::U8: return Carrier{D::kU8};
-    case ffi::DataType::F16: return Carrier{D::kF16};
-    case ffi::DataType::BF16: return Carrier{D::kBF16};
-    case ffi::DataType::F32: return Carrier{D::kF32};
-    case ffi::DataType::F64: return Carrier{D::kF64};
-    case ffi::DataType::PRED:
-      if (moves_only || r == hoop::ReduceOp::kMin || r == hoop::ReduceOp::kMax)
-        return Carrier{D::kU8};
-      break;
-    case ffi::DataType::U16:
-      if (moves_only || sum_like) return Carrier{D::kI16};
-      break;
-    case ffi::DataType::U32:
-      if (moves_only || sum_like) return Carrier{D::kI32};
-      break;
-    case ffi::DataType::U64:
-      if (moves_only || sum_like) return Carrier{D::kI64};
-      break;
-    case ffi::DataType::C64:
-      if (moves_only || r == hoop::ReduceOp::kSum || r == hoop::ReduceOp::kAvg)
-        return Carrier{D::kF32, 2};
-      break;
-    case ffi::DataType::C128:
-      if (moves_only || r == hoop::ReduceOp::kSum || r == hoop::ReduceOp::kAvg)
-        return Carrier{D::kF64, 2};
-      break;
+    case ffi::DataType::S8: f = Foreign::kI8; break;
+    case ffi::DataType::S16: f = Foreign::kI16; break;
+    case ffi::DataType::S32: f = Foreign::kI32; break;
+    case ffi::DataType::S64: f = Foreign::kI64; break;
+    case ffi::DataType::U8: f = Foreign::kU8; break;
+    case ffi::DataType::F16: f = Foreign::kF16; break;
+    case ffi::DataType::BF16: f = Foreign::kBF16; break;
+    case ffi::DataType::F32: f = Foreign::kF32; break;
+    case ffi::DataType::F64: f = Foreign::kF64; break;
+    case ffi::DataType::PRED: f = Foreign::kBool; break;
+    case ffi::DataType::U16: f = Foreign::kU16; break;
+    case ffi::DataType::U32: f = Foreign::kU32; break;
+    case ffi::DataType::U64: f = Foreign::kU64; break;
+    case ffi::DataType::C64: f = Foreign::kC64; break;
+    case ffi::DataType::C128: f = Foreign::kC128; break;
     default:
       *why = "hoop.jax: unsupported dtype (XLA type " + std::to_string(static_cast<int>(t)) + ")";
       return std::nullopt;
   }
-  *why = "hoop.jax: " + std::string(jax_dtype_name(t)) + " cannot be reduced with op " +
-         std::string(hoop::op_name(r)) +
-         " (bool takes min and max; unsigned integers sum and product; complex numbers sum "
-         "and average)";
-  return std::nullopt;
+  return hoop::adapters::carrier_of(f, op, "hoop.jax", why);
 }
 
 /// The hoop view of `buf` as carried by `c`.

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,6 +89,12 @@ class Handle {
   const std::vector<std::int64_t>& received_splits() const;
   /// join(): the rank (in the process set) that joined last (after wait()).
   int last_joined_rank() const;
+  /// Calls `callback` once with the outcome when the operation finishes: at once, on this
+  /// thread, when it has finished already; else on the thread that finishes it (hoop's
+  /// background thread). For adapters whose framework completes operations by callback
+  /// (TensorFlow's asynchronous kernels): the callback must return quickly and must not wait
+  /// on a hoop handle. One callback per handle; a second replaces the first.
+  void on_done(std::function<void(const Status&)> callback) const;
 
  private:
   std::shared_ptr<detail::HandleState> state_;

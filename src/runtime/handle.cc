@@ -83,6 +83,18 @@ const std::vector<std::int64_t>& Handle::received_splits() const {
   return state_->received_splits;
 }
 
+void Handle::on_done(std::function<void(const Status&)> callback) const {
+  if (!state_) throw Error(invalid_argument("an empty hoop::Handle"));
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->done) {
+      state_->on_done = std::move(callback);
+      return;
+    }
+  }
+  callback(state_->status);
+}
+
 int Handle::last_joined_rank() const {
   if (!state_) throw Error(invalid_argument("an empty hoop::Handle"));
   return state_->last_joined;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -46,16 +47,22 @@ struct HandleState {
   std::vector<std::int64_t> received_splits;
   int last_joined = -1;
   std::shared_ptr<Driver> driver;  // set at submission; null for a handle no set runs
+  std::function<void(const Status&)> on_done;  // Handle::on_done, called once on completion
 
   /// Marks one part finished with `s` (the first failure is kept); the last part completes it.
   void finish_part(const Status& s) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!s.ok() && status.ok()) status = s;
-    if (--parts_left <= 0 && !done) {
+    std::function<void(const Status&)> callback;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!s.ok() && status.ok()) status = s;
+      if (--parts_left > 0 || done) return;
       done = true;
       finished.store(true, std::memory_order_release);
       cv.notify_all();
+      callback = std::move(on_done);
     }
+    // Outside the lock: the callback may look at the handle (its output, its splits).
+    if (callback) callback(status);
   }
 };
 

@@ -9,17 +9,15 @@
 Prints "OK errors_test <scenario>" (killed: "CAUGHT" per survivor); run by run_expect.py.
 """
 
-import os
-import signal
 import sys
-import threading
-import time
 
 import jax
 import jax.numpy as jnp
 
+import harness
 import hoop.jax as hvd
 
+harness.use(hvd)
 hvd.init()
 R, N = hvd.rank(), hvd.size()
 scenario = sys.argv[1]
@@ -29,18 +27,7 @@ JAX_ERRORS = (hvd.HoopError, jax.errors.JaxRuntimeError, ValueError)
 
 
 def expect_error(fn, *needles):
-    try:
-        jax.block_until_ready(fn())
-    except JAX_ERRORS as e:
-        text = str(e)
-        missing = [n for n in needles if n not in text]
-        if missing:
-            print(f"rank {R}: the error lacks {missing}: {text}", flush=True)
-            sys.exit(1)
-        print(f"rank {R}: raised: {text}", flush=True)
-        return
-    print(f"rank {R}: NOT RAISED: {needles}", flush=True)
-    sys.exit(1)
+    harness.expect_error(lambda: jax.block_until_ready(fn()), JAX_ERRORS, *needles)
 
 
 if scenario == "mismatch":
@@ -55,28 +42,8 @@ if scenario == "mismatch":
     assert float(total.sum()) == 3.0 * N, total
     print(f"OK errors_test mismatch", flush=True)
 elif scenario == "killed":
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # report what was caught before hooprun stops us
     step = jax.jit(lambda a: hvd.allreduce(a, name="step"))
-    for _ in range(3):
-        jax.block_until_ready(step(jnp.ones(1000)))
-    if R == N - 1:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    def watchdog():
-        time.sleep(20)
-        print(f"HUNG rank {R}: no error within 20 s of the kill", flush=True)
-        os._exit(3)
-
-    threading.Thread(target=watchdog, daemon=True).start()
-    try:
-        for _ in range(100000):
-            jax.block_until_ready(step(jnp.ones(1000)))
-        print(f"rank {R}: the allreduces kept succeeding without rank {N - 1}", flush=True)
-        os._exit(4)
-    except JAX_ERRORS as e:
-        named = f"rank {N - 1}" in str(e)
-        print(f"CAUGHT naming rank {N - 1}={named}: {e}", flush=True)
-        os._exit(0)
+    harness.survive_killed_rank(lambda: jax.block_until_ready(step(jnp.ones(1000))), JAX_ERRORS)
 else:
     sys.exit(f"unknown scenario {scenario}")
 hvd.shutdown()

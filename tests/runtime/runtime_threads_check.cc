@@ -1,10 +1,13 @@
 // The runtime_check scenario "threads": application threads that wait run the negotiation and
 // the collectives themselves (the handle's driver), so several of them contend for one process
-// set, and work that nobody waits for must still go out through the background thread.
+// set, and work that nobody waits for must still go out through the background thread, and
+// completes by callback (Handle::on_done) where asked.
 #include <fmt/format.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,6 +61,43 @@ int threads_scenario() {
   h.wait();
   for (float v : y)
     if (v != static_cast<float>(n * (n + 1) / 2)) wrong.fetch_add(1);
+
+  // Completion by callback, as TensorFlow's kernels take it: a burst of handles nobody waits
+  // for, each finishing on the background thread, the allgather's output already in place.
+  constexpr int kBurst = 16;
+  std::mutex mu;
+  std::condition_variable cv;
+  int called = 0;
+  std::vector<std::vector<float>> zs(kBurst, std::vector<float>(3, 1.0f));
+  std::vector<hoop::Handle> burst;
+  for (int i = 0; i < kBurst; ++i) {
+    const hoop::Tensor tz{zs[i].data(), hoop::DataType::kF32, {3}, kCpuDevice};
+    burst.push_back(i % 2 == 0 ? hoop::allreduce_async(fmt::format("cb{}", i), tz, tz, sum)
+                               : hoop::allgather_async(fmt::format("cb{}", i), tz));
+  }
+  for (int i = 0; i < kBurst; ++i) {
+    const hoop::Handle b = burst[i];
+    b.on_done([&, b, i](const hoop::Status& s) {
+      const bool gathered = i % 2 == 1;
+      if (!s.ok() || (gathered && b.output().shape != std::vector<std::int64_t>{3 * n}))
+        wrong.fetch_add(1);
+      if (!gathered && zs[i][0] != static_cast<float>(n)) wrong.fetch_add(1);
+      std::lock_guard<std::mutex> lock(mu);
+      ++called;
+      cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, std::chrono::seconds(30), [&] { return called == kBurst; })) {
+      fmt::print("rank {}: FAILED {} of {} callbacks ran\n", me, called, kBurst);
+      return 1;
+    }
+  }
+  // A finished handle calls back at once, on this thread.
+  bool at_once = false;
+  burst[0].on_done([&](const hoop::Status& s) { at_once = s.ok(); });
+  if (!at_once) wrong.fetch_add(1);
 
   // Skewed ranks: the waiting thread gives up driving after its spin and sleeps; the
   // background thread takes over when the late rank's request arrives.

@@ -17,6 +17,7 @@ shape is part of the compiled program); eagerly, first dimensions may differ per
 """
 
 import ctypes
+import collections
 import functools
 import hashlib
 import itertools
@@ -64,15 +65,15 @@ def _register():
 
 _register()
 
-_counter = itertools.count()
+# Generated names count per process set: only a set's members call its collectives.
+_counters = collections.defaultdict(itertools.count)
 
 
 def init():
     """Joins the job the launcher (hooprun, mpirun, Slurm) described."""
-    global _counter
     if not _hoop.is_initialized():
         # Generated names restart with the job, so that every rank counts from the same point.
-        _counter = itertools.count()
+        _counters.clear()
         _hoop.init()
 
 
@@ -100,10 +101,14 @@ def _set_id(process_set):
     return int(getattr(process_set, "process_set_id", process_set))
 
 
-def _name(kind, name):
+def _name(kind, name, process_set):
     # A generated name is taken when the call is traced: a jitted step keeps its names from one
-    # run to the next, and every rank traces the same program in the same order.
-    return name if name is not None else f"jax.{kind}.{next(_counter)}"
+    # run to the next, and every rank of the set traces the same program in the same order.
+    if name is not None:
+        return name
+    ps = _set_id(process_set)
+    n = next(_counters[ps])
+    return f"jax.{kind}.{n}" if ps == 0 else f"jax.set{ps}.{kind}.{n}"
 
 
 def _op(op):
@@ -117,14 +122,21 @@ _NAME_BYTES = 64  # adapters/jax/ffi.cc's kNameBytes
 
 
 @functools.lru_cache(maxsize=4096)
-def _name_operand(name):
+def _name_bytes(name):
     """A tensor's name as the handlers' first operand: its bytes, zero-padded. A longer name
     keeps its tail and a digest of the whole (the same on every rank)."""
     raw = name.encode()
     if len(raw) >= _NAME_BYTES:
         raw = raw[-(_NAME_BYTES - 18):] + b"#" + hashlib.sha1(raw).hexdigest()[:16].encode()
-    # Kept as a device array: an eager call then transfers nothing for its name.
-    return jax.device_put(np.frombuffer(raw.ljust(_NAME_BYTES, b"\0"), dtype=np.uint8))
+    return np.frombuffer(raw.ljust(_NAME_BYTES, b"\0"), dtype=np.uint8)
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_on_device(name):
+    """The name operand of an eager call, kept as a device array so that the call transfers
+    nothing for it. Only outside any trace: under one, device_put would give (and the cache
+    keep) a tracer."""
+    return jax.device_put(_name_bytes(name))
 
 
 # One primitive for every collective: the FFI target and attributes are its parameters. It is
@@ -172,7 +184,7 @@ def _call(target, outs, name, *args, **attrs):
     attrs = tuple(sorted((k, tuple(int(i) for i in v) if isinstance(v, np.ndarray) else v)
                          for k, v in attrs.items()))
     if any(_traced(a) for a in args):
-        results = _collective_p.bind(_name_operand(name), *args, target=target, outs=specs,
+        results = _collective_p.bind(_name_bytes(name), *args, target=target, outs=specs,
                                      attrs=attrs)
     else:
         # The call completes here, so that a failure raises hoop's exception at the call
@@ -180,7 +192,7 @@ def _call(target, outs, name, *args, **attrs):
         # result is used).
         try:
             results = jax.block_until_ready(
-                _compiled(target, specs, attrs)(_name_operand(name), *args))
+                _compiled(target, specs, attrs)(_name_on_device(name), *args))
         except (jax.errors.JaxRuntimeError, ValueError) as e:
             # JAX raises an execution's failure as JaxRuntimeError or, from some paths, as
             # ValueError; both carry XLA's status code before hoop's message.
@@ -267,7 +279,7 @@ def grouped_allreduce(tensors, op=Average, name=None, prescale_factor=1.0,
         return []
     # Outside any transformation there is nothing to differentiate: the plain call is cheaper.
     run = _allreduce_diff if any(_traced(t) for t in tensors) else _allreduce_raw
-    out = run(tensors, _name("allreduce", name), op, float(prescale_factor),
+    out = run(tensors, _name("allreduce", name, process_set), op, float(prescale_factor),
               float(postscale_factor), _set_id(process_set))
     return list(out)
 
@@ -297,7 +309,7 @@ _broadcast_diff = _with_gradient(_broadcast_raw, _broadcast_grad, 3)
 
 def broadcast(tensor, root_rank, name=None, process_set=0):
     """The root rank's `tensor`, on every rank."""
-    return _broadcast_diff(_array(tensor), _name("broadcast", name), int(root_rank),
+    return _broadcast_diff(_array(tensor), _name("broadcast", name, process_set), int(root_rank),
                            _set_id(process_set))
 
 
@@ -336,7 +348,7 @@ def allgather(tensor, name=None, process_set=0):
     x = _array(tensor)
     if x.ndim == 0:
         x = x.reshape(1)
-    name = _name("allgather", name)
+    name = _name("allgather", name, process_set)
     ps = _set_id(process_set)
     return _allgather_diff(x, name, ps, tuple(_first_dims(x, name, ps)))
 
@@ -355,7 +367,7 @@ def reducescatter(tensor, op=Average, name=None, prescale_factor=1.0, postscale_
     if x.ndim == 0:
         raise HoopValueError("hoop.jax: reducescatter needs an array of at least one dimension")
     ps = _set_id(process_set)
-    name = _name("reducescatter", name)
+    name = _name("reducescatter", name, process_set)
     _check_reducible(x, op, name)
     n = len(_hoop.process_set_ranks(ps))
     rows = _share(x.shape[0], n, _hoop.process_set_rank(ps))
@@ -373,7 +385,7 @@ def alltoall(tensor, splits=None, name=None, process_set=0):
         x = x.reshape(1)
     ps = _set_id(process_set)
     n = len(_hoop.process_set_ranks(ps))
-    name = _name("alltoall", name)
+    name = _name("alltoall", name, process_set)
     if splits is None:
         if x.shape[0] % n != 0:
             raise HoopValueError(f"hoop.jax: tensor '{name}': {x.shape[0]} rows do not split "

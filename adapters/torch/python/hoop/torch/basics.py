@@ -1,12 +1,14 @@
 """Job-level functions of hoop.torch: joining and leaving the job, who this rank is, the
 reduction ops and what this build supports. Names and meanings follow horovod.torch."""
 
-import os
-import warnings
-
-from hoop import _hoop
+from hoop import _basics
+from hoop._basics import (ccl_built, cross_rank, cross_size, cuda_built,  # noqa: F401
+                          ddl_built, gloo_built, gloo_enabled,
+                          handle_average_backwards_compatibility, is_homogeneous,
+                          is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
+                          mpi_threads_supported, nccl_built, rank, rocm_built, size,
+                          start_timeline, stop_timeline)
 from hoop.torch import handles
-from hoop.torch import process_sets as _sets
 
 # Horovod's reduce-op values; Adasum also in DistributedOptimizer, where it combines each
 # rank's model update (see adasum_optimizer.py).
@@ -26,20 +28,6 @@ def op_name(op):
             "and Product") from None
 
 
-def handle_average_backwards_compatibility(op, average):
-    """Resolves horovod's deprecated `average` flag against `op` (op wins; both is an error)."""
-    if op is not None:
-        if average is not None:
-            raise ValueError("The op parameter supersedes average. "
-                             "Please provide only one of them.")
-        return op
-    if average is not None:
-        warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
-                      DeprecationWarning, stacklevel=3)
-        return Average if average else Sum
-    return Average
-
-
 def init(comm=None, process_sets=None):
     """Joins the job the launcher (hooprun, mpirun, Slurm) described.
 
@@ -48,93 +36,9 @@ def init(comm=None, process_sets=None):
     process_sets: ProcessSet objects to register right away, or "dynamic" (every set in hoop
         can be added later anyway).
     """
-    if comm:
-        raise ValueError("hoop.torch.init: MPI communicators are not supported (comm must be None)")
-    if not _hoop.is_initialized():
-        # Auto-generated names restart with the job so that every rank counts from the same
-        # point, including after shutdown() and a new init().
-        handles.reset_names()
-        _hoop.init()
-    _sets.setup_global()
-    if process_sets is not None and process_sets != "dynamic":
-        for ps in process_sets:
-            _sets.add_process_set(ps)
+    _basics.init(comm, process_sets, "hoop.torch", handles.reset_names)
 
 
 def shutdown():
     """Finishes the work in flight on every rank and leaves the job."""
-    _hoop.shutdown()
-    # Only now is no tensor of an unsynchronized handle in use any more.
-    handles.forget_all()
-    _sets.invalidate_all()
-
-
-def start_timeline(file_path, mark_cycles=False):
-    """Starts writing the timeline (a Chrome trace of every tensor's phases) to file_path:
-    rank 0 writes it, or each rank its own file where the path contains "%r". Call it on every
-    rank; with HOROVOD_TIMELINE=DYNAMIC (or HOOP_TIMELINE=DYNAMIC) no timeline is written
-    before. mark_cycles: mark each cycle of the background thread too."""
-    _hoop.start_timeline(str(file_path), bool(mark_cycles))
-
-
-def stop_timeline():
-    """Stops writing the timeline; the file stays a complete trace."""
-    _hoop.stop_timeline()
-
-
-is_initialized = _hoop.is_initialized
-rank = _hoop.rank
-size = _hoop.size
-local_rank = _hoop.local_rank
-local_size = _hoop.local_size
-cross_rank = _hoop.cross_rank
-cross_size = _hoop.cross_size
-
-
-def is_homogeneous():
-    """Whether every host runs the same number of ranks."""
-    return size() == local_size() * cross_size()
-
-
-# What this build was made with. hoop runs its own transports; of horovod's optional backends
-# MPI (a transport), CUDA and NCCL can exist here, as the build found them.
-def mpi_threads_supported():
-    return False
-
-
-def mpi_enabled():
-    """Whether this job's ranks talk over MPI (HOOP_TRANSPORT=mpi, under mpirun)."""
-    return mpi_built() and os.environ.get("HOOP_TRANSPORT", "").strip().lower() == "mpi"
-
-
-def mpi_built():
-    """Whether this build has the MPI transport."""
-    return _hoop.mpi_built()
-
-
-def gloo_enabled():
-    return False
-
-
-def gloo_built():
-    return False
-
-
-def nccl_built():
-    return _hoop.nccl_built()
-
-
-def ddl_built():
-    return False
-
-
-def ccl_built():
-    return False
-
-
-def cuda_built():
-    return _hoop.cuda_built()
-
-
-def rocm_built():
-    return False
+    _basics.shutdown(handles.forget_all)

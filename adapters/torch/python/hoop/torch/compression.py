@@ -3,45 +3,19 @@ tensor to send and a context; decompress(tensor, ctx) restores the original dtyp
 
 import torch
 
-
-class Compressor:
-    """Interface: a pair of static functions."""
-
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
+from hoop._compression import Compressor, HalfCompressor, NoneCompressor  # noqa: F401
 
 
-class NoneCompressor(Compressor):
-    """Sends tensors as they are."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class FP16Compressor(Compressor):
+class FP16Compressor(HalfCompressor):
     """Sends floating-point tensors as float16, halving the bytes on the wire."""
 
     @staticmethod
-    def compress(tensor):
-        if tensor.dtype.is_floating_point:
-            return tensor.type(torch.float16), tensor.dtype
-        return tensor, tensor.dtype
+    def wider_float(tensor):
+        return tensor.dtype.is_floating_point and tensor.dtype != torch.float16
 
     @staticmethod
-    def decompress(tensor, ctx):
-        if ctx is not None and ctx.is_floating_point:
-            return tensor.type(ctx)
-        return tensor
+    def cast(tensor, dtype):
+        return tensor.type(dtype or torch.float16)
 
 
 class Compression:

@@ -92,10 +92,15 @@ class HoopKernel : public tf::AsyncOpKernel {
  public:
   explicit HoopKernel(tf::OpKernelConstruction* c) : AsyncOpKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_));
+    OP_REQUIRES_OK(c, c->GetAttr("inline_wait", &inline_wait_));
   }
 
  protected:
   int process_set_ = 0;
+  // Set for eager calls, where the calling (Python) thread blocks on the kernel anyway: it
+  // waits on the handle itself and so runs the collective at once, as hoop.torch's calls do.
+  // In a graph no TensorFlow thread may block on a peer: the runtime completes the kernel.
+  bool inline_wait_ = false;
 
   static std::string name_of(tf::OpKernelContext* c) {
     return std::string(c->input(0).scalar<tf::tstring>()());
@@ -114,7 +119,7 @@ class HoopKernel : public tf::AsyncOpKernel {
   /// Submits `start()`'s operation; when it finishes, runs `finish(handle)` (which may set
   /// the context's status) and completes the kernel. A refused submission completes it at once.
   template <typename Start, typename Finish>
-  static void launch(tf::OpKernelContext* c, DoneCallback done, Start start, Finish finish) {
+  void launch(tf::OpKernelContext* c, DoneCallback done, Start start, Finish finish) const {
     hoop::Handle h;
     try {
       h = start();
@@ -125,20 +130,25 @@ class HoopKernel : public tf::AsyncOpKernel {
     }
     // The callback holds the handle until it runs, which is once: then the runtime lets go of
     // the callback, and nothing keeps the two alive.
-    h.on_done([c, done = std::move(done), h, finish](const hoop::Status& s) {
+    auto complete = [c, done = std::move(done), h, finish](const hoop::Status& s) {
       if (s.ok()) {
         finish(h);
       } else {
         c->SetStatus(error_of(s));
       }
       done();
-    });
+    };
+    if (inline_wait_) {
+      complete(h.status());
+    } else {
+      h.on_done(std::move(complete));
+    }
   }
 
   /// Submits `start(name, view of input 1 carried for op)`, an operation whose result the
   /// runtime allocates; it becomes output 0.
   template <typename Start>
-  static void into_result(tf::OpKernelContext* c, DoneCallback done, std::int64_t op,
+  void into_result(tf::OpKernelContext* c, DoneCallback done, std::int64_t op,
                           Start start) {
     const std::string name = name_of(c);
     const std::optional<Carrier> k = carrier(c, 1, op, name);
@@ -361,7 +371,10 @@ absl::Status rows_unknown(InferenceContext* c, int input, int output) {
 
 // What the ops' registrations share: the process set and the name input; the attributes of a
 // reduction; one tensor in.
-#define HOOP_NAMED_OP .Attr("process_set_id: int = 0").Input("tensor_name: string")
+#define HOOP_NAMED_OP                \
+  .Attr("process_set_id: int = 0")   \
+  .Attr("inline_wait: bool = false") \
+  .Input("tensor_name: string")
 #define HOOP_REDUCE_ATTRS               \
   .Attr("reduce_op: int")               \
   .Attr("prescale_factor: float = 1.0") \

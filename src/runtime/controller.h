@@ -145,6 +145,9 @@ class Controller {
   std::chrono::microseconds idle_cycle() const;
   /// Wakes the background thread, or makes its next sleep end at once.
   void wake_background();
+  /// A handle will complete by callback, with no thread waiting on it: wakes a sleeping
+  /// background thread to send it now.
+  void hand_over();
 
   /// The gate, as what a waiting thread drives (HandleState::driver).
   std::shared_ptr<detail::Driver> driver() const;

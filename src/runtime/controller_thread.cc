@@ -52,6 +52,11 @@ struct Controller::Gate final : detail::Driver {
     std::lock_guard<std::mutex> lock(owner_mu);
     if (owner != nullptr) owner->wake_background();
   }
+
+  void hand_over() override {
+    std::lock_guard<std::mutex> lock(owner_mu);
+    if (owner != nullptr) owner->hand_over();
+  }
 };
 
 std::shared_ptr<detail::Driver> Controller::driver() const { return gate_; }
@@ -202,6 +207,17 @@ void Controller::stand_by() {
   control_->transport().await_activity(idle_cycle(), false);
   std::lock_guard<std::mutex> lock(mu_);
   sleep_ = Sleep::kAwake;
+}
+
+void Controller::hand_over() {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // One wake-up per sleep; an awake thread collects the tensor anyway.
+    wake = sleep_ != Sleep::kAwake;
+    if (wake) sleep_ = Sleep::kAwake;
+  }
+  if (wake) control_->transport().wake();
 }
 
 void Controller::wake_background() {

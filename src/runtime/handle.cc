@@ -89,10 +89,15 @@ void Handle::on_done(std::function<void(const Status&)> callback) const {
     std::lock_guard<std::mutex> lock(state_->mu);
     if (!state_->done) {
       state_->on_done = std::move(callback);
-      return;
+      callback = nullptr;
     }
   }
-  callback(state_->status);
+  if (callback) {
+    callback(state_->status);
+  } else if (state_->driver != nullptr) {
+    // Outside the handle's lock: the controller's own lock comes next.
+    state_->driver->hand_over();
+  }
 }
 
 int Handle::last_joined_rank() const {

@@ -33,6 +33,9 @@ class Driver {
   /// The waiting thread stops driving and is about to sleep: the background thread, which
   /// may doze until its next cycle meanwhile, takes the work over at once.
   virtual void stop_driving() = 0;
+  /// Nobody will wait for the handle (it completes by callback): the background thread, which
+  /// leaves a lone tensor to the thread that waits for it, sends it without delay.
+  virtual void hand_over() = 0;
 };
 
 /// Completion of one operation (several tensors for a grouped allreduce).

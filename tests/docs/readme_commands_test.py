@@ -25,8 +25,8 @@ SKIPS = [
     (r"^scripts/test\b", "runs this suite itself"),
     (r"^scripts/build\b", "the build this suite runs in"),
     (r"^scripts/install-deps\b", "installs packages: done before the suite starts"),
-    (r"^scripts/install-frameworks\b", "installs the JAX environment and builds: done before the "
-                                       "suite starts (scripts/test)"),
+    (r"^scripts/install-frameworks\b", "installs the frameworks environment and builds: done "
+                                       "before the suite starts (scripts/test)"),
     (r"^cmake ", "the build this suite runs in"),
     (r"^ctest ", "runs this suite itself"),
     (r"pip install", "pip builds hoop a second time, several minutes of the suite's budget"),
@@ -41,6 +41,7 @@ EXPECT = [
     (r"train_fashion_mnist", r"throughput_n .* samples/s"),
     (r"torch_fashion_mnist\.py", r"test accuracy \d+\.\d+ %"),
     (r"jax_fashion_mnist\.py", r"test accuracy \d+\.\d+ %"),
+    (r"keras_fashion_mnist\.py", r"test accuracy \d+\.\d+ %"),
     (r"hoop-bench --transport mpi", r"# Out of bounds values : 0 OK"),
     (r"allreduce_c", r"."),
     (r"collective_fuzz --seed", r"0 failures on any rank"),

@@ -3,6 +3,7 @@ signatures and gradients. They run eagerly and inside tf.function, where they ar
 asynchronous kernels completed by hoop's runtime."""
 
 import collections
+import functools
 import itertools
 import os
 import re
@@ -10,6 +11,7 @@ import re
 import tensorflow as tf
 
 from hoop import HoopError, HoopValueError, _hoop
+from hoop._compression import NoneCompressor
 from hoop._ops import Adasum, Average, Max, Min, Product, Sum
 from hoop._process_sets import global_process_set, root_in_set, set_id
 
@@ -84,18 +86,20 @@ def _op_value(op):
     return _RUNTIME_OP[op]
 
 
+@functools.lru_cache(maxsize=256)
+def _reducible(dtype, op):
+    if dtype == tf.bool:
+        return op in (Min, Max)
+    if dtype.is_unsigned and dtype.size > 1:
+        return op in (Sum, Product)
+    if dtype.is_complex:
+        return op in (Sum, Average)
+    return True
+
+
 def _check_reducible(dtype, op, name):
     """Refuses when the call is made (also in a graph) an op the kernel would refuse."""
-    dtype = tf.as_dtype(dtype)
-    if dtype == tf.bool:
-        ok = op in (Min, Max)
-    elif dtype.is_unsigned and dtype.size > 1:
-        ok = op in (Sum, Product)
-    elif dtype.is_complex:
-        ok = op in (Sum, Average)
-    else:
-        ok = True
-    if not ok:
+    if not _reducible(dtype, op):
         raise HoopValueError(
             f"hoop.tensorflow: {dtype.name} cannot be reduced with op {_OP_TEXT[op]}, tensor "
             f"'{name}' (bool takes min and max; unsigned integers sum and product; complex "
@@ -110,13 +114,20 @@ def _hoop_error(e):
     return kind(text.split(" [Op:")[0])
 
 
-def _run(fn, *args, **kwargs):
-    """Runs an op; eagerly, its failure raises hoop's exception (in a graph TensorFlow raises
-    its own where the graph runs, carrying the same message)."""
+@functools.lru_cache(maxsize=4096)
+def _eager_name(name):
+    # Converting a str to a string tensor costs an eager call tens of microseconds.
+    return tf.constant(name)
+
+
+def _run(fn, name, *args, **kwargs):
+    """Runs an op; eagerly, the calling thread waits on the runtime itself (which runs the
+    collective at once), and a failure raises hoop's exception (in a graph TensorFlow raises its
+    own where the graph runs, carrying the same message)."""
     if not tf.executing_eagerly():
-        return fn(*args, **kwargs)
+        return fn(name, *args, **kwargs)
     try:
-        return fn(*args, **kwargs)
+        return fn(_eager_name(name), *args, inline_wait=True, **kwargs)
     except tf.errors.OpError as e:
         raise _hoop_error(e) from None
 
@@ -249,8 +260,6 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
     rank, the values divided by the number of ranks for Average. device_dense and device_sparse
     are accepted for Horovod compatibility (hoop's kernels run on the CPU)."""
     del device_dense, device_sparse
-    from hoop.tensorflow.compression import Compression  # noqa: PLC0415
-    compression = compression or Compression.none
     op = _handle_average(op, average)
     ps = set_id(process_set)
     if isinstance(tensor, tf.IndexedSlices):
@@ -266,9 +275,12 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
         if scale != 1:
             values = values * tf.cast(scale, values.dtype)
         return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
-    tensor = tf.convert_to_tensor(tensor)
-    compressed, ctx = compression.compress(tensor)
+    if not isinstance(tensor, tf.Tensor):
+        tensor = tf.convert_to_tensor(tensor)
     name = _name("allreduce", name, tensor, ignore_name_scope, ps)
+    if compression is None or compression is NoneCompressor:
+        return _allreduce_raw([tensor], name, op, prescale_factor, postscale_factor, ps)[0]
+    compressed, ctx = compression.compress(tensor)
     reduced = _allreduce_raw([compressed], name, op, prescale_factor, postscale_factor, ps)[0]
     return compression.decompress(reduced, ctx)
 
@@ -278,8 +290,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                       process_set=global_process_set, name=None, ignore_name_scope=False):
     """Allreduces a list of tensors as one group: one negotiation, fused; returns a list."""
     del device_dense, device_sparse
-    from hoop.tensorflow.compression import Compression  # noqa: PLC0415
-    compression = compression or Compression.none
+    compression = compression or NoneCompressor
     op = _handle_average(op, average)
     if not tensors:
         return []

@@ -13,9 +13,7 @@ repetition after a barrier (an allreduce of one float):
                 DistributedOptimizer, --batch-size per rank, --steps timed steps).
 """
 
-import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -27,35 +25,19 @@ import optax
 import hoop.jax as hvd
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from call_timing import parse_args, report_cases  # noqa: E402
 import fashion_mnist  # noqa: E402
 from jax_fashion_mnist import init_lenet5, loss_fn  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--lone-reps", type=int, default=1000)
-    p.add_argument("--step-reps", type=int, default=50)
-    p.add_argument("--large-reps", type=int, default=10)
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=64, help="per rank")
-    p.add_argument("--data-dir", default=None)
-    args = p.parse_args()
+    args = parse_args(__doc__.splitlines()[0])
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     one = jnp.zeros(1)
 
     def barrier():
         hvd.allreduce(one, op=hvd.Sum, name="bench.barrier")
-
-    def timed(body, reps):
-        times = []
-        for _ in range(reps):
-            barrier()
-            begin = time.perf_counter()
-            jax.block_until_ready(body())
-            times.append((time.perf_counter() - begin) * 1e6)
-        return statistics.median(times)
 
     lone = jnp.ones(2)
     lone_jit = jax.jit(lambda a: hvd.allreduce(a, op=hvd.Sum, name="lone.jit"))
@@ -68,11 +50,7 @@ def main():
         ("step_us", lambda: step(grads), args.step_reps),
         ("large_us", lambda: hvd.allreduce(large, op=hvd.Sum, name="large"), args.large_reps),
     ]
-    for name, body, reps in cases:
-        jax.block_until_ready(body())  # warm-up: compilation, the response cache
-        value = timed(body, reps)
-        if rank == 0:
-            print(f"{name} {value:.1f}", flush=True)
+    report_cases(cases, lambda body: jax.block_until_ready(body()), barrier, rank)
 
     x, y = fashion_mnist.load("train", args.data_dir)
     x, y = x[..., None], y.astype(np.int32)

@@ -21,9 +21,7 @@ repetition after a barrier (an allreduce of one float):
                 timed steps).
 """
 
-import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -37,35 +35,19 @@ import hoop.keras  # noqa: E402
 import hoop.tensorflow as hvd  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from call_timing import parse_args, report_cases  # noqa: E402
 import fashion_mnist  # noqa: E402
 from keras_fashion_mnist import lenet5  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--lone-reps", type=int, default=1000)
-    p.add_argument("--step-reps", type=int, default=50)
-    p.add_argument("--large-reps", type=int, default=10)
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=64, help="per rank")
-    p.add_argument("--data-dir", default=None)
-    args = p.parse_args()
+    args = parse_args(__doc__.splitlines()[0])
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     one = tf.zeros(1)
 
     def barrier():
         hvd.allreduce(one, op=hvd.Sum, name="bench.barrier")
-
-    def timed(body, reps):
-        times = []
-        for _ in range(reps):
-            barrier()
-            begin = time.perf_counter()
-            body()
-            times.append((time.perf_counter() - begin) * 1e6)
-        return statistics.median(times)
 
     lone = tf.ones(2)
     lone_jit = tf.function(lambda a: hvd.allreduce(a, op=hvd.Sum, name="lone.jit"))
@@ -87,11 +69,7 @@ def main():
         ("step_eager_us", lambda: hvd.grouped_allreduce(grads, name="eager"), args.step_reps),
         ("large_us", lambda: hvd.allreduce(large, op=hvd.Sum, name="large"), args.large_reps),
     ]
-    for name, body, reps in cases:
-        body()  # warm-up: tracing, the response cache
-        value = timed(body, reps)
-        if rank == 0:
-            print(f"{name} {value:.1f}", flush=True)
+    report_cases(cases, lambda body: body(), barrier, rank)
 
     x, y = fashion_mnist.load("train", args.data_dir)
     total = (args.warmup + args.steps) * args.batch_size

@@ -15,7 +15,8 @@ import os
 
 import torch
 
-from torch_training import Net, add_training_args, load_fashion_mnist, samples_per_second
+from call_timing import add_training_args
+from torch_training import Net, load_fashion_mnist, samples_per_second
 
 
 def parse_args():

@@ -15,20 +15,17 @@ Every timed repetition starts after a barrier (an allreduce of one float, in bot
 
 import argparse
 import importlib
-import statistics
-import time
 
 import torch
 
-from torch_training import Net, add_training_args, load_fashion_mnist, samples_per_second
+from call_timing import add_case_args, add_training_args, median_us
+from torch_training import Net, load_fashion_mnist, samples_per_second
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--impl", choices=["hoop", "horovod"], required=True)
-    p.add_argument("--lone-reps", type=int, default=1000)
-    p.add_argument("--step-reps", type=int, default=50)
-    p.add_argument("--large-reps", type=int, default=10)
+    add_case_args(p)
     add_training_args(p)
     return p.parse_args()
 
@@ -45,13 +42,7 @@ def main():
         hvd.allreduce(sync_one, name="bench.barrier", op=hvd.Sum)
 
     def timed(body, reps):
-        times = []
-        for _ in range(reps):
-            barrier()
-            begin = time.perf_counter()
-            body()
-            times.append((time.perf_counter() - begin) * 1e6)
-        return statistics.median(times)
+        return median_us(body, reps, barrier)
 
     lone = torch.ones(2)
     tensors = [torch.ones(1024) for _ in range(400)]

@@ -11,14 +11,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from torch_fashion_mnist import Net, load_fashion_mnist  # noqa: E402,F401
 
 
-def add_training_args(parser):
-    """The options of the timed training run."""
-    parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=64, help="per rank")
-    parser.add_argument("--data-dir", default=None)
-
-
 def samples_per_second(model, optimizer, x, y, rank, size, batch_size, warmup, steps, barrier):
     """Trains `warmup` untimed steps, then `steps` timed ones between barriers, each on this
     rank's slice of `batch_size` examples; returns examples per second over all ranks."""

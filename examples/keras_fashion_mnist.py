@@ -16,7 +16,6 @@ The data are the gzipped IDX files of Fashion-MNIST, read from $HOOP_DATA_DIR or
 /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist).
 """
 
-import argparse
 import os
 import time
 
@@ -52,17 +51,7 @@ class Throughput(keras.callbacks.Callback):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--batch-size", type=int, default=64, help="per rank (default 64)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="Adam's, scaled by the ranks")
-    parser.add_argument("--limit", type=int, default=0,
-                        help="train on at most this many examples per epoch (0: all)")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--data-dir", default=None,
-                        help="the dataset's folder (default $HOOP_DATA_DIR, else "
-                             f"{fashion_mnist.DEFAULT_DATA_DIR})")
-    args = parser.parse_args()
+    args = fashion_mnist.example_parser(__doc__.splitlines()[0]).parse_args()
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()

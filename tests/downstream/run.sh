@@ -1,13 +1,15 @@
 #!/bin/sh
 # Builds tests/downstream (a parent project with add_subdirectory(hoop)) from scratch and runs
 # its allreduce on 2 ranks under the hooprun it built. `run.sh HOOP_SOURCE_DIR WORK_DIR`.
-# Debug, without CUDA and without hoop's suite: the library and hooprun only, quickly.
+# Debug (-O0, no debug information), without CUDA and without hoop's suite: the library and
+# hooprun only, quickly.
 set -eu
 src=$1
 work=$2
 rm -rf "$work"
 cmake -S "$src/tests/downstream" -B "$work" -G Ninja -DHOOP_SOURCE_DIR="$src" \
-  -DCMAKE_BUILD_TYPE=Debug -DHOOP_CUDA=OFF -DHOOP_FRAMEWORKS_PYTHON= \
+  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DCMAKE_C_FLAGS_DEBUG=-O0 -DHOOP_CUDA=OFF \
+  -DHOOP_FRAMEWORKS_PYTHON= \
   >"$work.configure.log" 2>&1 ||
   { cat "$work.configure.log"; exit 1; }
 # hoop's own suite, benchmarks and examples are off inside another project.

@@ -13,6 +13,7 @@ Prints "OK errors_test <scenario>" (killed: "CAUGHT" per survivor); run by run_e
 import os
 import sys
 import threading
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -42,8 +43,9 @@ if scenario == "mismatch":
     typed = tf.function(lambda a: hvd.allreduce(a, name="typed"))
     expect_error(lambda: typed(tf.ones(3, dtype)), "'typed'", "dtype")
     expect_error(lambda: hvd.broadcast(tf.ones(2), root_rank=N), "root")
-    # Two threads of one rank submit the same name at once: one of them is refused, naming
-    # it; the other's allreduce then completes with the other rank's.
+    # Two threads of one rank submit the same name while rank 1 has not: whichever comes
+    # second is refused, naming it, while the first stays in flight. Only then (after the
+    # allreduce "ready") does rank 1 submit the name, and the first completes.
     outcomes = []
 
     def submit():
@@ -56,9 +58,13 @@ if scenario == "mismatch":
         threads = [threading.Thread(target=submit) for _ in range(2)]
         for t in threads:
             t.start()
+        while not outcomes:
+            time.sleep(0.01)
+        hvd.allreduce(tf.ones(1), name="ready")
         for t in threads:
             t.join()
     else:
+        hvd.allreduce(tf.ones(1), name="ready")
         submit()
     refused = [o for o in outcomes if isinstance(o, str)]
     if R == 0 and not (len(refused) == 1 and "'twice'" in refused[0]):

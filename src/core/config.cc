@@ -43,9 +43,6 @@ std::optional<Lookup> look_up(const Var& var, const EnvLookup& env) {
     if (auto v = env(var.horovod_alias)) return Lookup{std::string(var.horovod_alias), *v};
   return std::nullopt;
 }
-constexpr bool numeric(VarType type) {
-  return type == kInt || type == kBytes || type == kSeconds || type == kNumber;
-}
 
 // 4194304 as 4M: byte bounds read as the values users write.
 std::string bytes_text(std::int64_t n) {
@@ -295,7 +292,7 @@ std::string help_text() {
   for (const Var& v : all_vars()) {
     out += fmt::format("  {:<22} {}", v.name, v.doc);
     std::vector<std::string> notes;
-    if (numeric(v.type)) notes.push_back(type_text(v));
+    if (is_numeric(v.type)) notes.push_back(type_text(v));
     if (!v.default_value.empty()) notes.push_back(fmt::format("default: {}", v.default_value));
     if (!notes.empty()) out += fmt::format(" [{}]", fmt::join(notes, "; "));
     if (!v.horovod_alias.empty()) out += fmt::format(" (alias {})", v.horovod_alias);

@@ -29,6 +29,12 @@ enum class VarType {
   kEnum,     // one of `choices` (comma-separated)
 };
 
+/// Whether a variable of this type holds a number (and so declares a range).
+constexpr bool is_numeric(VarType type) {
+  return type == VarType::kInt || type == VarType::kBytes || type == VarType::kSeconds ||
+         type == VarType::kNumber;
+}
+
 struct Var {
   std::string_view name;           // HOOP_...
   std::string_view horovod_alias;  // HOROVOD_... or empty

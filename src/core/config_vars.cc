@@ -313,12 +313,9 @@ constexpr Var kVars[] = {
 
 // Every numeric variable declares a range, and no seconds value overflows nanoseconds: the
 // getters' callers convert without checking again.
-constexpr bool numeric(VarType type) {
-  return type == kInt || type == kBytes || type == kSeconds || type == kNumber;
-}
 constexpr bool ranges_are_declared() {
   for (const Var& v : kVars) {
-    if (!numeric(v.type)) continue;
+    if (!is_numeric(v.type)) continue;
     if (v.min >= v.max) return false;
     if (v.type != kInt && v.min < 0) return false;
     if (v.min_exclusive && v.type != kSeconds && v.type != kNumber) return false;

@@ -37,7 +37,8 @@ std::string this_host() {
   return ::gethostname(name, sizeof name - 1) == 0 ? name : "this host";
 }
 
-void say(std::string_view message) {
+/// The agent's own message on stderr, naming its host.
+void tell(std::string_view message) {
   (void)write_all(STDERR_FILENO, fmt::format("hooprun agent on {}: {}\n", this_host(), message));
 }
 
@@ -68,7 +69,7 @@ int supervise(pid_t pid, SignalChannel& signals) {
           std::chrono::ceil<std::chrono::milliseconds>(*kill_at - Clock::now()).count(), 0));
     }
     if (::poll(fds, 2, timeout_ms) < 0 && errno != EINTR) {
-      say(errno_error("poll", errno).message());
+      tell(errno_error("poll", errno).message());
       ::kill(-pid, SIGKILL);
     }
     if (fds[1].revents != 0) {
@@ -88,7 +89,7 @@ int supervise(pid_t pid, SignalChannel& signals) {
     if (fds[0].revents == 0) continue;
     Result<std::vector<int>> received = signals.drain();
     if (!received.ok()) {
-      say(received.status().message());
+      tell(received.status().message());
       ::kill(-pid, SIGKILL);
       received = std::vector<int>{SIGCHLD};
     }
@@ -118,24 +119,24 @@ int supervise(pid_t pid, SignalChannel& signals) {
 int run_rank_agent(std::span<const std::string> command) {
   if (!command.empty() && command.front() == "--") command = command.subspan(1);
   if (command.empty()) {
-    say("no command to run");
+    tell("no command to run");
     return kExitUsage;
   }
   std::optional<std::string> secret = read_line(STDIN_FILENO);
   if (!secret) {
-    say("no job secret on stdin");
+    tell("no job secret on stdin");
     return kExitFailure;
   }
   ::setenv(std::string(kSecretVar).c_str(), secret->c_str(), 1);
   Result<SignalChannel> signals = SignalChannel::open();
   if (!signals.ok()) {
-    say(signals.status().message());
+    tell(signals.status().message());
     return kExitFailure;
   }
   const char* path_env = std::getenv("PATH");
   Result<std::string> path = find_executable(command.front(), path_env ? path_env : "");
   if (!path.ok()) {
-    say(path.status().message());
+    tell(path.status().message());
     return path.status().code() == StatusCode::kNotFound ? kExitNotFound : kExitCannotExecute;
   }
   Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -147,7 +148,7 @@ int run_rank_agent(std::span<const std::string> command) {
                        true};
   Result<ChildProcess> child = spawn_process(request);
   if (!child.ok()) {
-    say(child.status().message());
+    tell(child.status().message());
     return child.status().code() == StatusCode::kNotFound ? kExitNotFound : kExitCannotExecute;
   }
   return supervise(child->pid, *signals);

@@ -29,9 +29,6 @@ constexpr std::chrono::seconds kDiscoveryInterval{1};
 constexpr std::chrono::seconds kDiscoveryTimeout{10};
 constexpr std::size_t kMaxScriptOutput = std::size_t{1} << 20;
 
-void say(std::string_view message) {
-  (void)write_all(STDERR_FILENO, fmt::format("hooprun: {}\n", message));
-}
 
 // Runs the discovery script (in its own process group, killed at the deadline) and returns
 // what it printed on stdout.

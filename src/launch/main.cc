@@ -41,9 +41,6 @@ constexpr std::size_t kJobIdBytes = 8;
 // PATH as execvp assumes it when the variable is unset.
 constexpr std::string_view kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 
-void say(std::string_view message) {
-  (void)write_all(STDERR_FILENO, fmt::format("hooprun: {}\n", message));
-}
 
 // A closed stdin, stdout or stderr would be reused by the first pipe hooprun opens, and the
 // ranks' output would end up somewhere odd; point them at /dev/null instead.

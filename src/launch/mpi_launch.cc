@@ -50,9 +50,6 @@ bool all_local(const LaunchOptions& options) {
   return true;
 }
 
-void say(std::string_view message) {
-  (void)write_all(STDERR_FILENO, fmt::format("hooprun: {}\n", message));
-}
 
 }  // namespace
 

@@ -1,5 +1,7 @@
 #include "launch/output.h"
 
+#include <fmt/format.h>
+
 #include <poll.h>
 #include <unistd.h>
 
@@ -81,6 +83,10 @@ Status write_all(int fd, std::string_view data) {
     return errno_error("write", errno);
   }
   return Status::success();
+}
+
+void say(std::string_view message) {
+  (void)write_all(STDERR_FILENO, fmt::format("hooprun: {}\n", message));
 }
 
 std::string format_command(const std::vector<std::string>& args) {

@@ -59,6 +59,9 @@ class TailLines {
 /// descriptor is writable). The error of the first write that fails otherwise.
 Status write_all(int fd, std::string_view data);
 
+/// hooprun's own message on stderr: "hooprun: <message>" and a newline, in one write.
+void say(std::string_view message);
+
 /// `args` as one shell-quoted line, for messages that show a command.
 std::string format_command(const std::vector<std::string>& args);
 

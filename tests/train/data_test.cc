@@ -50,7 +50,7 @@ Bytes idx_labels(const Bytes& labels, std::optional<std::uint32_t> count = std::
 
 // Three 2 x 3 images (rows differ from columns so a transposed shape would show) whose pixels
 // run through 0..17 scaled by 15, and their labels.
-const Bytes kPixels = [] {
+const Bytes kImagePixels = [] {
   Bytes p;
   for (int i = 0; i < 18; ++i) p.push_back(static_cast<unsigned char>(i * 15));
   return p;
@@ -102,21 +102,21 @@ void expect_small_dataset(const Dataset& data) {
   ASSERT_EQ(data.size(), 3u);
   EXPECT_EQ(data.images.shape(), (std::vector<std::int64_t>{3, 1, 2, 3}));
   EXPECT_EQ(data.labels, (std::vector<int>{7, 0, 9}));
-  for (std::size_t i = 0; i < kPixels.size(); ++i) {
-    EXPECT_EQ(data.images[i], static_cast<float>(kPixels[i]) / 255.0f) << "pixel " << i;
+  for (std::size_t i = 0; i < kImagePixels.size(); ++i) {
+    EXPECT_EQ(data.images[i], static_cast<float>(kImagePixels[i]) / 255.0f) << "pixel " << i;
   }
   EXPECT_EQ(data.images[0], 0.0f);
   EXPECT_EQ(data.images[17], 1.0f);
 }
 
 TEST_F(DataTest, LoadsUncompressedFiles) {
-  write_raw("train-images-idx3-ubyte", idx_images(3, 2, 3, kPixels));
+  write_raw("train-images-idx3-ubyte", idx_images(3, 2, 3, kImagePixels));
   write_raw("train-labels-idx1-ubyte", idx_labels(kLabels));
   expect_small_dataset(load_fashion_mnist(dir_, true));
 }
 
 TEST_F(DataTest, LoadsGzippedTestSplit) {
-  write_gz("t10k-images-idx3-ubyte", idx_images(3, 2, 3, kPixels));
+  write_gz("t10k-images-idx3-ubyte", idx_images(3, 2, 3, kImagePixels));
   write_gz("t10k-labels-idx1-ubyte", idx_labels(kLabels));
   expect_small_dataset(load_fashion_mnist(dir_, false));
   // The training split's files are not there.
@@ -124,7 +124,7 @@ TEST_F(DataTest, LoadsGzippedTestSplit) {
 }
 
 TEST_F(DataTest, MixesGzippedAndPlainFiles) {
-  write_gz("train-images-idx3-ubyte", idx_images(3, 2, 3, kPixels));
+  write_gz("train-images-idx3-ubyte", idx_images(3, 2, 3, kImagePixels));
   write_raw("train-labels-idx1-ubyte", idx_labels(kLabels));
   expect_small_dataset(load_fashion_mnist(dir_, true));
 }
@@ -137,7 +137,7 @@ TEST_F(DataTest, MissingFileNamesBothCandidatesAndHowToGetThem) {
                                  HasSubstr("apt-get install dataset-fashion-mnist"),
                                  HasSubstr("HOOP_DATA_DIR")));
 
-  write_raw("train-images-idx3-ubyte", idx_images(3, 2, 3, kPixels));
+  write_raw("train-images-idx3-ubyte", idx_images(3, 2, 3, kImagePixels));
   s = load_error();
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_THAT(s.message(), HasSubstr(path("train-labels-idx1-ubyte.gz")));
@@ -152,8 +152,8 @@ TEST_F(DataTest, BadMagicNamesTheFileAndBothNumbers) {
   EXPECT_THAT(s.message(), HasSubstr(path("train-images-idx3-ubyte") +
                                      ": bad magic number 0x00000801, expected 0x00000803"));
 
-  write_raw("train-images-idx3-ubyte", idx_images(3, 2, 3, kPixels));
-  write_raw("train-labels-idx1-ubyte", idx_images(3, 2, 3, kPixels));
+  write_raw("train-images-idx3-ubyte", idx_images(3, 2, 3, kImagePixels));
+  write_raw("train-labels-idx1-ubyte", idx_images(3, 2, 3, kImagePixels));
   EXPECT_THAT(load_error().message(),
               HasSubstr(path("train-labels-idx1-ubyte") +
                         ": bad magic number 0x00000803, expected 0x00000801"));
@@ -163,7 +163,7 @@ TEST_F(DataTest, TruncatedFilesSayHowManyBytesWereExpected) {
   write_raw("train-labels-idx1-ubyte", idx_labels(kLabels));
   // 16 + 18 bytes announced, 16 + 10 present.
   write_raw("train-images-idx3-ubyte",
-            idx_images(3, 2, 3, Bytes(kPixels.begin(), kPixels.begin() + 10)));
+            idx_images(3, 2, 3, Bytes(kImagePixels.begin(), kImagePixels.begin() + 10)));
   Status s = load_error();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), AllOf(HasSubstr(path("train-images-idx3-ubyte") + ": truncated"),
@@ -175,7 +175,7 @@ TEST_F(DataTest, TruncatedFilesSayHowManyBytesWereExpected) {
   EXPECT_THAT(load_error().message(),
               HasSubstr("truncated: the IDX header needs 16 bytes but the file has 5"));
 
-  write_raw("train-images-idx3-ubyte", idx_images(3, 2, 3, kPixels));
+  write_raw("train-images-idx3-ubyte", idx_images(3, 2, 3, kImagePixels));
   write_raw("train-labels-idx1-ubyte", idx_labels({7, 0}, 3));
   EXPECT_THAT(load_error().message(),
               AllOf(HasSubstr(path("train-labels-idx1-ubyte") + ": truncated"),
@@ -183,7 +183,7 @@ TEST_F(DataTest, TruncatedFilesSayHowManyBytesWereExpected) {
 }
 
 TEST_F(DataTest, TrailingBytesAreMalformed) {
-  Bytes pixels = kPixels;
+  Bytes pixels = kImagePixels;
   pixels.push_back(1);
   write_raw("train-images-idx3-ubyte", idx_images(3, 2, 3, pixels));
   write_raw("train-labels-idx1-ubyte", idx_labels(kLabels));
@@ -192,7 +192,7 @@ TEST_F(DataTest, TrailingBytesAreMalformed) {
 }
 
 TEST_F(DataTest, ImageAndLabelCountsMustAgree) {
-  write_raw("train-images-idx3-ubyte", idx_images(3, 2, 3, kPixels));
+  write_raw("train-images-idx3-ubyte", idx_images(3, 2, 3, kImagePixels));
   write_raw("train-labels-idx1-ubyte", idx_labels({7, 0}));
   Status s = load_error();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
@@ -201,7 +201,7 @@ TEST_F(DataTest, ImageAndLabelCountsMustAgree) {
 }
 
 TEST_F(DataTest, LabelsOutsideTheTenClassesNameTheirIndex) {
-  write_raw("train-images-idx3-ubyte", idx_images(3, 2, 3, kPixels));
+  write_raw("train-images-idx3-ubyte", idx_images(3, 2, 3, kImagePixels));
   write_raw("train-labels-idx1-ubyte", idx_labels({7, 12, 9}));
   Status s = load_error();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
@@ -221,7 +221,7 @@ TEST_F(DataTest, ImpossibleSizesAreMalformed) {
 
 TEST_F(DataTest, CorruptGzipStreamsAreReported) {
   write_raw("train-labels-idx1-ubyte", idx_labels(kLabels));
-  write_gz("train-images-idx3-ubyte", idx_images(3, 2, 3, kPixels));
+  write_gz("train-images-idx3-ubyte", idx_images(3, 2, 3, kImagePixels));
   const std::string gz = path("train-images-idx3-ubyte.gz");
   Bytes good(std::filesystem::file_size(gz));
   std::ifstream(gz, std::ios::binary)

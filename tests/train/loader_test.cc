@@ -54,7 +54,7 @@ std::vector<std::vector<std::size_t>> epoch_batches(ShardedLoader& loader, int e
   return batches;
 }
 
-std::vector<std::size_t> flatten(const std::vector<std::vector<std::size_t>>& batches) {
+std::vector<std::size_t> concat_batches(const std::vector<std::vector<std::size_t>>& batches) {
   std::vector<std::size_t> all;
   for (const auto& b : batches) all.insert(all.end(), b.begin(), b.end());
   return all;
@@ -67,7 +67,7 @@ TEST(ShardedLoader, RanksTogetherSeeEveryExampleOncePerEpoch) {
   for (int rank = 0; rank < 3; ++rank) {
     ShardedLoader loader(data, 4, rank, 3, 7);
     EXPECT_EQ(loader.steps_per_epoch(), 8u);
-    for (std::size_t index : flatten(epoch_batches(loader, 2, 4))) {
+    for (std::size_t index : concat_batches(epoch_batches(loader, 2, 4))) {
       seen.insert(index);
       per_rank[static_cast<std::size_t>(rank)].insert(index);
     }
@@ -83,7 +83,7 @@ TEST(ShardedLoader, DropsTheLastIncompleteGlobalBatch) {
   for (int rank = 0; rank < 3; ++rank) {
     ShardedLoader loader(data, 4, rank, 3, 7);
     EXPECT_EQ(loader.steps_per_epoch(), 8u);  // 103 / 12
-    for (std::size_t index : flatten(epoch_batches(loader, 0, 4))) seen.insert(index);
+    for (std::size_t index : concat_batches(epoch_batches(loader, 0, 4))) seen.insert(index);
   }
   EXPECT_EQ(seen.size(), 96u);
   EXPECT_EQ(std::set<std::size_t>(seen.begin(), seen.end()).size(), 96u);
@@ -113,14 +113,14 @@ TEST(ShardedLoader, OrderDependsOnlyOnSeedAndEpoch) {
   ShardedLoader a(data, 8, 0, 1, 5);
   ShardedLoader b(data, 8, 0, 1, 5);
   ShardedLoader other_seed(data, 8, 0, 1, 6);
-  const auto a1 = flatten(epoch_batches(a, 1, 8));
-  EXPECT_EQ(a1, flatten(epoch_batches(b, 1, 8)));
-  EXPECT_NE(a1, flatten(epoch_batches(other_seed, 1, 8)));
-  const auto a0 = flatten(epoch_batches(a, 0, 8));
+  const auto a1 = concat_batches(epoch_batches(a, 1, 8));
+  EXPECT_EQ(a1, concat_batches(epoch_batches(b, 1, 8)));
+  EXPECT_NE(a1, concat_batches(epoch_batches(other_seed, 1, 8)));
+  const auto a0 = concat_batches(epoch_batches(a, 0, 8));
   EXPECT_NE(a0, a1);
-  EXPECT_NE(flatten(epoch_batches(a, 2, 8)), a1);
+  EXPECT_NE(concat_batches(epoch_batches(a, 2, 8)), a1);
   // Going back to an epoch replays it.
-  EXPECT_EQ(flatten(epoch_batches(a, 1, 8)), a1);
+  EXPECT_EQ(concat_batches(epoch_batches(a, 1, 8)), a1);
   // A shuffle, not the identity.
   std::vector<std::size_t> identity(64);
   for (std::size_t i = 0; i < 64; ++i) identity[i] = i;
@@ -132,9 +132,9 @@ TEST(ShardedLoader, OrderDependsOnlyOnSeedAndEpoch) {
 TEST(ShardedLoader, PermutationIsPinned) {
   const Dataset data = numbered_dataset(10);
   ShardedLoader loader(data, 10, 0, 1, 42);
-  EXPECT_EQ(flatten(epoch_batches(loader, 0, 10)),
+  EXPECT_EQ(concat_batches(epoch_batches(loader, 0, 10)),
             (std::vector<std::size_t>{1, 7, 9, 0, 3, 8, 4, 2, 5, 6}));
-  EXPECT_EQ(flatten(epoch_batches(loader, 3, 10)),
+  EXPECT_EQ(concat_batches(epoch_batches(loader, 3, 10)),
             (std::vector<std::size_t>{4, 8, 7, 6, 0, 1, 3, 2, 9, 5}));
 }
 

@@ -29,7 +29,6 @@ constexpr std::chrono::seconds kDiscoveryInterval{1};
 constexpr std::chrono::seconds kDiscoveryTimeout{10};
 constexpr std::size_t kMaxScriptOutput = std::size_t{1} << 20;
 
-
 // Runs the discovery script (in its own process group, killed at the deadline) and returns
 // what it printed on stdout.
 Result<std::string> run_script(const std::string& path, const sigset_t& mask) {

@@ -41,7 +41,6 @@ constexpr std::size_t kJobIdBytes = 8;
 // PATH as execvp assumes it when the variable is unset.
 constexpr std::string_view kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 
-
 // A closed stdin, stdout or stderr would be reused by the first pipe hooprun opens, and the
 // ranks' output would end up somewhere odd; point them at /dev/null instead.
 void ensure_standard_fds() {

@@ -50,7 +50,6 @@ bool all_local(const LaunchOptions& options) {
   return true;
 }
 
-
 }  // namespace
 
 std::vector<std::string> mpirun_command(const LaunchOptions& options,

@@ -85,15 +85,18 @@ const std::vector<std::int64_t>& Handle::received_splits() const {
 
 void Handle::on_done(std::function<void(const Status&)> callback) const {
   if (!state_) throw Error(invalid_argument("an empty hoop::Handle"));
+  Status outcome;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     if (!state_->done) {
       state_->on_done = std::move(callback);
       callback = nullptr;
+    } else {
+      outcome = state_->status;
     }
   }
   if (callback) {
-    callback(state_->status);
+    callback(outcome);
   } else if (state_->driver != nullptr) {
     // Outside the handle's lock: the controller's own lock comes next.
     state_->driver->hand_over();

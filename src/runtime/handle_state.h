@@ -55,6 +55,7 @@ struct HandleState {
   /// Marks one part finished with `s` (the first failure is kept); the last part completes it.
   void finish_part(const Status& s) {
     std::function<void(const Status&)> callback;
+    Status outcome;
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!s.ok() && status.ok()) status = s;
@@ -63,9 +64,10 @@ struct HandleState {
       finished.store(true, std::memory_order_release);
       cv.notify_all();
       callback = std::move(on_done);
+      outcome = status;
     }
     // Outside the lock: the callback may look at the handle (its output, its splits).
-    if (callback) callback(status);
+    if (callback) callback(outcome);
   }
 };
 

@@ -28,17 +28,42 @@ double percent(double part, double whole) { return whole > 0 ? 100.0 * part / wh
 
 }  // namespace
 
+namespace {
+
+// "staleness  0: 812 (50.1 %), 1: 790 (48.8 %), ...; mean 0.51 updates": the updates by how
+// many other updates landed between the pull their gradients were computed on and their own.
+std::string staleness_line(const std::vector<std::uint64_t>& counts) {
+  double total = 0;
+  double weighted = 0;
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    total += static_cast<double>(counts[k]);
+    weighted += static_cast<double>(k * counts[k]);
+  }
+  std::string line = "staleness (updates)           ";
+  const char* sep = " ";
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    if (counts[k] == 0) continue;
+    const bool last = k + 1 == counts.size();
+    line += fmt::format("{}{}{}: {} ({:.1f} %)", sep, k, last ? "+" : "", counts[k],
+                        percent(static_cast<double>(counts[k]), total));
+    sep = ", ";
+  }
+  return line + fmt::format("; mean {:.2f}\n", total > 0 ? weighted / total : 0.0);
+}
+
+}  // namespace
+
 void print_summary(std::FILE* out, const RunSummary& s) {
   const double examples =
       static_cast<double>(s.examples_per_worker) * s.epochs * s.workers;
   const double throughput_n = s.time_n > 0 ? examples / s.time_n : 0.0;
   std::string text = fmt::format(
-      "== summary: {}, {} worker(s), batch {} per worker ({} global), {} epoch(s)\n"
+      "== summary: {}, {} worker(s), batch {} per worker ({} global), {} epoch(s), {}\n"
       "examples per worker per epoch  {}\n"
       "time_n                         {:.2f} s (training loop, evaluation excluded)\n"
       "throughput_n                   {:.1f} samples/s (examples x epochs x workers / time_n)\n",
       s.model, s.workers, s.batch_per_worker, s.batch_per_worker * s.workers, s.epochs,
-      s.examples_per_worker, s.time_n, throughput_n);
+      s.strategy, s.examples_per_worker, s.time_n, throughput_n);
   if (s.throughput_1 > 0) {
     const double speedup = throughput_n / s.throughput_1;
     text += fmt::format(
@@ -52,15 +77,23 @@ void print_summary(std::FILE* out, const RunSummary& s) {
             "--baseline-throughput)\n";
   }
   const TimeSplit& t = s.split;
+  if (s.updates > 0) {
+    const double per = 1e3 / static_cast<double>(s.updates);
+    text += fmt::format(
+        "step time                      {:.2f} ms (time_n / {} updates); compute {:.2f} ms, "
+        "waiting {:.2f} ms per step (mean over workers)\n",
+        s.time_n * per, s.updates, t.compute * per, t.waiting * per);
+  }
   const double other = std::max(0.0, t.total - t.data - t.compute - t.waiting);
   text += fmt::format(
-      "time split (mean over ranks)   compute {:.2f} s ({:.1f} %), waiting for gradients "
+      "time split (mean over workers) compute {:.2f} s ({:.1f} %), waiting for gradients "
       "{:.2f} s ({:.1f} %), data {:.2f} s ({:.1f} %), other {:.2f} s ({:.1f} %)\n"
       "communication                  {:.2f} s from first gradient sent to last averaged, "
       "summed over steps ({:.1f} % of the loop; overlaps backward)\n",
       t.compute, percent(t.compute, t.total), t.waiting, percent(t.waiting, t.total), t.data,
       percent(t.data, t.total), other, percent(other, t.total), t.communication,
       percent(t.communication, t.total));
+  if (!s.staleness.empty()) text += staleness_line(s.staleness);
   const MemoryBreakdown& m = s.memory;
   text += fmt::format(
       "memory (rank 0)                weights {}, gradients {}, optimizer state {}, "

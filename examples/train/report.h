@@ -4,7 +4,9 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace train_example {
 
@@ -30,6 +32,7 @@ struct MemoryBreakdown {
 /// The run's end-of-training numbers.
 struct RunSummary {
   std::string model;
+  std::string strategy = "allreduce";  // how gradients were combined (--strategy)
   int workers = 1;
   int batch_per_worker = 0;
   int epochs = 0;
@@ -37,11 +40,14 @@ struct RunSummary {
   double time_n = 0;                    // seconds of training, evaluation excluded
   double throughput_1 = 0;              // samples/s of one worker; 0 when unknown
   std::string throughput_1_source;      // "--baseline-throughput", "measured on rank 0 ..."
-  TimeSplit split;                      // averaged over the ranks
+  std::size_t updates = 0;              // parameter updates per worker, all epochs
+  TimeSplit split;                      // averaged over the workers
+  std::vector<std::uint64_t> staleness;  // ps-async: updates by the age of their gradients
   MemoryBreakdown memory;               // rank 0
 };
 
-/// Prints the throughput, speedup, scaling efficiency, time split and memory breakdown.
+/// Prints the throughput, speedup, scaling efficiency, step time, time split, the staleness
+/// histogram (when there is one) and the memory breakdown.
 void print_summary(std::FILE* out, const RunSummary& s);
 
 /// A progress bar for one epoch, on stderr: redrawn in place on a terminal, one line per

@@ -2,12 +2,14 @@
 // hoop's bundled training core, one process per worker.
 //
 //   build/bin/hooprun -np 2 build/bin/train_fashion_mnist --epochs 1 [--device cuda]
+//   build/bin/hooprun -np 3 build/bin/train_fashion_mnist --strategy ps   # 2 workers, 1 server
 //
 // Every rank loads the dataset (Debian's dataset-fashion-mnist), takes its share of each
 // global batch (copied to its GPU with --device cuda), and averages gradients through hoop's
-// runtime while backward runs. Rank 0 prints per-epoch loss, test accuracy and throughput, and at
-// the end the seed study's metrics: throughput, speedup over one worker, scaling efficiency, the
-// time split and a memory breakdown.
+// runtime while backward runs, or (--strategy ps, ps-async, kvstore) pushes them to where the
+// parameters are served and pulls the parameters back. Rank 0 prints per-epoch loss, test
+// accuracy and throughput, and at the end the seed study's metrics: throughput, speedup over
+// one worker, scaling efficiency, step time, the time split and a memory breakdown.
 #include <fmt/format.h>
 #include <hoop/elastic.h>
 #include <hoop/hoop.h>
@@ -36,6 +38,7 @@ struct Flags {
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   std::string optimizer = "sgd";
+  std::string strategy = "allreduce";
   std::string device = "cpu";
   std::string data_dir;
   std::uint64_t seed = 42;
@@ -51,9 +54,9 @@ struct Flags {
   int commit_every = 20;
 };
 
-std::unique_ptr<ht::Optimizer> make_optimizer(const Flags& f, ht::Sequential& model) {
-  if (f.optimizer == "sgd") return ht::sgd(model.parameters(), f.lr, f.momentum, f.weight_decay);
-  return ht::adam(model.parameters(), f.lr, 0.9f, 0.999f, 1e-8f, f.weight_decay);
+std::unique_ptr<ht::Optimizer> make_optimizer(const Flags& f, std::vector<ht::Parameter*> params) {
+  if (f.optimizer == "sgd") return ht::sgd(std::move(params), f.lr, f.momentum, f.weight_decay);
+  return ht::adam(std::move(params), f.lr, 0.9f, 0.999f, 1e-8f, f.weight_decay);
 }
 
 // `x` on `device`: itself on the CPU, else a copy in `staging`.
@@ -94,7 +97,7 @@ double measure_one_worker(const Flags& f, const ht::Dataset& train, int device) 
   if (hoop::rank() == 0) {
     ht::Sequential model = ht::make_model(f.model, f.seed);
     model.to(device);
-    auto opt = make_optimizer(f, model);
+    auto opt = make_optimizer(f, model.parameters());
     ht::ShardedLoader loader(train, f.batch, 0, 1, f.seed);
     loader.start_epoch(0);
     ht::Tensor x, staging, grad;
@@ -157,6 +160,14 @@ int run(const Flags& f) {
   (void)ht::parse_device(f.device, 0);
   if (f.elastic && f.device != "cpu")
     throw hoop::Error(hoop::invalid_argument("--elastic trains on the CPU only (--device cpu)"));
+  const ht::Strategy strategy = ht::parse_strategy(f.strategy);
+  if (strategy != ht::Strategy::kAllreduce &&
+      (f.elastic || f.device != "cpu" || f.backward_passes != 1 || f.fp16))
+    throw hoop::Error(hoop::invalid_argument(
+        fmt::format("--strategy {} trains on the CPU with one backward pass per step; "
+                    "--elastic, --device, --backward-passes-per-step and --fp16-allreduce "
+                    "need --strategy allreduce",
+                    f.strategy)));
   hoop::init();
   const int rank = hoop::rank();
   const int size = hoop::size();
@@ -168,13 +179,22 @@ int run(const Flags& f) {
 
   ht::Sequential model = ht::make_model(f.model, f.seed);
   model.to(device);
-  auto opt = make_optimizer(f, model);
+  auto opt = make_optimizer(f, model.parameters());
   ht::DistributedOptions options;
   options.backward_passes_per_step = f.backward_passes;
   options.compression = f.fp16 ? ht::Compression::kFp16 : ht::Compression::kNone;
   ht::DistributedOptimizer dist(model, *opt, options);
   // An elastic job's state, parameters included, goes out from rank 0 at every round's start.
   if (!f.elastic) ht::broadcast_parameters(model, 0);
+  // ps, ps-async, kvstore: the exchange's server (or each shard's owner) runs the optimizer.
+  std::unique_ptr<ht::ParameterExchange> exchange;
+  if (strategy != ht::Strategy::kAllreduce)
+    exchange = std::make_unique<ht::ParameterExchange>(
+        strategy, model, [&](std::vector<ht::Parameter*> params) {
+          return make_optimizer(f, std::move(params));
+        });
+  const bool server = exchange && exchange->is_server();
+  const int workers = exchange ? exchange->workers() : size;
 
   // Where training stands: an elastic job's state, which a reset restores, holds it with the
   // parameters and the optimizer's buffers. `seen` counts the examples of the epoch already
@@ -190,10 +210,13 @@ int run(const Flags& f) {
   const std::size_t per_epoch_cap =
       f.max_steps >= 0 ? static_cast<std::size_t>(f.max_steps) : SIZE_MAX;
   if (rank == 0)
-    std::printf("%s on %d worker(s), batch %d per worker, %zu parameters, data %s%s%s\n",
-                f.model.c_str(), size, f.batch, model.parameter_count(), dir.c_str(),
+    std::printf("%s on %d worker(s), batch %d per worker, %zu parameters, data %s%s%s, %s%s\n",
+                f.model.c_str(), workers, f.batch, model.parameter_count(), dir.c_str(),
                 device == hoop::kCpuDevice ? "" : ", on CUDA devices",
-                f.elastic ? ", elastic" : "");
+                f.elastic ? ", elastic" : "", f.strategy.c_str(),
+                server || (exchange && ht::has_server(strategy))
+                    ? fmt::format(" (server: rank {})", size - 1).c_str()
+                    : "");
   std::fflush(stdout);
 
   double throughput_1 = f.baseline_throughput;
@@ -209,10 +232,11 @@ int run(const Flags& f) {
   ht::Tensor x, staging, grad;
   std::vector<int> y;
   const auto train_epochs = [&] {
-    const int r = hoop::rank();
-    const int n = hoop::size();
+    // The data shards are the workers': a server takes worker 0's only to count the steps.
+    const int r = exchange ? std::max(exchange->worker(), 0) : hoop::rank();
+    const int n = exchange ? workers : hoop::size();
     ht::ShardedLoader loader(train, f.batch, r, n, f.seed);
-    const bool progress = r == 0 && f.progress != "off";
+    const bool progress = hoop::rank() == 0 && f.progress != "off";
     for (; epoch < f.epochs; ++epoch, seen = 0) {
       if (f.elastic && seen == 0) state.commit();
       loader.start_epoch(epoch, seen);
@@ -222,9 +246,11 @@ int run(const Flags& f) {
       const std::size_t per_update = static_cast<std::size_t>(f.backward_passes) * f.batch * n;
       train_example::ProgressBar bar(epoch + 1, f.epochs, updates, progress);
       dist.reset_timers();
+      if (exchange) exchange->reset_timers();
       const double epoch_start = now_seconds();
       double loss_sum = 0;
-      for (std::size_t u = 0; u < updates; ++u) {
+      if (server) exchange->serve(updates);
+      for (std::size_t u = 0; u < (server ? 0 : updates); ++u) {
         for (int pass = 0; pass < f.backward_passes; ++pass) {
           const double t0 = now_seconds();
           loader.next(x, y);
@@ -233,14 +259,18 @@ int run(const Flags& f) {
           loss_sum += ht::softmax_cross_entropy(model.forward(input, true), y, &grad);
           // What forward keeps for backward is largest now, between the two.
           activations = std::max(activations, activation_bytes(model));
-          model.backward(grad, dist.hook());
+          model.backward(grad, exchange ? std::function<void(std::size_t)>{} : dist.hook());
           split.data += t1 - t0;
           split.compute += now_seconds() - t1;
         }
         const double t2 = now_seconds();
-        const double waited = dist.waiting_seconds();
-        dist.step();
-        split.compute += now_seconds() - t2 - (dist.waiting_seconds() - waited);
+        if (exchange) {
+          exchange->step();  // all of it communication: the update runs where it is served
+        } else {
+          const double waited = dist.waiting_seconds();
+          dist.step();
+          split.compute += now_seconds() - t2 - (dist.waiting_seconds() - waited);
+        }
         seen += per_update;
         trained += per_update / n;
         const double elapsed = now_seconds() - epoch_start;
@@ -250,18 +280,23 @@ int run(const Flags& f) {
       const double epoch_time = now_seconds() - epoch_start;
       bar.finish();
       split.total += epoch_time;
-      split.waiting += dist.waiting_seconds();
-      split.communication += dist.communication_seconds();
+      split.waiting += exchange ? exchange->waiting_seconds() : dist.waiting_seconds();
+      split.communication +=
+          exchange ? exchange->waiting_seconds() : dist.communication_seconds();
+      // ps-async leaves each worker with the parameters of its last pull: evaluate the server's.
+      if (exchange && ht::has_server(strategy)) ht::broadcast_parameters(model, size - 1);
       const auto [test_loss, accuracy] = evaluate(model, test, device);
       double train_loss = updates ? loss_sum / (updates * f.backward_passes) : 0.0;
       hoop::Tensor view{&train_loss, hoop::DataType::kF64, {1}};
-      hoop::allreduce("epoch.loss", view, view, {.op = hoop::ReduceOp::kAvg});
+      // The mean over the workers (a server trained on nothing and adds 0).
+      hoop::allreduce("epoch.loss", view, view, {.op = hoop::ReduceOp::kSum});
+      train_loss /= n;
       // The slowest rank's epoch is the job's, as in the summary's time_n: the epoch line of a
       // one-epoch run then gives the summary's samples/s.
       double slowest_epoch = epoch_time;
       hoop::Tensor slowest_view{&slowest_epoch, hoop::DataType::kF64, {1}};
       hoop::allreduce("epoch.time", slowest_view, slowest_view, {.op = hoop::ReduceOp::kMax});
-      if (r == 0)
+      if (hoop::rank() == 0)
         std::printf(
             "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.2f %%, "
             "%.2f s, %.1f samples/s%s\n",
@@ -294,16 +329,33 @@ int run(const Flags& f) {
 
   train_example::RunSummary summary;
   summary.model = f.model;
-  summary.workers = size_now;
+  summary.strategy = f.strategy;
+  summary.workers = exchange ? workers : size_now;
   summary.batch_per_worker = f.batch;
   summary.epochs = f.epochs;
   summary.examples_per_worker = updates * f.backward_passes * f.batch / f.epochs;
   summary.memory = memory_of(model, *opt, dist, x);
   summary.memory.activations = activations;
-  // The slowest rank's loop is the job's time; the split is the mean over the ranks.
+  summary.updates = updates;
+  // The slowest rank's loop is the job's time; the split is the mean over the workers (a
+  // server adds zeros).
   double times[5] = {split.data, split.compute, split.waiting, split.communication, split.total};
+  if (server) std::fill(std::begin(times), std::end(times), 0.0);
   hoop::Tensor times_view{times, hoop::DataType::kF64, {5}};
-  hoop::allreduce("summary.split", times_view, times_view, {.op = hoop::ReduceOp::kAvg});
+  hoop::allreduce("summary.split", times_view, times_view, {.op = hoop::ReduceOp::kSum});
+  for (double& t : times) t /= summary.workers;
+  if (strategy == ht::Strategy::kParameterServerAsync) {
+    // The server's histogram, to rank 0 (a worker), which prints the summary.
+    constexpr std::size_t kBuckets = 64;  // the last one holds every age from 63 up
+    std::vector<double> ages(kBuckets, 0.0);
+    for (std::size_t k = 0; k < exchange->staleness().size(); ++k)
+      ages[std::min(k, kBuckets - 1)] += static_cast<double>(exchange->staleness()[k]);
+    hoop::Tensor ages_view{ages.data(), hoop::DataType::kF64,
+                           {static_cast<std::int64_t>(kBuckets)}};
+    hoop::allreduce("summary.staleness", ages_view, ages_view, {.op = hoop::ReduceOp::kSum});
+    while (ages.size() > 1 && ages.back() == 0) ages.pop_back();
+    for (double a : ages) summary.staleness.push_back(static_cast<std::uint64_t>(a));
+  }
   double slowest = split.total;
   hoop::Tensor slowest_view{&slowest, hoop::DataType::kF64, {1}};
   hoop::allreduce("summary.time", slowest_view, slowest_view, {.op = hoop::ReduceOp::kMax});
@@ -342,6 +394,11 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", f.momentum, "SGD momentum")->check(CLI::Range(0.0, 0.999));
   app.add_option("--weight-decay", f.weight_decay, "L2 weight decay")->check(CLI::Range(0.0, 1e3));
   app.add_option("--optimizer", f.optimizer, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--strategy", f.strategy,
+                 "how workers combine gradients: allreduce; ps (a server rank, the last, applies "
+                 "the averaged gradients once every worker has pushed: -np workers+1); ps-async "
+                 "(it applies each push on arrival); kvstore (each worker serves a shard)")
+      ->check(CLI::IsMember({"allreduce", "ps", "ps-async", "kvstore"}));
   app.add_option("--device", f.device,
                  "cpu, cuda (GPU local_rank % devices) or cuda:N; cuda needs a CUDA build and "
                  "a usable device");

@@ -137,6 +137,30 @@ Status allreduce(Communicator& comm, const AllreduceOptions& options);
 Algorithm allreduce_algorithm(Communicator& comm, std::size_t bytes,
                               Algorithm requested = Algorithm::kAuto);
 
+/// The constants of the alpha-beta-gamma cost model with which allreduce picks its algorithm,
+/// for tools that predict what a job would cost (hoop-plan): alpha, the latency of one message;
+/// beta, the transfer time per byte; gamma, the reduction time per byte.
+struct CostModel {
+  double alpha_s = 10e-6;
+  double beta_s_per_byte = 1.0e-9;
+  double gamma_s_per_byte = 0.2e-9;
+};
+/// The constants allreduce uses: these defaults overridden by HOOP_ALPHA_US,
+/// HOOP_BETA_NS_PER_BYTE and HOOP_GAMMA_NS_PER_BYTE; invalid_argument naming a malformed one.
+Result<CostModel> cost_model_from_env();
+/// The model's seconds for one allreduce of `bytes` bytes over `size` ranks with kRing,
+/// kRecursiveDoubling, kRabenseifner or kTree (the prediction allreduce chooses by).
+double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t bytes,
+                                 const CostModel& model);
+/// The model's seconds for the hierarchical allreduce over `hosts` hosts of `ranks_per_host`
+/// ranks: `intra` between the ranks of a host, `inter` on a host's link (shared by its ranks).
+double predict_hierarchical_allreduce_seconds(int hosts, int ranks_per_host, std::size_t bytes,
+                                              const CostModel& intra, const CostModel& inter);
+/// The algorithm allreduce picks for `bytes` bytes over `size` ranks under `model` (without a
+/// forced one); `hierarchical`: the ranks span two or more hosts evenly.
+Algorithm predicted_allreduce_choice(int size, std::size_t bytes, const CostModel& model,
+                                     bool hierarchical = false);
+
 /// Copies `count` elements of `buffer` on `root` into `buffer` on every other rank.
 struct BroadcastOptions {
   void* buffer = nullptr;

@@ -350,6 +350,71 @@ class DistributedOptimizer {
   double communication_s_ = 0;
 };
 
+/// How the workers of a data-parallel job combine their gradients: the two families the seed
+/// study compares (Jäger and Igel, DIDL 2018).
+enum class Strategy {
+  kAllreduce,         // "allreduce": every rank averages every gradient (DistributedOptimizer)
+  kParameterServer,   // "ps": a server rank applies the averaged gradients once all have pushed
+  kParameterServerAsync,  // "ps-async": the server applies each worker's gradients on arrival
+  kKvStore,           // "kvstore": each worker serves one shard of the parameters
+};
+/// The strategy a name above stands for; throws hoop::Error naming the known ones.
+Strategy parse_strategy(const std::string& name);
+/// "allreduce", "ps", "ps-async" or "kvstore".
+std::string strategy_name(Strategy strategy);
+/// Whether the strategy takes one rank of the job as its server (the job's last rank).
+bool has_server(Strategy strategy);
+
+/// Builds the optimizer of the parameters a server or a shard owner updates.
+using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(std::vector<Parameter*>)>;
+
+/// Parameter-server and sharded key-value-store training, over a Communicator of its own and
+/// the point-to-point requests of hoop's transport (shared memory, TCP, ...). A worker pushes
+/// its gradients after backward and pulls parameters back in step(); the optimizer runs where
+/// the parameters are served (the server, or each shard's owner), averaging over the workers.
+/// With ps and kvstore the parameters after a step are those of the allreduce strategy's
+/// average (up to float32 rounding). CPU tensors only.
+///
+/// Failure: a worker or server that dies, or a push that does not come within the
+/// communicator's timeout (HOOP_TIMEOUT_SECONDS), fails step() or serve() with hoop::Error
+/// naming the rank; the rank that sees it first aborts the transport, so that every other
+/// rank fails with the same cause instead of waiting.
+class ParameterExchange {
+ public:
+  /// Collective over every rank of the job the environment describes (call it on all of
+  /// them; hoop::init() need not run). With a server, the last rank serves and the others
+  /// are workers 0..size-2 (at least one); with kvstore every rank is a worker. `model` holds
+  /// the initial parameters, alike on every rank. Throws hoop::Error for kAllreduce, a job
+  /// too small for the strategy, or CUDA parameters.
+  ParameterExchange(Strategy strategy, Sequential& model, const OptimizerFactory& make_optimizer);
+  ~ParameterExchange();
+  ParameterExchange(const ParameterExchange&) = delete;
+  ParameterExchange& operator=(const ParameterExchange&) = delete;
+
+  Strategy strategy() const;
+  /// Whether this rank is the server.
+  bool is_server() const;
+  /// This worker's index among the workers (its data shard), -1 on the server.
+  int worker() const;
+  /// The number of workers.
+  int workers() const;
+  /// Worker: pushes the model's gradients, pulls the parameters (ps, kvstore: those after this
+  /// step's update; ps-async: the server's current ones) into the model, zeroes the gradients.
+  void step();
+  /// Server: serves `steps` pushes from every worker, then returns.
+  void serve(std::size_t steps);
+  /// Server of ps-async: counts[k] = updates whose gradients were computed on parameters k
+  /// updates old (staleness); ps: every update at 0; empty on workers.
+  const std::vector<std::uint64_t>& staleness() const;
+  /// Seconds step() spent pushing and pulling (a worker's communication, none overlapped).
+  double waiting_seconds() const;
+  void reset_timers();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 /// Sets the threads this process's matrix products may use (OpenBLAS; >= 1). With several
 /// ranks on one host, cores / local ranks keeps them from oversubscribing the cores.
 void set_compute_threads(int threads);

@@ -74,6 +74,30 @@ double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t byte
   }
 }
 
+namespace {
+
+// The ring's reduce-scatter (or, without gamma, its allgather): half of its allreduce.
+double ring_half_seconds(int size, std::size_t bytes, const CostParams& params) {
+  return predict_allreduce_seconds(Algorithm::kRing, size, bytes, params) / 2;
+}
+
+}  // namespace
+
+double predict_hierarchical_seconds(int hosts, int ranks_per_host, std::size_t bytes,
+                                    const CostParams& intra, const CostParams& inter) {
+  const int l = std::max(ranks_per_host, 1);
+  CostParams gather = intra;
+  gather.gamma_s_per_byte = 0;
+  CostParams link = inter;
+  link.hierarchical = false;  // one rank per host in the cross-host group
+  link.beta_s_per_byte *= l;  // the host's l chunks cross its one link at once
+  const std::size_t chunk = (bytes + static_cast<std::size_t>(l) - 1) / static_cast<std::size_t>(l);
+  const Algorithm across = choose_allreduce(hosts, chunk, link);
+  return ring_half_seconds(l, bytes, intra) +
+         predict_allreduce_seconds(across, hosts, chunk, link) +
+         ring_half_seconds(l, bytes, gather);
+}
+
 Algorithm choose_allreduce(int size, std::size_t bytes, const CostParams& params) {
   if (params.hierarchical && bytes >= kHierarchicalBytes) return Algorithm::kHierarchical;
   if (size == 2 && bytes <= kTwoRankExchangeBytes) return Algorithm::kRecursiveDoubling;
@@ -93,3 +117,42 @@ Algorithm choose_allreduce(int size, std::size_t bytes, const CostParams& params
 }
 
 }  // namespace hoop::collectives
+
+namespace hoop {
+
+namespace {
+
+collectives::CostParams params_of(const CostModel& m) {
+  collectives::CostParams p;
+  p.alpha_s = m.alpha_s;
+  p.beta_s_per_byte = m.beta_s_per_byte;
+  p.gamma_s_per_byte = m.gamma_s_per_byte;
+  return p;
+}
+
+}  // namespace
+
+Result<CostModel> cost_model_from_env() {
+  HOOP_ASSIGN_OR_RETURN(collectives::CostParams p, collectives::cost_params_from_env());
+  return CostModel{p.alpha_s, p.beta_s_per_byte, p.gamma_s_per_byte};
+}
+
+double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t bytes,
+                                 const CostModel& model) {
+  return collectives::predict_allreduce_seconds(algorithm, size, bytes, params_of(model));
+}
+
+double predict_hierarchical_allreduce_seconds(int hosts, int ranks_per_host, std::size_t bytes,
+                                              const CostModel& intra, const CostModel& inter) {
+  return collectives::predict_hierarchical_seconds(hosts, ranks_per_host, bytes, params_of(intra),
+                                                   params_of(inter));
+}
+
+Algorithm predicted_allreduce_choice(int size, std::size_t bytes, const CostModel& model,
+                                     bool hierarchical) {
+  collectives::CostParams p = params_of(model);
+  p.hierarchical = hierarchical;
+  return collectives::choose_allreduce(size, bytes, p);
+}
+
+}  // namespace hoop

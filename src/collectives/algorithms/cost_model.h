@@ -92,6 +92,14 @@ Result<CostParams> cost_params_from_env();
 double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t bytes,
                                  const CostParams& params);
 
+/// Predicted seconds of the hierarchical allreduce of `bytes` bytes over `hosts` hosts of
+/// `ranks_per_host` ranks each: a ring reduce-scatter inside each host (`intra`), the allreduce of
+/// each local rank's chunk across the hosts with the algorithm choose_allreduce picks for it, the
+/// host's ranks sharing its link (`inter` with beta scaled by ranks_per_host), and a ring
+/// allgather inside each host. The segment pipeline is not modelled (an upper bound).
+double predict_hierarchical_seconds(int hosts, int ranks_per_host, std::size_t bytes,
+                                    const CostParams& intra, const CostParams& inter);
+
 /// The allreduce algorithm with the smallest predicted time (ties: the earlier of recursive
 /// doubling, Rabenseifner, ring, tree); with two ranks, recursive doubling up to
 /// kTwoRankExchangeBytes; on a crowded job of 3+ ranks, the tree from kCrowdedTreeBytes up; on a

@@ -2,11 +2,14 @@
 # A test bed of simulated hosts on this machine: one network namespace per host, each joined by
 # a veth pair to a bridge in the root namespace, optionally rate-limited like a real link.
 #
-#   testbed.sh [--hosts K] [--rate RATE] [--timeout S] -- command [args...]
+#   testbed.sh [--hosts K] [--rate RATE [--burst BYTES]] [--timeout S] -- command [args...]
 #       Builds the bed, runs the command with the variables below, and always takes the bed
 #       down again (after success, failure, a signal or the timeout). Exits with the command's
 #       code, 124 when the timeout ended it, 77 when the bed cannot be built here (not root, no
-#       `ip netns`): ctest reads 77 as "skipped".
+#       `ip netns`): ctest reads 77 as "skipped". --burst sets the token bucket of the rate
+#       limit (default: 10 ms of traffic, at least 64 KiB). A bucket larger than a message lets
+#       the message through at memory speed whenever the link was idle before, as no real link
+#       does: to time messages as a link of that rate would, give a small one (65536).
 #   testbed.sh link-down NS [AFTER_SECONDS]   Takes NS's link down (now, or in the background
 #       after AFTER_SECONDS), as a pulled cable would: the root-side end of its veth goes down.
 #   testbed.sh link-up NS                     Brings it back.
@@ -73,12 +76,12 @@ rate_bytes() {
 }
 
 # Limits egress of device $1 (in namespace $2, or the root one when empty) to $rate. The bucket
-# holds 10 ms of traffic and at least 64 KiB: veth hands over TSO-sized packets that a
-# smaller bucket could never pass.
+# holds --burst bytes, by default 10 ms of traffic, and at least 64 KiB: veth hands over
+# TSO-sized packets that a smaller bucket could never pass.
 limit_rate() {
   local dev=$1 ns=$2 bytes burst
   bytes=$(rate_bytes "$rate")
-  burst=$((bytes / 100))
+  burst=${burst_bytes:-$((bytes / 100))}
   ((burst >= 65536)) || burst=65536
   ip ${ns:+-n "$ns"} link set "$dev" up
   tc ${ns:+-n "$ns"} qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 50ms
@@ -159,20 +162,23 @@ esac
 
 hosts=2
 rate=""
+burst_bytes=""
 timeout_s=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --hosts) hosts=${2:?}; shift 2 ;;
     --rate) rate=${2:?}; shift 2 ;;
+    --burst) burst_bytes=${2:?}; shift 2 ;;
     --timeout) timeout_s=${2:?}; shift 2 ;;
     --) shift; break ;;
     -*) die "unknown option '$1'" ;;
     *) break ;;
   esac
 done
-[[ $# -gt 0 ]] || die "usage: testbed.sh [--hosts K] [--rate RATE] [--timeout S] -- command [args...]"
+[[ $# -gt 0 ]] || die "usage: testbed.sh [--hosts K] [--rate RATE [--burst BYTES]] [--timeout S] -- command [args...]"
 [[ $hosts =~ ^[1-9][0-9]?$ ]] || die "--hosts '$hosts': expected 1 to 99"
 [[ -z $rate ]] || rate_bytes "$rate" >/dev/null
+[[ -z $burst_bytes || $burst_bytes =~ ^[1-9][0-9]*$ ]] || die "--burst '$burst_bytes': expected bytes"
 if [[ $(id -u) != 0 ]] || ! ip netns list >/dev/null 2>&1; then
   echo "SKIP: the network-namespace test bed needs root and 'ip netns'" >&2
   exit $kSkip

@@ -73,7 +73,8 @@ if [[ -n $bed ]]; then
           # shellcheck disable=SC2046
           log=$("$bin/hooprun" $(hosts_for "$ranks") --spawner "$TESTBED_SPAWNER" \
             "$bin/train_fashion_mnist" --model lenet5 --batch-size "$batch" --epochs "$epochs" \
-            --strategy "$strategy" --threads 1 --baseline-steps 0 --progress off "${cap[@]}" 2>&1) ||
+            --strategy "$strategy" --threads 1 --baseline-steps 0 --progress off \
+            "${cap[@]}" 2>&1) ||
             { echo "$log" >&2; exit 1; }
           tput=$(field "$log" "throughput_n")
           acc=$(sed -n 's/.*test accuracy \([0-9.]*\) %.*/\1/p' <<<"$log" | tail -1)
@@ -99,7 +100,8 @@ max_ranks=0
 for n in $workers; do ((n + 1 > max_ranks)) && max_ranks=$((n + 1)); done
 for rate in $rates; do
   # The smallest bucket, so that every message crosses at the link's rate (testbed.sh --burst).
-  "$root/tests/netns/testbed.sh" --hosts "$max_ranks" --rate "$rate" --burst 65536 --timeout 7200 -- \
+  "$root/tests/netns/testbed.sh" --hosts "$max_ranks" --rate "$rate" --burst 65536 \
+    --timeout 7200 -- \
     "$0" --bed "$rate" -R "$reps" --batches "$batches" --workers "$workers" \
     --strategies "$strategies" --epochs "$epochs" --out "$out" "${cap[@]}"
 done

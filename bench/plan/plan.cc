@@ -59,20 +59,21 @@ std::vector<Prediction> predict(const Workload& w, const Fabric& f, int workers)
 
   // ps: n pushes in, then n pulls out, through the server's link; it sums the n pushes.
   const double ps_comm = 2 * n * (l.alpha_s + g * l.beta_s_per_byte) + n * g * l.gamma_s_per_byte;
-  out.push_back(finish("ps", n, w, base + ps_comm, ps_comm,
-                       limit_of(w, ps_comm, "server link")));
+  out.push_back(finish("ps", n, w, base + ps_comm, ps_comm, limit_of(w, ps_comm, "server link")));
 
   // ps-async: the worker's own cycle, or its share of the server's updates.
   const double cycle = w.compute_s + 2 * (l.alpha_s + g * l.beta_s_per_byte);
   const double server = l.alpha_s + g * l.beta_s_per_byte + w.update_s;
   const double async_step = std::max(cycle, n * server);
-  out.push_back(finish("ps-async", n, w, async_step, async_step - w.compute_s,
-                       n * server > cycle ? "server link" : limit_of(w, cycle - w.compute_s, "link")));
+  out.push_back(
+      finish("ps-async", n, w, async_step, async_step - w.compute_s,
+             n * server > cycle ? "server link" : limit_of(w, cycle - w.compute_s, "link")));
 
   // kvstore: n - 1 shard messages each way per phase; the host's workers share its link.
   const double share = (n - 1.0) / n;
-  const double kv_comm = 2 * ((n - 1) * l.alpha_s + share * g * f.ranks_per_host * l.beta_s_per_byte) +
-                         share * g * l.gamma_s_per_byte;
+  const double kv_comm =
+      2 * ((n - 1) * l.alpha_s + share * g * f.ranks_per_host * l.beta_s_per_byte) +
+      share * g * l.gamma_s_per_byte;
   out.push_back(finish("kvstore", n, w, w.compute_s + w.update_s / n + kv_comm, kv_comm,
                        limit_of(w, kv_comm, latency_or_bandwidth(l, 2 * (n - 1), 2 * share * g))));
 
@@ -101,8 +102,8 @@ std::vector<Prediction> predict(const Workload& w, const Fabric& f, int workers)
                        return predict_allreduce_seconds(a, n, bytes, l);
                      }));
   for (const auto& [name, comm] : algos) {
-    out.push_back(finish("allreduce " + name, n, w, base + comm, comm,
-                         limit_of(w, comm, "allreduce")));
+    out.push_back(
+        finish("allreduce " + name, n, w, base + comm, comm, limit_of(w, comm, "allreduce")));
   }
   return out;
 }

@@ -50,7 +50,7 @@ struct Fabric {
 
 /// One strategy at one number of workers.
 struct Prediction {
-  std::string strategy;   // "ps", "ps-async", "kvstore", "allreduce ring", ...
+  std::string strategy;  // "ps", "ps-async", "kvstore", "allreduce ring", ...
   int workers = 1;
   double step_s = 0;      // the time one worker takes per step
   double comm_s = 0;      // of which communication (and reduction)

@@ -32,6 +32,8 @@ SKIPS = [
     (r"pip install", "pip builds hoop a second time, several minutes of the suite's budget"),
     (r"^venv/bin/", "needs the virtual environment the pip line makes"),
     (r"--minutes 5", "runs for five minutes"),
+    (r"^bench/study\.sh\b", "the whole study: about 40 minutes of training on the netns bed; "
+                           "strategy_run_test runs each strategy, hoop_plan.* the planner"),
     (r"--plot docs/img/", "a full sweep of minutes that redraws the committed figures; the "
                           "hoop_bench_plot test runs run_peers.sh --plot on a short sweep"),
 ]

@@ -175,7 +175,8 @@ while [[ $# -gt 0 ]]; do
     *) break ;;
   esac
 done
-[[ $# -gt 0 ]] || die "usage: testbed.sh [--hosts K] [--rate RATE [--burst BYTES]] [--timeout S] -- command [args...]"
+usage="testbed.sh [--hosts K] [--rate RATE [--burst BYTES]] [--timeout S] -- command [args...]"
+[[ $# -gt 0 ]] || die "usage: $usage"
 [[ $hosts =~ ^[1-9][0-9]?$ ]] || die "--hosts '$hosts': expected 1 to 99"
 [[ -z $rate ]] || rate_bytes "$rate" >/dev/null
 [[ -z $burst_bytes || $burst_bytes =~ ^[1-9][0-9]*$ ]] || die "--burst '$burst_bytes': expected bytes"

@@ -1,11 +1,12 @@
 // hoop-plan's model: its allreduce rows are libhoop's cost model itself, and the other
 // strategies follow the formulas plan.h states.
+#include "plan.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "hoop/communicator.h"
-#include "plan.h"
 
 namespace hoop::plan {
 namespace {

@@ -5,19 +5,12 @@
 #include <algorithm>
 #include <chrono>
 
+#include "clock.h"
 #include "gpu.h"
 #include "hoop/elastic.h"
 #include "hoop/train.h"
 
 namespace hoop::train {
-namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 // One parameter's gradient on its way through the runtime. With fp16 compression the
 // gradient travels as f16 in `half` (`gpu_half` for a gradient on a GPU), which is also where
 // the average arrives.
@@ -86,7 +79,7 @@ void DistributedOptimizer::start_layer(std::size_t layer, int passes) {
     auto it = std::find_if(pending_.begin(), pending_.end(),
                            [p](const auto& e) { return e->param == p; });
     Pending& e = **it;
-    if (first_submit_ < 0) first_submit_ = now_seconds();
+    if (first_submit_ < 0) first_submit_ = detail::now_seconds();
     hoop::Tensor view = p->grad.view();
     if (options_.compression == Compression::kFp16) {
       // Scaled before narrowing: a sum of passes could overflow f16 where its mean does not.
@@ -121,14 +114,14 @@ void DistributedOptimizer::step() {
   // backward_passes_per_step passes averages the passes done so far.
   const int passes = std::max(pass_, 1);
   for (std::size_t layer = model_.layer_count(); layer-- > 0;) start_layer(layer, passes);
-  const double wait_start = now_seconds();
+  const double wait_start = detail::now_seconds();
   Status failed;
   for (auto& e : pending_) {
     Status s = e->handle.status();
     e->handle = Handle();
     if (!s.ok() && failed.ok()) failed = s;
   }
-  const double done = now_seconds();
+  const double done = detail::now_seconds();
   waiting_s_ += done - wait_start;
   if (first_submit_ >= 0) communication_s_ += done - first_submit_;
   first_submit_ = -1;

@@ -12,15 +12,12 @@
 #include <chrono>
 #include <cstring>
 
+#include "clock.h"
 #include "hoop/communicator.h"
 #include "hoop/train.h"
 
 namespace hoop::train {
 namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 constexpr std::chrono::milliseconds kAsyncPoll{1};
 
@@ -213,14 +210,14 @@ void ParameterExchange::step() {
     throw Error(invalid_argument(
         fmt::format("{}: step() is a worker's call; the server (rank {}) calls serve()",
                     strategy_name(m.strategy), m.rank)));
-  const double start = now_seconds();
+  const double start = detail::now_seconds();
   if (m.strategy == Strategy::kKvStore) {
     m.worker_step_kvstore();
   } else {
     m.worker_step_ps();
   }
   m.model.zero_grad();
-  m.waiting += now_seconds() - start;
+  m.waiting += detail::now_seconds() - start;
 }
 
 void ParameterExchange::serve(std::size_t steps) {

@@ -1,5 +1,5 @@
 # `cmake --install build --prefix P`: libhoop, the training core and the C ABI with their
-# headers, hooprun, hoop-topology and hoop-bench, the Python package, a relocatable CMake package
+# headers, hooprun, hoop-topology, hoop-bench and hoop-plan, the Python package, a relocatable CMake package
 # (find_package(hoop CONFIG): hoop::hoop, hoop::train, hoop::c) and hoop.pc for pkg-config.
 # Executables and the extension find the libraries through RPATHs relative to themselves, so
 # the installed tree can move. (Under pip, adapters/torch lays out the wheel instead.)
@@ -15,9 +15,11 @@ set(HOOP_INSTALL_PYTHONDIR ${CMAKE_INSTALL_LIBDIR}/python3/dist-packages
 
 file(RELATIVE_PATH hoop_bin_to_lib ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
 set(hoop_tools hooprun hoop-topology)
-if(TARGET hoop-bench)
-  list(APPEND hoop_tools hoop-bench)
-endif()
+foreach(tool hoop-bench hoop-plan)
+  if(TARGET ${tool})
+    list(APPEND hoop_tools ${tool})
+  endif()
+endforeach()
 set_target_properties(${hoop_tools} PROPERTIES INSTALL_RPATH "$ORIGIN/${hoop_bin_to_lib}")
 set_target_properties(hoop_train hoop_c PROPERTIES INSTALL_RPATH "$ORIGIN")
 set_target_properties(hoop_train PROPERTIES EXPORT_NAME train)

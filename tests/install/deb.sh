@@ -38,7 +38,8 @@ for name in $names; do
 done
 
 contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
-for f in ./usr/bin/hooprun ./usr/bin/hoop-topology ./usr/bin/hoop-bench ./usr/include/hoop/hoop.h \
+for f in ./usr/bin/hooprun ./usr/bin/hoop-topology ./usr/bin/hoop-bench ./usr/bin/hoop-plan \
+  ./usr/include/hoop/hoop.h \
   ./usr/include/hoop/version.h ./usr/lib/cmake/hoop/hoopConfig.cmake ./usr/lib/pkgconfig/hoop.pc \
   ./usr/lib/python3/dist-packages/hoop/torch/__init__.py; do
   echo "$contents" | grep -qx "$f" || { echo "FAIL: the package lacks $f"; exit 1; }

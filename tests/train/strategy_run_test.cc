@@ -33,10 +33,11 @@ class StrategyRunTest : public ::testing::Test {
 };
 
 TEST_F(StrategyRunTest, SynchronousServerAndShardsLandOnTheAllreduceParameters) {
-  // Three workers: the shards are uneven (61706 parameters) and the server adds three pushes.
-  const std::vector<std::string> flags{"--model", "lenet5",       "--max-steps",
-                                       "8",       "--batch-size", "16"};
-  for (int workers : {2, 3}) {
+  // LeNet-5 on two workers; the MLP on three, where the shards are uneven (235146 parameters)
+  // and the server adds three pushes.
+  for (const auto& [model, workers] : {std::pair<std::string, int>{"lenet5", 2}, {"mlp", 3}}) {
+    const std::vector<std::string> flags{"--model", model, "--max-steps", "8", "--batch-size",
+                                         "16"};
     const Params allreduce = run("allreduce", workers, flags);
     expect_close(run("ps", workers, flags), allreduce, 1e-5, 1e-4);
     expect_close(run("kvstore", workers, flags), allreduce, 1e-5, 1e-4);
@@ -59,8 +60,10 @@ double test_accuracy(const std::string& out) {
 }
 
 TEST_F(StrategyRunTest, AsynchronousServerLearnsInOneEpochOnTwoWorkers) {
-  const RunResult r = run_hooprun({"-np", "3", HOOP_TRAIN_BIN, "--strategy", "ps-async", "--epochs",
-                                   "1", "--baseline-steps", "0", "--progress", "off"},
+  // The MLP: a whole epoch in a few seconds.
+  const RunResult r = run_hooprun({"-np", "3", HOOP_TRAIN_BIN, "--strategy", "ps-async", "--model",
+                                   "mlp", "--epochs", "1", "--baseline-steps", "0", "--progress",
+                                   "off"},
                                   {}, std::chrono::seconds(400));
   ASSERT_FALSE(r.timed_out) << r.err;
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -112,9 +115,11 @@ TEST_F(StrategyRunTest, AWorkerThatDiesFailsTheServerAndTheOtherWorkersNamingIt)
 }
 
 TEST_F(StrategyRunTest, AServerThatDiesFailsEveryWorkerNamingIt) {
-  for (const char* transport : {"shm", "tcp"}) {
-    SCOPED_TRACE(transport);
-    expect_every_other_rank_names(kill_during_training("ps", 3, 2, transport), 3, 2);
+  for (const char* strategy : {"ps", "ps-async"}) {
+    for (const char* transport : {"shm", "tcp"}) {
+      SCOPED_TRACE(std::string(strategy) + " over " + transport);
+      expect_every_other_rank_names(kill_during_training(strategy, 3, 2, transport), 3, 2);
+    }
   }
 }
 

@@ -42,16 +42,14 @@ while (($#)); do
 done
 runs="$out/runs.tsv"
 
+# shellcheck source=../tests/netns/bed_hosts.sh
+source "$root/tests/netns/bed_hosts.sh"
+
 # hooprun's arguments for `n` ranks, one per namespace of the bed.
 hosts_for() {
-  local n=$1 hosts="" count=0 ns
-  for ns in $TESTBED_NS; do
-    ((count < n)) || break
-    hosts+="${hosts:+,}$ns:1"
-    count=$((count + 1))
-  done
-  ((count == n)) || { echo "study.sh: the bed has fewer than $n hosts" >&2; exit 2; }
-  echo "-np $n -H $hosts --rendezvous-addr $TESTBED_BRIDGE_ADDR"
+  local hosts
+  hosts=$(bed_hosts "$1") || exit 2
+  echo "-np $1 -H $hosts --rendezvous-addr $TESTBED_BRIDGE_ADDR"
 }
 
 # The number after `label` on the line of `text` that has it.

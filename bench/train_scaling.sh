@@ -13,6 +13,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../tests/netns/bed_hosts.sh
+source "$here/../tests/netns/bed_hosts.sh"
 bin="$here/../build/bin"
 reps=3
 ranks="1 2"
@@ -51,13 +53,8 @@ launch_args() {
     echo "-np $n"
     return
   fi
-  local hosts="" count=0
-  for ns in $TESTBED_NS; do
-    ((count < n)) || break
-    hosts+="${hosts:+,}$ns:1"
-    count=$((count + 1))
-  done
-  ((count == n)) || { echo "train_scaling.sh: the bed has fewer than $n hosts" >&2; exit 2; }
+  local hosts
+  hosts=$(bed_hosts "$n") || exit 2
   echo "-np $n -H $hosts --spawner $wrappers/{host} --rendezvous-addr $TESTBED_BRIDGE_ADDR"
 }
 

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
 #include "clock.h"
 #include "hoop/communicator.h"
@@ -105,23 +104,17 @@ struct ParameterExchange::Impl {
     return *id;
   }
 
-  void pack_grads(float* dst) const {
-    for (const Parameter* p : params) dst = std::copy_n(p->grad.data(), p->grad.size(), dst);
+  // Every parameter's value or grad (`which`), in model order, into the flat vector `dst`.
+  void pack(Tensor Parameter::*which, float* dst) const {
+    for (const Parameter* p : params)
+      dst = std::copy_n((p->*which).data(), (p->*which).size(), dst);
   }
-  void unpack_values(const float* src) {
+  // The flat vector `src` back into every parameter's value or grad.
+  void unpack(Tensor Parameter::*which, const float* src) {
     for (Parameter* p : params) {
-      std::copy_n(src, p->value.size(), p->value.data());
-      src += p->value.size();
+      std::copy_n(src, (p->*which).size(), (p->*which).data());
+      src += (p->*which).size();
     }
-  }
-  void unpack_grads(const float* src) {
-    for (Parameter* p : params) {
-      std::copy_n(src, p->grad.size(), p->grad.data());
-      src += p->grad.size();
-    }
-  }
-  void pack_values(float* dst) const {
-    for (const Parameter* p : params) dst = std::copy_n(p->value.data(), p->value.size(), dst);
   }
 
   // dst = the mean over workers of from[w][begin, begin + n), summed in worker order so that
@@ -188,7 +181,7 @@ ParameterExchange::ParameterExchange(Strategy strategy, Sequential& model,
     m.shard.name = fmt::format("shard{}", m.rank);
     m.shard.value = Tensor({n});
     m.shard.grad = Tensor({n});
-    m.pack_values(m.in.data());
+    m.pack(&Parameter::value, m.in.data());
     std::copy_n(m.in.data() + m.shard_begin, n, m.shard.value.data());
     m.optimizer = make_optimizer({&m.shard});
   }
@@ -234,16 +227,16 @@ void ParameterExchange::serve(std::size_t steps) {
 }
 
 void ParameterExchange::Impl::worker_step_ps() {
-  pack_grads(out.data());
+  pack(&Parameter::grad, out.data());
   std::vector<RequestId> ids{post_send(server, out.data(), count),
                              post_recv(server, in.data(), count)};
   wait_all(ids, fmt::format("pushing gradients to and pulling parameters from the server, rank {}",
                             server));
-  unpack_values(in.data());
+  unpack(&Parameter::value, in.data());
 }
 
 void ParameterExchange::Impl::worker_step_kvstore() {
-  pack_grads(out.data());
+  pack(&Parameter::grad, out.data());
   const std::size_t n = shard_edge(rank + 1) - shard_begin;
   std::vector<RequestId> ids;
   // Push: each shard's gradients to its owner, and every worker's share of this rank's shard.
@@ -265,7 +258,7 @@ void ParameterExchange::Impl::worker_step_kvstore() {
     ids.push_back(post_recv(w, in.data() + shard_edge(w), shard_edge(w + 1) - shard_edge(w)));
   }
   wait_all(ids, "pulling parameters from the shards' owners");
-  unpack_values(in.data());
+  unpack(&Parameter::value, in.data());
 }
 
 void ParameterExchange::Impl::serve_sync(std::size_t steps) {
@@ -275,9 +268,9 @@ void ParameterExchange::Impl::serve_sync(std::size_t steps) {
       ids.push_back(post_recv(w, from[static_cast<std::size_t>(w)].data(), count));
     wait_all(ids, fmt::format("waiting for the workers' gradients of step {}", s + 1));
     average(in.data(), 0, count);
-    unpack_grads(in.data());
+    unpack(&Parameter::grad, in.data());
     optimizer->step();
-    pack_values(out.data());
+    pack(&Parameter::value, out.data());
     for (int w = 0; w < workers; ++w) ids.push_back(post_send(w, out.data(), count));
     wait_all(ids, "sending the parameters to the workers");
     ++staleness[0];
@@ -314,10 +307,10 @@ void ParameterExchange::Impl::serve_async(std::size_t steps) {
       const std::uint64_t age = version - pulled[w];
       if (staleness.size() <= age) staleness.resize(age + 1, 0);
       ++staleness[age];
-      unpack_grads(from[w].data());
+      unpack(&Parameter::grad, from[w].data());
       optimizer->step();
       ++version;
-      pack_values(replies[w].data());
+      pack(&Parameter::value, replies[w].data());
       pulled[w] = version;
       sends.push_back(post_send(peer, replies[w].data(), count));
       posted[w] = --left[w] > 0;

@@ -116,14 +116,15 @@ void print_table(const Flags& f, const hoop::plan::Workload& w, const hoop::plan
   rule += "---|---:|---|";
   std::printf("%s\n%s\n", line.c_str(), rule.c_str());
   for (int n : f.workers) {
-    std::vector<Prediction> row = hoop::plan::predict(w, fabric, n);
+    const std::vector<Prediction> row = hoop::plan::predict(w, fabric, n);
     std::string text = fmt::format("| {} |", n);
-    // A row without the hierarchical column (workers that do not fill hosts) marks it "-".
-    if (row.size() < all.size()) {
-      row.insert(row.end() - 1, all[row.size() - 1]);
-      row[row.size() - 2].throughput = -1;
+    // "-" where this many workers have no such column (hierarchical needs whole hosts).
+    for (const Prediction& column : all) {
+      const auto it = std::find_if(row.begin(), row.end(), [&](const Prediction& p) {
+        return p.strategy == column.strategy;
+      });
+      text += " " + (it == row.end() ? std::string("-") : cell(*it)) + " |";
     }
-    for (const Prediction& p : row) text += " " + (p.throughput < 0 ? "-" : cell(p)) + " |";
     const auto best = std::max_element(row.begin(), row.end(), [](const auto& a, const auto& b) {
       return a.throughput < b.throughput;
     });

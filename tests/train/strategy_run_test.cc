@@ -18,18 +18,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class StrategyRunTest : public ::testing::Test {
+class StrategyRunTest : public TrainingDataTest {
  protected:
-  void SetUp() override {
-    if (!have_data()) GTEST_SKIP() << "no Fashion-MNIST at " << train::default_data_dir();
-  }
   // Rank 0's parameters after `workers` workers trained with `strategy` (and `flags`).
   Params run(const std::string& strategy, int workers, std::vector<std::string> flags) {
     const int ranks = train::has_server(train::parse_strategy(strategy)) ? workers + 1 : workers;
     flags.insert(flags.end(), {"--strategy", strategy});
     return train_run(ranks, flags, dir_, strategy + std::to_string(workers));
   }
-  TempDir dir_;
 };
 
 TEST_F(StrategyRunTest, SynchronousServerAndShardsLandOnTheAllreduceParameters) {

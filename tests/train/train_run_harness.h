@@ -77,4 +77,14 @@ inline void expect_close(const Params& a, const Params& b, double atol, double r
   }
 }
 
+/// A test that trains on the real dataset, in a fresh directory; skipped where the dataset is
+/// not installed.
+class TrainingDataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_data()) GTEST_SKIP() << "no Fashion-MNIST at " << train::default_data_dir();
+  }
+  TempDir dir_;
+};
+
 }  // namespace hoop::launch::testing

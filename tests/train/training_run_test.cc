@@ -17,11 +17,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class TrainingRunTest : public ::testing::Test {
+class TrainingRunTest : public TrainingDataTest {
  protected:
-  void SetUp() override {
-    if (!have_data()) GTEST_SKIP() << "no Fashion-MNIST at " << train::default_data_dir();
-  }
   // Rank 0's final parameters after 1 rank with `common` + `one`, then 2 ranks with
   // `common` + `two`.
   std::pair<Params, Params> one_and_two_ranks(const std::vector<std::string>& common,
@@ -31,7 +28,6 @@ class TrainingRunTest : public ::testing::Test {
     two.insert(two.begin(), common.begin(), common.end());
     return {train_run(1, one, dir_, "one"), train_run(2, two, dir_, "two")};
   }
-  TempDir dir_;
 };
 
 TEST_F(TrainingRunTest, TwoRanksLandOnTheParametersOfOneRankWithTheGlobalBatch) {

@@ -124,9 +124,7 @@ namespace {
 
 collectives::CostParams params_of(const CostModel& m) {
   collectives::CostParams p;
-  p.alpha_s = m.alpha_s;
-  p.beta_s_per_byte = m.beta_s_per_byte;
-  p.gamma_s_per_byte = m.gamma_s_per_byte;
+  static_cast<CostModel&>(p) = m;
   return p;
 }
 
@@ -134,7 +132,7 @@ collectives::CostParams params_of(const CostModel& m) {
 
 Result<CostModel> cost_model_from_env() {
   HOOP_ASSIGN_OR_RETURN(collectives::CostParams p, collectives::cost_params_from_env());
-  return CostModel{p.alpha_s, p.beta_s_per_byte, p.gamma_s_per_byte};
+  return static_cast<CostModel>(p);
 }
 
 double predict_allreduce_seconds(Algorithm algorithm, int size, std::size_t bytes,

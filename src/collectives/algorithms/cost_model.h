@@ -64,11 +64,9 @@
 
 namespace hoop::collectives {
 
-/// The constants of the model.
-struct CostParams {
-  double alpha_s = 10e-6;            // HOOP_ALPHA_US
-  double beta_s_per_byte = 1.0e-9;   // HOOP_BETA_NS_PER_BYTE
-  double gamma_s_per_byte = 0.2e-9;  // HOOP_GAMMA_NS_PER_BYTE
+/// The constants of the model (hoop::CostModel's alpha, beta, gamma: HOOP_ALPHA_US,
+/// HOOP_BETA_NS_PER_BYTE, HOOP_GAMMA_NS_PER_BYTE) and what the job's shape adds to them.
+struct CostParams : CostModel {
   /// Some host of the job runs more ranks than it has cores (see the note above).
   bool crowded = false;
   /// The ranks span hosts in a shape the hierarchical allreduce takes (see the note above).

@@ -103,10 +103,7 @@ constexpr Var kVars[] = {
      0,
      kMaxSeconds,
      true},
-    {"HOOP_ELASTIC_ID",
-     "",
-     kString,
-     "",
+    {"HOOP_ELASTIC_ID", "", kString, "",
      "Set by hooprun in an elastic job (--host-discovery-script): this worker's name "
      "(serial@host:slot), under which it finds its rank in each round of the job."},
     {"HOOP_ELASTIC_TIMEOUT",
@@ -200,11 +197,52 @@ constexpr Var kVars[] = {
      0,
      kTiB},
     {"HOOP_GPU_BACKEND", "", kEnum, "auto",
-     "Collectives on CUDA device buffers: nccl hands them to NCCL (a build with NCCL, every "
-     "rank on a device of its own); hoop runs hoop's algorithms over CUDA IPC in a one-host job, "
-     "else through host memory; staging always copies them through host memory and runs the "
-     "host collective; auto takes nccl where it can, else hoop.",
+     "Collectives on CUDA device buffers, routed per call: nccl hands NCCL every call it has "
+     "(a build with NCCL, every rank on a device of its own) and the rest goes as with hoop; "
+     "hoop runs hoop's algorithms over CUDA IPC in a one-host job, else through pinned host "
+     "memory; staging always copies through pinned host memory and runs the host collective; "
+     "auto takes NCCL for what it has where it can run the job, else hoop. On one rank every "
+     "value but nccl is a device copy.",
      "auto,nccl,hoop,staging"},
+    {"HOOP_CUDA_IPC_MIN_BYTES",
+     "",
+     kBytes,
+     "256K",
+     "CUDA IPC route: a call of fewer bytes (per rank's block) goes through pinned host memory "
+     "and the host collective instead (two copies and, on one host, one step through the shared "
+     "slots, where CUDA IPC pays a copy, an event and a host signal per peer and step); 0 sends "
+     "every call over CUDA IPC. Results are the same bits either way.",
+     {},
+     0,
+     kTiB},
+    {"HOOP_CUDA_SLICE_BYTES",
+     "",
+     kBytes,
+     "4M",
+     "CUDA IPC route: bytes of one slot of each pair's device ring (a multiple of 4K); a message "
+     "travels in slices of this size, each one copy, one event and one host signal, so larger "
+     "slices cost fewer round trips and more device memory (slots x this per peer).",
+     {},
+     4096,
+     std::int64_t{1} << 30},
+    {"HOOP_CUDA_SLOTS",
+     "",
+     kInt,
+     "8",
+     "CUDA IPC route: slots of each pair's device ring, the slices of one pair in flight at once.",
+     {},
+     2,
+     4096},
+    {"HOOP_FAKE_DEVICE",
+     "",
+     kInt,
+     "0",
+     "For tests without a GPU: N > 0 makes host memory stand in for N CUDA devices (allocations, "
+     "streams, events, IPC between the processes of a host; the host's reduction kernels), so "
+     "that the device path's protocols run anywhere. NCCL is never used on it.",
+     {},
+     0,
+     8},
     // The cost model's bounds are far beyond any network's, and keep predictions finite.
     {"HOOP_ALPHA_US",
      "",
@@ -272,11 +310,23 @@ constexpr Var kVars[] = {
     {"HOOP_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_LOG", kString, "",
      "Runtime: with HOOP_AUTOTUNE, write each trial (CSV) and a report of the choice to this "
      "file (hooprun --autotune-log-file)."},
-    {"HOOP_AUTOTUNE_WARMUP_SAMPLES", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", kInt, "3",
-     "Runtime: samples the autotuner discards at the start of the job.", {}, 0, 1000},
-    {"HOOP_AUTOTUNE_STEPS_PER_SAMPLE", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", kInt, "10",
+    {"HOOP_AUTOTUNE_WARMUP_SAMPLES",
+     "HOROVOD_AUTOTUNE_WARMUP_SAMPLES",
+     kInt,
+     "3",
+     "Runtime: samples the autotuner discards at the start of the job.",
+     {},
+     0,
+     1000},
+    {"HOOP_AUTOTUNE_STEPS_PER_SAMPLE",
+     "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE",
+     kInt,
+     "10",
      "Runtime: steps (negotiation cycles that moved allreduce bytes) per autotuner sample; each "
-     "trial takes a settling sample and then the median of 3.", {}, 1, 100000},
+     "trial takes a settling sample and then the median of 3.",
+     {},
+     1,
+     100000},
     {"HOOP_TIMELINE_MAX_BYTES",
      "",
      kBytes,
@@ -309,7 +359,6 @@ constexpr Var kVars[] = {
      "Training core: the directory of the Fashion-MNIST IDX files (gzipped or not), as "
      "Debian's dataset-fashion-mnist installs them."},
 };
-
 
 // Every numeric variable declares a range, and no seconds value overflows nanoseconds: the
 // getters' callers convert without checking again.

@@ -3,9 +3,15 @@
 // buffer, transports/cuda, collectives/nccl).
 //
 // The header compiles without CUDA: streams and events are opaque handles (cudaStream_t and
-// cudaEvent_t cast to void*). A build without CUDA links device_none.cc, where cuda_built() is
-// false, device_count() is 0, every pointer is host memory and everything else fails with
-// invalid_argument saying that hoop was built without CUDA; callers therefore need no #ifdef.
+// cudaEvent_t cast to void*). What does the work is chosen once per process (device_api.h):
+//   - the CUDA runtime, in a build with CUDA;
+//   - the fake device, where HOOP_FAKE_DEVICE=N (N >= 1) is set: N devices whose memory is host
+//     memory (shared, so that another process opens it as through CUDA IPC), whose streams run
+//     their copies and kernels when an event or a synchronize asks for them, and whose kernels
+//     are the host's; it lets CI run the device path's protocols (routes, CUDA IPC, staging)
+//     where no GPU is, so that only the copies and kernels themselves need one;
+//   - nothing otherwise: device_count() is 0, every pointer is host memory and everything else
+//     fails with invalid_argument saying why; callers therefore need no #ifdef.
 //
 // Kernels compute exactly what src/core/reduce.h computes on the CPU (same NaN rule for
 // min/max, integer wrap-around, f16/bf16 accumulated in f32 and rounded to nearest even), so a
@@ -13,6 +19,7 @@
 // NaN on both, but its payload may differ: GPU arithmetic returns the canonical NaN.)
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -33,6 +40,13 @@ std::string unavailable_reason();
 /// The CUDA runtime's version and the usable devices' names, for `hooprun --check-build`
 /// ("CUDA 13.0, 1 device: NVIDIA H100 80GB HBM3"); empty when device_count() is 0.
 std::string describe();
+
+/// Whether the fake device (HOOP_FAKE_DEVICE) stands in for CUDA in this process.
+bool fake();
+/// Whether the CUDA MPS control daemon serves this process (its control pipe exists in
+/// CUDA_MPS_PIPE_DIRECTORY, default /tmp/nvidia-mps): processes that share a GPU then run their
+/// kernels side by side instead of in time slices. Never fails; false on the fake device.
+bool mps_active();
 
 /// The CUDA device whose memory `p` points to, or kCpuDevice for host memory (pageable,
 /// pinned or unknown to CUDA). Managed memory counts as device memory. Never fails.
@@ -110,6 +124,55 @@ class Buffer {
   void* data_ = nullptr;
   std::size_t size_ = 0;
   int device_ = kCpuDevice;
+};
+
+/// Pinned (page-locked) host memory (cudaHostAlloc), grow-only through reserve(): copies between
+/// it and a device run asynchronously at the bus's speed, where pageable memory is staged by the
+/// driver.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(PinnedBuffer&& other) noexcept;
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer();
+
+  /// Makes the buffer at least `bytes` long (reallocating, contents lost, when it is smaller).
+  Status reserve(std::size_t bytes);
+  std::byte* data() const { return static_cast<std::byte*>(data_); }
+  std::size_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// A device allocation exported for the other processes of this host (cudaIpcMemHandle_t).
+struct IpcHandle {
+  std::array<unsigned char, 64> bytes{};
+};
+
+/// Exports the allocation that starts at `base` (a Buffer's data()).
+Result<IpcHandle> export_memory(void* base);
+
+/// Another process's allocation opened through its IpcHandle (cudaIpcOpenMemHandle, with peer
+/// access enabled where it is on another device), closed on destruction; the exporter must keep
+/// it allocated meanwhile.
+class IpcMapping {
+ public:
+  /// Opens `handle`'s allocation in this process.
+  static Result<IpcMapping> open(const IpcHandle& handle);
+  IpcMapping() = default;
+  IpcMapping(IpcMapping&& other) noexcept;
+  IpcMapping& operator=(IpcMapping&& other) noexcept;
+  IpcMapping(const IpcMapping&) = delete;
+  IpcMapping& operator=(const IpcMapping&) = delete;
+  ~IpcMapping();
+  std::byte* base() const { return static_cast<std::byte*>(base_); }
+
+ private:
+  void* base_ = nullptr;
 };
 
 /// Copies `bytes` bytes between any two of host and device memory (cudaMemcpyDefault),

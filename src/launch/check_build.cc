@@ -86,6 +86,7 @@ Probe nccl_adapter() {
   if (device::device_count() == 0)
     return {false,
             fmt::format("{}, but no usable CUDA device: {}", built, device::unavailable_reason())};
+  if (device::fake()) return {false, built + ", but the device is HOOP_FAKE_DEVICE's"};
   return {true, built};
 #else
   return {false, HOOP_BUILT_CUDA

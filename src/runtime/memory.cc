@@ -3,13 +3,13 @@
 #include <cstring>
 
 #include "core/reduce.h"
-#include "runtime/scale.h"
+#include "core/scale.h"
 
 namespace hoop::runtime {
 
 Status Memory::scale_copy(void* dst, const void* src, std::size_t count, DataType dtype,
                           double factor) const {
-  if (!on_device()) return runtime::scale_copy(dst, src, count, dtype, factor);
+  if (!on_device()) return hoop::scale_copy(dst, src, count, dtype, factor);
   // In two steps, which compute what the host's one loop does: the device kernel scales in
   // place, and a factor of 1 leaves the bytes as they are on both.
   if (dst != src) HOOP_RETURN_IF_ERROR(device::copy(dst, src, count * dtype_size(dtype), stream_));

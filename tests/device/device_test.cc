@@ -6,6 +6,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -19,9 +21,9 @@
 #include <vector>
 
 #include "core/reduce.h"
+#include "core/scale.h"
 #include "hoop/core.h"
 #include "hoop/hoop.h"
-#include "runtime/scale.h"
 
 #if HOOP_TEST_CUDA_BUILT
 #include <cuda_runtime_api.h>
@@ -304,7 +306,7 @@ TEST_F(DeviceGpuTest, ScaleMatchesTheHostPrescale) {
       expect_in_place_matches(
           d, dtype, input,
           [&](std::byte* want, const std::byte* in, std::size_t count) {
-            return runtime::scale_copy(want, in, count, dtype, factor);
+            return hoop::scale_copy(want, in, count, dtype, factor);
           },
           [&](std::byte* buf, std::size_t count) {
             return device::scale(buf, count, dtype, factor);
@@ -372,6 +374,7 @@ TEST_F(DeviceGpuTest, WrongMemoryAndDevicesAreRejected) {
 // A stream held by a host function that waits for a flag: synchronize must give up at its
 // deadline, naming the device, and succeed once the stream drains.
 TEST_F(DeviceGpuTest, SynchronizeStopsAtTheDeadline) {
+  if (fake()) GTEST_SKIP() << "the fake device has no cudaLaunchHostFunc";
   Result<Stream> stream = Stream::create(0);
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
   static std::atomic<bool> release{false};
@@ -390,6 +393,83 @@ TEST_F(DeviceGpuTest, SynchronizeStopsAtTheDeadline) {
   EXPECT_TRUE(drained.ok()) << drained.to_string();
 }
 #endif
+
+// ---- the fake device (HOOP_FAKE_DEVICE) ---------------------------------------------------------
+
+class FakeDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fake()) GTEST_SKIP() << "not the fake device (run with HOOP_FAKE_DEVICE=1)";
+  }
+};
+
+// Work queued on a stream runs when something waits for it; the first query of its event says
+// "not yet", so a protocol that reads before its event completed reads stale bytes.
+TEST_F(FakeDeviceTest, StreamsRunTheirWorkWhenWaitedForAndEventsAnswerNotYetFirst) {
+  Result<Stream> stream = Stream::create(0);
+  Result<Event> done = Event::create(0);
+  Result<Buffer> buf = Buffer::allocate(0, 64);
+  ASSERT_TRUE(stream.ok() && done.ok() && buf.ok());
+  EXPECT_EQ(pointer_device(buf->data() + 63), 0);
+  EXPECT_EQ(pointer_device(buf->data() + 64), kCpuDevice);
+  ASSERT_TRUE(zero(buf->data(), 64).ok());
+  const std::vector<std::byte> input = random_bytes(64, 9);
+  ASSERT_TRUE(copy(buf->data(), input.data(), 64, stream->handle()).ok());
+  ASSERT_TRUE(done->record(stream->handle()).ok());
+  EXPECT_FALSE(*done->query());
+  EXPECT_EQ(std::memcmp(buf->data(), std::vector<std::byte>(64).data(), 64), 0) << "ran early";
+  EXPECT_TRUE(*done->query());
+  EXPECT_EQ(std::memcmp(buf->data(), input.data(), 64), 0);
+  // A stream made to wait for an event runs the other stream's work first.
+  Result<Stream> second = Stream::create(0);
+  std::vector<std::byte> out(64);
+  ASSERT_TRUE(zero(buf->data(), 64, stream->handle()).ok());
+  ASSERT_TRUE(done->record(stream->handle()).ok());
+  ASSERT_TRUE(done->make_wait(second->handle()).ok());
+  ASSERT_TRUE(copy(out.data(), buf->data(), 64, second->handle()).ok());
+  ASSERT_TRUE(synchronize(second->handle(), Clock::now() + std::chrono::seconds(5)).ok());
+  EXPECT_EQ(out, std::vector<std::byte>(64));
+  EXPECT_FALSE(mps_active());
+  EXPECT_THAT(describe(), HasSubstr("fake device"));
+}
+
+// Memory exported by one process and opened by another is the same memory, as through CUDA IPC.
+TEST_F(FakeDeviceTest, ExportedMemoryIsSharedWithAnotherProcess) {
+  Result<Buffer> buf = Buffer::allocate(0, 4096);
+  ASSERT_TRUE(buf.ok());
+  std::memset(buf->data(), 7, 4096);
+  Result<IpcHandle> handle = export_memory(buf->data());
+  ASSERT_TRUE(handle.ok()) << handle.status().to_string();
+  EXPECT_FALSE(export_memory(buf->data() + 1).ok()) << "only an allocation's start";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    Result<IpcMapping> mapped = IpcMapping::open(*handle);
+    const bool seen =
+        mapped.ok() && mapped->base()[4095] == std::byte{7} && pointer_device(mapped->base()) == 0;
+    if (mapped.ok()) mapped->base()[0] = std::byte{42};
+    ::_exit(seen ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(buf->data()[0], std::byte{42});
+  IpcHandle garbage;
+  EXPECT_EQ(IpcMapping::open(garbage).status().code(), StatusCode::kProtocolError);
+}
+
+// Kernels reach device and pinned memory, not pageable memory, as on a GPU.
+TEST_F(FakeDeviceTest, KernelsReachPinnedMemoryButNotPageableMemory) {
+  PinnedBuffer pinned;
+  ASSERT_TRUE(pinned.reserve(4 * sizeof(float)).ok());
+  EXPECT_EQ(pointer_device(pinned.data()), kCpuDevice);
+  auto* f = reinterpret_cast<float*>(pinned.data());
+  for (int i = 0; i < 4; ++i) f[i] = static_cast<float>(i);
+  EXPECT_TRUE(device::reduce_into(f, f, 4, DataType::kF32, ReduceOp::kSum).ok());
+  EXPECT_EQ(f[3], 6.0f);
+  float pageable[4] = {};
+  EXPECT_THAT(device::reduce_into(f, pageable, 4, DataType::kF32, ReduceOp::kSum).message(),
+              HasSubstr("src is pageable host memory"));
+}
 
 }  // namespace
 }  // namespace hoop::device

@@ -146,7 +146,7 @@ TEST(ClusterLaunchTest, CheckBuildListsWhatThisBuildCanUse) {
   EXPECT_EQ(names, (std::set<std::string>{"tcp", "shm", "ucx", "mpi", "cuda", "train", "torch",
                                           "nccl", "hooprun", "ssh", "mpirun", "srun"}));
   // The cuda line tells a build without CUDA from one without a usable GPU, and names why.
-  const char* cuda = !device::cuda_built()         ? "[ ] cuda  (not compiled in: "
+  const char* cuda = !device::cuda_built()         ? "[ ] cuda  (built without CUDA "
                      : device::device_count() == 0 ? "[ ] cuda  (built, but no usable device: "
                                                    : "[X] cuda  (CUDA ";
   EXPECT_THAT(r.out, HasSubstr(cuda));

@@ -50,7 +50,10 @@ std::unique_ptr<Hooprun> Hooprun::start_at(const std::string& path,
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view entry(*e);
-    if (entry.starts_with("HOOP_") || entry.starts_with("HOROVOD_")) continue;
+    // HOOP_FAKE_DEVICE describes the machine (the fake_device tests), not the job: it stays.
+    if ((entry.starts_with("HOOP_") || entry.starts_with("HOROVOD_")) &&
+        !entry.starts_with("HOOP_FAKE_DEVICE="))
+      continue;
     env.emplace_back(entry);
   }
   // An extra entry replaces the inherited one of its name (getenv takes the first).

@@ -130,7 +130,8 @@ TEST_F(NcclGpuTest, AllreduceOfEveryDtypeAndOpMatchesTheHost) {
 
 TEST_F(NcclGpuTest, BroadcastAllgatherReduceScatterAndAlltoallMatchTheHost) {
   for (const DataType dtype : kAllDataTypes) {
-    if (dtype == DataType::kI16) continue;  // NCCL has no 16-bit integers (nccl_test checks)
+    // i16 is moved as float16 bits; NCCL cannot reduce it (nccl_test checks the refusal).
+    const bool reducible = dtype != DataType::kI16;
     const std::size_t bytes = kCount * dtype_size(dtype);
     const std::vector<std::byte> input = values(dtype, kCount, 5);
     expect_host_result(fmt::format("broadcast {}", dtype_name(dtype)), input, bytes,
@@ -153,6 +154,7 @@ TEST_F(NcclGpuTest, BroadcastAllgatherReduceScatterAndAlltoallMatchTheHost) {
                                          : alltoall(*host_, o);
                          });
       for (const ReduceOp op : kAllReduceOps) {
+        if (!reducible) break;
         expect_host_result(fmt::format("reduce_scatter {} {}", dtype_name(dtype), op_name(op)),
                            input, bytes, form, [&](const void* in, void* out, bool device) {
                              const ReduceScatterOptions o{in, out, kCount, dtype, op};

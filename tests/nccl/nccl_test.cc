@@ -28,10 +28,15 @@ TEST(NcclTypes, EveryDtypeMapsToItsNcclType) {
     ASSERT_TRUE(got.ok()) << dtype_name(dtype) << ": " << got.status().to_string();
     EXPECT_EQ(*got, type) << dtype_name(dtype);
   }
-  // NCCL has no 16-bit integer type: i16 is refused, naming the backends that move it.
+  // NCCL has no 16-bit integer type: reducing i16 is refused, naming where the device path
+  // sends it; moving i16 goes as float16 bits, every other dtype as itself.
   Result<ncclDataType_t> i16 = to_nccl_dtype(DataType::kI16);
   EXPECT_EQ(i16.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(i16.status().message(), HasSubstr("HOOP_GPU_BACKEND=hoop or staging"));
+  EXPECT_THAT(i16.status().message(), HasSubstr("routes i16 reductions to CUDA IPC or staging"));
+  Result<ncclDataType_t> carried = to_nccl_carrier(DataType::kI16);
+  ASSERT_TRUE(carried.ok()) << carried.status().to_string();
+  EXPECT_EQ(*carried, ncclFloat16);
+  for (const auto& [dtype, type] : expected) EXPECT_EQ(*to_nccl_carrier(dtype), type);
 }
 
 // kAvg is a sum and hoop's divide, never ncclAvg (which scales each float input first).

@@ -10,7 +10,7 @@
 #include "runtime/controller.h"
 #include "runtime/coordinator.h"
 #include "runtime/message.h"
-#include "runtime/scale.h"
+#include "core/scale.h"
 
 namespace hoop::runtime {
 namespace {

@@ -35,25 +35,6 @@ Status check_device_buffer(const void* data, std::size_t bytes, std::string_view
 /// One posted send or receive.
 struct Request : transports::RequestBase {};
 
-/// A peer's device allocation opened through cudaIpcOpenMemHandle, closed on destruction.
-class IpcMapping {
- public:
-  IpcMapping() = default;
-  explicit IpcMapping(void* base) : base_(base) {}
-  IpcMapping(IpcMapping&& other) noexcept : base_(std::exchange(other.base_, nullptr)) {}
-  IpcMapping& operator=(IpcMapping&& other) noexcept {
-    std::swap(base_, other.base_);
-    return *this;
-  }
-  IpcMapping(const IpcMapping&) = delete;
-  IpcMapping& operator=(const IpcMapping&) = delete;
-  ~IpcMapping();
-  char* base() const { return static_cast<char*>(base_); }
-
- private:
-  void* base_ = nullptr;
-};
-
 /// What both ends of a lane have: the ring's geometry, its control, the local stream that
 /// copies and one event per slot.
 struct Lane {
@@ -94,7 +75,7 @@ struct Peer {
   int pid = -1;
   Fd pidfd;              // readable once the peer process has exited; invalid: not watched
   shm::Segment segment;  // the peer's control segment, mapped here
-  IpcMapping mapping;    // the peer's device rings, opened here
+  device::IpcMapping mapping;  // the peer's device rings, opened here
   OutLane out;
   InLane in;
   Status closed;  // not ok once the peer is gone (orderly or not)

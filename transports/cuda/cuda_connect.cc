@@ -1,7 +1,6 @@
 // Set-up of the CUDA IPC transport: control segments and device rings created, published
 // through the store (the rings as IPC handles), opened by every peer, then the segment names
 // unlinked; and the communicator's entry point with options from the environment.
-#include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -13,14 +12,11 @@
 #include <vector>
 
 #include "core/config.h"
-#include "device/cuda_util.h"
 #include "transports/cuda/cuda_conn.h"
 #include "transports/shm/shm_peers.h"
 
 namespace hoop::cuda {
 namespace {
-
-using device::detail::cuda_status;
 
 /// What a rank publishes about its device rings: their geometry, the IPC handle of their
 /// allocation, and the senders they serve, in ring order.
@@ -28,14 +24,13 @@ struct RingsInfo {
   std::uint64_t slice_bytes = 0;
   std::uint32_t slots = 0;
   int device = -1;
-  cudaIpcMemHandle_t handle{};
+  device::IpcHandle handle;
   std::vector<int> senders;
 };
 
 std::string encode(const RingsInfo& r) {
   std::string hex;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(&r.handle);
-  for (std::size_t i = 0; i < sizeof r.handle; ++i) hex += fmt::format("{:02x}", bytes[i]);
+  for (unsigned char b : r.handle.bytes) hex += fmt::format("{:02x}", b);
   std::string out = fmt::format("{} {} {} {}", r.slice_bytes, r.slots, r.device, hex);
   for (int s : r.senders) out += fmt::format(" {}", s);
   return out;
@@ -47,15 +42,14 @@ Result<RingsInfo> decode(const std::string& text, int owner) {
   std::string hex;
   in >> r.slice_bytes >> r.slots >> r.device >> hex;
   for (int s; in >> s;) r.senders.push_back(s);
-  auto* bytes = reinterpret_cast<unsigned char*>(&r.handle);
-  const bool hex_ok = hex.size() == 2 * sizeof r.handle &&
+  const bool hex_ok = hex.size() == 2 * r.handle.bytes.size() &&
                       hex.find_first_not_of("0123456789abcdef") == std::string::npos;
   if (!hex_ok || r.slots < 2 || r.slots > kMaxSlots || r.slice_bytes == 0) {
     return protocol_error(
         fmt::format("cuda: rank {} published malformed ring information '{}'", owner, text));
   }
-  for (std::size_t i = 0; i < sizeof r.handle; ++i)
-    bytes[i] = static_cast<unsigned char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  for (std::size_t i = 0; i < r.handle.bytes.size(); ++i)
+    r.handle.bytes[i] = static_cast<unsigned char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
   return r;
 }
 
@@ -74,7 +68,7 @@ Status check_arguments(int rank, int size, std::span<const int> peers, const std
   if (o.slice_bytes < 4096 || o.slice_bytes % 4096 != 0 || o.slots < 2 || o.slots > kMaxSlots) {
     return invalid_argument(fmt::format(
         "cuda: rings of {} slots of {} bytes: slots must be 2 to {} and slices a multiple of "
-        "4096 bytes",
+        "4096 bytes (HOOP_CUDA_SLOTS, HOOP_CUDA_SLICE_BYTES)",
         o.slots, o.slice_bytes, kMaxSlots));
   }
   if (job_id.empty() || job_id.size() > 200 || job_id.find('/') != std::string::npos ||
@@ -106,19 +100,19 @@ Status open_peer(Peer& peer, int rank, int device, const shm::Segment& own, char
         fmt::format("cuda: rank {} has no ring for rank {} (their lists of local peers differ)",
                     peer.rank, rank));
   }
-  void* base = nullptr;
-  HOOP_RETURN_IF_ERROR(
-      cuda_status(cudaIpcOpenMemHandle(&base, info.handle, cudaIpcMemLazyEnablePeerAccess),
-                  fmt::format("cuda: opening rank {}'s device rings (cuda:{} of pid {}; CUDA IPC "
-                              "needs every rank on one host, with peer access between devices)",
-                              peer.rank, info.device, peer.pid),
-                  device));
-  peer.mapping = IpcMapping(base);
+  Result<device::IpcMapping> mapping = device::IpcMapping::open(info.handle);
+  if (!mapping.ok())
+    return mapping.status().with_context(fmt::format(
+        "cuda: opening rank {}'s device rings (cuda:{} of pid {}; CUDA IPC needs every rank on "
+        "one host, with peer access between devices)",
+        peer.rank, info.device, peer.pid));
+  peer.mapping = std::move(*mapping);
   const auto index = static_cast<std::uint64_t>(at - info.senders.begin());
   OutLane& lo = peer.out;
   lo.ctl = out;
   lo.records = reinterpret_cast<SliceRecord*>(peer.segment.data(*out));
-  lo.slots = peer.mapping.base() + slot_offset(index, 0, info.slots, info.slice_bytes);
+  lo.slots = reinterpret_cast<char*>(peer.mapping.base()) +
+             slot_offset(index, 0, info.slots, info.slice_bytes);
   lo.num_slots = info.slots;
   lo.slice_bytes = info.slice_bytes;
   InLane& li = peer.in;
@@ -138,10 +132,6 @@ Status open_peer(Peer& peer, int rank, int device, const shm::Segment& own, char
 }
 
 }  // namespace
-
-IpcMapping::~IpcMapping() {
-  if (base_ != nullptr) (void)cudaIpcCloseMemHandle(base_);
-}
 
 Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
                                            std::span<const int> peer_list,
@@ -166,8 +156,7 @@ Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
                         device::Buffer::allocate(device, peers.size() * o.slots * o.slice_bytes));
   RingsInfo mine{o.slice_bytes, o.slots, device, {}, peers};
   if (!peers.empty()) {
-    HOOP_RETURN_IF_ERROR(cuda_status(cudaIpcGetMemHandle(&mine.handle, rings.data()),
-                                     "cuda: exporting the device rings", device));
+    HOOP_ASSIGN_OR_RETURN(mine.handle, device::export_memory(rings.data()));
   }
   HOOP_RETURN_IF_ERROR(store.set(shm::peer_key(o.key_prefix, "rings", rank), encode(mine)));
   HOOP_RETURN_IF_ERROR(shm::wait_for_peers(store, "cuda", o.key_prefix, "rings",
@@ -200,7 +189,11 @@ Result<std::unique_ptr<Transport>> connect_for_communicator(const BootstrapInfo&
                                                             const std::string& prefix, int device) {
   CudaOptions o;
   HOOP_ASSIGN_OR_RETURN(const std::int64_t spin, config::get_int("HOOP_SPIN_US"));
+  HOOP_ASSIGN_OR_RETURN(const std::int64_t slice, config::get_int("HOOP_CUDA_SLICE_BYTES"));
+  HOOP_ASSIGN_OR_RETURN(const std::int64_t slots, config::get_int("HOOP_CUDA_SLOTS"));
   o.spin = std::chrono::microseconds(spin);
+  o.slice_bytes = static_cast<std::size_t>(slice);
+  o.slots = static_cast<std::uint32_t>(slots);
   o.connect_timeout = info.start_timeout;
   o.key_prefix = prefix;
   std::vector<int> peers;

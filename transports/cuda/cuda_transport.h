@@ -64,7 +64,8 @@ Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
                                            int device, const CudaOptions& options);
 
 /// Connects every rank of the one-host job `info` to every other through CUDA IPC, under store
-/// keys `prefix`, with options from HOOP_SPIN_US and `info.start_timeout`: a communicator's
+/// keys `prefix`, with options from HOOP_SPIN_US, HOOP_CUDA_SLICE_BYTES, HOOP_CUDA_SLOTS and
+/// `info.start_timeout`: a communicator's
 /// device transport (HOOP_GPU_BACKEND=hoop). Called collectively by every rank.
 Result<std::unique_ptr<Transport>> connect_for_communicator(const BootstrapInfo& info, Store& store,
                                                             const std::string& prefix, int device);

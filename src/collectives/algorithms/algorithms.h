@@ -57,6 +57,11 @@ Status allreduce_rabenseifner(Context& ctx, std::byte* work, std::size_t count, 
 /// back down, both trees pipelined in slices of at most kTreeSliceBytes.
 Status allreduce_tree(Context& ctx, std::byte* work, std::size_t count, DataType dtype,
                       ReduceOp op);
+/// Allreduce of `input` (null: `work` itself) into `work` that combines the ranks' values in
+/// rank order, as the one-host host paths do (allreduce_rank_order.cc): the device route's
+/// automatic choice, so that a device allreduce gives the host's bits.
+Status allreduce_rank_order(Context& ctx, const std::byte* input, std::byte* work,
+                            std::size_t count, DataType dtype, ReduceOp op);
 /// The allreduce `algorithm` (any but kHierarchical, which needs a Hierarchy) of `input` into
 /// `work`; `input` may be null or `work` itself (in place).
 Status allreduce_flat(Context& ctx, Algorithm algorithm, const std::byte* input, std::byte* work,

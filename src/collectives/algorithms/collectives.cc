@@ -111,14 +111,39 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
   };
   collectives::DevicePart* part = nullptr;
   // Adasum has no device kernels (nor an NCCL op): its device buffers go through host copies.
-  if (auto done = run_on_device(comm, o, what, &allreduce,
-                                adasum ? nullptr : &collectives::DeviceBackend::allreduce,
-                                Staged{o.input, bytes, o.output, bytes}, part, adasum))
+  // Staged, the allreduce goes in chunks, each one's copies overlapping another's host call.
+  const collectives::StagedRunner chunked = [&](collectives::DevicePart& dp, Deadline deadline) {
+    return collectives::run_staged_chunked(
+        dp, o.input, o.output, bytes, dtype_size(o.dtype), deadline,
+        [&](const void* in, void* out, std::size_t, std::size_t length) {
+          AllreduceOptions h = o;
+          h.input = in;
+          h.output = out;
+          h.count = length / dtype_size(o.dtype);
+          return allreduce(comm, h);
+        });
+  };
+  if (auto done =
+          run_on_device(comm, o,
+                        {.kind = Collective::kAllreduce,
+                         .dtype = o.dtype,
+                         .op = o.op,
+                         .host_only = adasum,
+                         .bytes = bytes},
+                        what, &allreduce, adasum ? nullptr : &collectives::DeviceBackend::allreduce,
+                        Staged{o.input, bytes, o.output, bytes}, part, chunked))
     return *done;
   const CallFingerprint fp{.kind = Collective::kAllreduce, .dtype = o.dtype, .op = o.op,
                            .algorithm = algo, .count = o.count};
+  // Over CUDA IPC on one host, unless an algorithm was named: the host's one-host order, so that
+  // the device gives the host's bits (allreduce_rank_order.cc).
+  const bool rank_order = part != nullptr && !adasum && o.algorithm == Algorithm::kAuto &&
+                          comm.forced_algorithm() == Algorithm::kAuto;
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     std::byte* work = bytes_of(o.output);
+    if (rank_order)
+      return collectives::allreduce_rank_order(ctx, bytes_of(o.input), work, o.count, o.dtype,
+                                               o.op);
     if (algo != Algorithm::kHierarchical)
       return collectives::allreduce_flat(ctx, algo, bytes_of(o.input), work, o.count, o.dtype,
                                          o.op);
@@ -140,8 +165,10 @@ Status broadcast(Communicator& comm, const BroadcastOptions& o) {
   if (auto* impl = in_slots(comm, bytes, false, {{o.buffer, "buffer"}}))
     return collectives::broadcast_in_slots(*impl, o, bytes, what);
   collectives::DevicePart* part = nullptr;
-  if (auto done = run_on_device(comm, o, what, &broadcast, &collectives::DeviceBackend::broadcast,
-                                Staged{o.buffer, 0, o.buffer, bytes}, part))
+  if (auto done =
+          run_on_device(comm, o, collectives::route_call_of(Collective::kBroadcast, o.dtype, bytes),
+                        what, &broadcast, &collectives::DeviceBackend::broadcast,
+                        Staged{o.buffer, 0, o.buffer, bytes}, part))
     return *done;
   const CallFingerprint fp{
       .kind = Collective::kBroadcast, .dtype = o.dtype, .root = o.root, .count = o.count};
@@ -164,8 +191,10 @@ Status allgather(Communicator& comm, const AllgatherOptions& o) {
   if (auto* impl = in_slots(comm, block, true, {{o.input, "input"}, {o.output, "output"}}))
     return collectives::allgather_in_slots(*impl, o, block, what);
   collectives::DevicePart* part = nullptr;
-  if (auto done = run_on_device(comm, o, what, &allgather, &collectives::DeviceBackend::allgather,
-                                Staged{o.input, block, o.output, block * comm.size()}, part))
+  if (auto done =
+          run_on_device(comm, o, collectives::route_call_of(Collective::kAllgather, o.dtype, block),
+                        what, &allgather, &collectives::DeviceBackend::allgather,
+                        Staged{o.input, block, o.output, block * comm.size()}, part))
     return *done;
   const CallFingerprint fp{.kind = Collective::kAllgather, .dtype = o.dtype, .count = o.count};
   return run(comm, fp, what, [&](Context& ctx) -> Status {
@@ -185,7 +214,10 @@ Status allgatherv(Communicator& comm, const AllgathervOptions& o) {
   auto what = [&] { return fmt::format("allgatherv of {} {}", total, dtype_name(o.dtype)); };
   collectives::DevicePart* part = nullptr;  // NCCL has no v-variant: staged
   const Staged staged{o.input, lengths[comm.rank()], o.output, total * dtype_size(o.dtype)};
-  if (auto done = run_on_device(comm, o, what, &allgatherv, nullptr, staged, part))
+  if (auto done = run_on_device(
+          comm, o,
+          collectives::route_call_of(Collective::kAllgatherv, o.dtype, total * dtype_size(o.dtype)),
+          what, &allgatherv, nullptr, staged, part))
     return *done;
   const CallFingerprint fp{.kind = Collective::kAllgatherv, .dtype = o.dtype, .count = total,
                            .counts_hash = collectives::hash_counts(o.counts)};
@@ -214,9 +246,10 @@ Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& o) {
   // In place, the output holds all the inputs: stage all of it.
   collectives::DevicePart* part = nullptr;
   const bool in_place = o.input == nullptr || o.input == o.output;
-  if (auto done = run_on_device(comm, o, what, &reduce_scatter,
-                                &collectives::DeviceBackend::reduce_scatter,
-                                Staged{o.input, total, o.output, in_place ? total : block}, part))
+  if (auto done = run_on_device(
+          comm, o, collectives::route_call_of(Collective::kReduceScatter, o.dtype, block, o.op),
+          what, &reduce_scatter, &collectives::DeviceBackend::reduce_scatter,
+          Staged{o.input, total, o.output, in_place ? total : block}, part))
     return *done;
   const CallFingerprint fp{
       .kind = Collective::kReduceScatter, .dtype = o.dtype, .op = o.op, .count = o.count};
@@ -249,8 +282,10 @@ Status reduce_scatterv(Communicator& comm, const ReduceScattervOptions& o) {
                        op_name(o.op));
   };
   collectives::DevicePart* part = nullptr;  // NCCL has no v-variant: staged
-  if (auto done = run_on_device(comm, o, what, &reduce_scatterv, nullptr,
-                                Staged{o.input, total, o.output, in_place ? total : mine}, part))
+  if (auto done = run_on_device(
+          comm, o, collectives::route_call_of(Collective::kReduceScatterv, o.dtype, total, o.op),
+          what, &reduce_scatterv, nullptr,
+          Staged{o.input, total, o.output, in_place ? total : mine}, part))
     return *done;
   const CallFingerprint fp{.kind = Collective::kReduceScatterv, .dtype = o.dtype, .op = o.op,
                            .count = total_count,
@@ -279,8 +314,11 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
   block_layout(counts, dtype_size(o.dtype), offsets, lengths);
   auto what = [&] { return fmt::format("alltoall of {} {}", o.count, dtype_name(o.dtype)); };
   collectives::DevicePart* part = nullptr;
-  if (auto done = run_on_device(comm, o, what, &alltoall, &collectives::DeviceBackend::alltoall,
-                                Staged{o.input, total, o.output, total}, part))
+  if (auto done = run_on_device(
+          comm, o,
+          collectives::route_call_of(Collective::kAlltoall, o.dtype, o.count * dtype_size(o.dtype)),
+          what, &alltoall, &collectives::DeviceBackend::alltoall,
+          Staged{o.input, total, o.output, total}, part))
     return *done;
   const CallFingerprint fp{.kind = Collective::kAlltoall, .dtype = o.dtype, .count = o.count};
   return run(comm, fp, what, [&](Context& ctx) -> Status {
@@ -324,7 +362,10 @@ Status alltoallv(Communicator& comm, const AlltoallvOptions& o) {
   };
   collectives::DevicePart* part = nullptr;  // NCCL has no v-variant: staged
   const Staged staged{o.input, send_total * es, o.output, recv_total * es};
-  if (auto done = run_on_device(comm, o, what, &alltoallv, nullptr, staged, part))
+  if (auto done = run_on_device(comm, o,
+                                collectives::route_call_of(Collective::kAlltoallv, o.dtype,
+                                                           collectives::RouteCall::kUnknownBytes),
+                                what, &alltoallv, nullptr, staged, part))
     return *done;
   const CallFingerprint fp{.kind = Collective::kAlltoallv, .dtype = o.dtype};
   return run(comm, fp, what, [&](Context& ctx) -> Status {

@@ -106,6 +106,10 @@ class CommImpl final : public Communicator {
   Result<DevicePart*> device(int device) {
     return device_part(device_part_, device_setup_, device, timeout_);
   }
+  /// The route of `call` on this communicator's device side `part` (collectively set up).
+  Result<DeviceRoute> route(DevicePart& part, const RouteCall& call) {
+    return route_call(part, device_setup_, call, timeout_);
+  }
 
  private:
   std::shared_ptr<Connections> connections_;

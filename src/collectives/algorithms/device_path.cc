@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <sstream>
+#include <thread>
 
 #include "core/config.h"
+#include "core/log.h"
 #include "topology/topology.h"
 #include "transports/registry.h"
 
@@ -38,57 +42,77 @@ std::string where(int device) {
   return device == kCpuDevice ? std::string("host memory") : fmt::format("cuda:{}", device);
 }
 
-/// Two ranks of the job that use the same device of the same host, which NCCL refuses, named
-/// ("ranks 0 and 1 both use cuda:0 of host h"); empty when every rank has a device of its own.
-Result<std::string> device_shared(const DeviceSetup& setup, const std::string& prefix, int device,
-                                  std::chrono::milliseconds timeout) {
+/// The facts of device_route.h for this job; collective when the job has a store and more than
+/// one rank (every rank says which device of which host it uses and whether MPS serves it).
+Result<RouteFacts> gather_facts(const DeviceSetup& setup, const std::string& prefix, int device,
+                                std::chrono::milliseconds timeout) {
+  RouteFacts f;
+  HOOP_ASSIGN_OR_RETURN(std::string asked, config::get_string("HOOP_GPU_BACKEND"));
+  HOOP_ASSIGN_OR_RETURN(f.asked, parse_gpu_backend(asked));
+  f.ranks = setup.info.size;
+  f.store = setup.store != nullptr;
+  f.one_host = setup.one_host || f.ranks == 1;
+  f.nccl = find_backend("nccl") != nullptr && !device::fake();
+  f.ipc = cuda_ipc() != nullptr && device::device_count() > 0;
+  f.mps = device::mps_active();
+  HOOP_ASSIGN_OR_RETURN(const std::int64_t min_bytes, config::get_int("HOOP_CUDA_IPC_MIN_BYTES"));
+  f.ipc_min_bytes = static_cast<std::size_t>(min_bytes);
+  if (f.ranks == 1) return f;
+  if (!f.store) {
+    f.ranks_per_gpu = 0;
+    return f;
+  }
   HOOP_ASSIGN_OR_RETURN(std::string host, topology::local_host_id());
   HOOP_ASSIGN_OR_RETURN(
       std::vector<std::string> all,
       topology::exchange(*setup.store, setup.info.rank, setup.info.size, prefix + "/devices",
-                         fmt::format("{}#{}", host, device), timeout));
-  std::map<std::string, std::size_t> first;
+                         fmt::format("{} {} {} {}", f.mps ? 1 : 0, f.ipc_min_bytes, device, host),
+                         timeout));
+  std::map<std::string, std::vector<std::size_t>> users;  // "cuda:D of host H" -> ranks
   for (std::size_t r = 0; r < all.size(); ++r) {
-    const auto [it, fresh] = first.emplace(all[r], r);
-    if (fresh) continue;
-    const std::size_t hash = all[r].rfind('#');
-    return fmt::format("ranks {} and {} both use cuda:{} of host {}", it->second, r,
-                       all[r].substr(hash + 1), all[r].substr(0, hash));
+    std::istringstream in(all[r]);
+    int mps = 0, dev = 0;
+    std::size_t theirs = 0;
+    std::string on;
+    in >> mps >> theirs >> dev >> on;
+    f.mps = f.mps && mps == 1;
+    // The smallest setting of any rank, so that every rank routes alike even if they differ.
+    f.ipc_min_bytes = std::min(f.ipc_min_bytes, theirs);
+    users[fmt::format("cuda:{} of host {}", dev, on)].push_back(r);
   }
-  return std::string();
+  f.ranks_per_gpu = 1;
+  for (const auto& [gpu, ranks] : users) {
+    if (static_cast<int>(ranks.size()) <= f.ranks_per_gpu) continue;
+    f.ranks_per_gpu = static_cast<int>(ranks.size());
+    f.shared_gpu =
+        fmt::format("ranks {} and {}{} use {}", ranks[0], ranks[1],
+                    ranks.size() > 2 ? fmt::format(" ({} in all)", ranks.size()) : "", gpu);
+  }
+  return f;
 }
 
-/// The route of HOOP_GPU_BACKEND for this job; every rank comes to the same answer.
-Result<DeviceRoute> choose_route(const DeviceSetup& setup, const std::string& prefix, int device,
-                                 std::chrono::milliseconds timeout) {
-  HOOP_ASSIGN_OR_RETURN(std::string choice, config::get_string("HOOP_GPU_BACKEND"));
-  const bool have_nccl = find_backend("nccl") != nullptr;
-  if (choice == "staging") return DeviceRoute::kStaged;
-  if (choice == "nccl") {
-    if (!have_nccl)
-      return invalid_argument(
-          "HOOP_GPU_BACKEND=nccl: this hoop was built without NCCL (use auto or hoop)");
-    if (setup.store == nullptr && setup.info.size > 1)
-      return invalid_argument(
-          "HOOP_GPU_BACKEND=nccl: NCCL meets through the rendezvous store, and this job has none "
-          "(set HOOP_RENDEZVOUS_ADDR/PORT, or use hoop)");
-    if (setup.store != nullptr && setup.info.size > 1) {
-      HOOP_ASSIGN_OR_RETURN(std::string shared, device_shared(setup, prefix, device, timeout));
-      if (!shared.empty())
-        return invalid_argument(fmt::format(
-            "HOOP_GPU_BACKEND=nccl: {}, and NCCL takes one rank per GPU (use hoop or auto, which "
-            "run hoop's algorithms over CUDA IPC there)",
-            shared));
-    }
-    return DeviceRoute::kBackend;
+std::string prefix_of(const DeviceSetup& setup) {
+  return (setup.key_prefix.empty() ? std::string("hoop") : setup.key_prefix) + "/gpu";
+}
+
+/// The chunk of a staged allreduce of `bytes`: a quarter of it, 1 to 16 MiB, whole elements; a
+/// chunk's copies cost about a microsecond of set-up each, so small calls go in one.
+std::size_t staged_chunk_bytes(std::size_t bytes, std::size_t element) {
+  constexpr std::size_t kMin = std::size_t{1} << 20, kMax = std::size_t{16} << 20;
+  const std::size_t quarter = std::clamp((bytes + 3) / 4, kMin, kMax);
+  return std::max(element, quarter / element * element);
+}
+
+/// Polls `e` (recorded on a stream) until its work has finished, or the deadline.
+Status wait_event(const device::Event& e, int device, Deadline deadline) {
+  for (int polls = 0;; ++polls) {
+    HOOP_ASSIGN_OR_RETURN(bool done, e.query());
+    if (done) return Status::success();
+    if (Clock::now() >= deadline)
+      return timeout_error(fmt::format(
+          "staging: a copy from cuda:{} to host memory had not finished at the deadline", device));
+    if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
-  if (setup.store == nullptr || setup.info.size == 1)
-    return have_nccl && choice == "auto" ? DeviceRoute::kBackend : DeviceRoute::kStaged;
-  // Both remaining choices depend on the whole job, so every rank takes part in the exchange.
-  HOOP_ASSIGN_OR_RETURN(std::string shared, device_shared(setup, prefix, device, timeout));
-  if (choice == "auto" && have_nccl && shared.empty()) return DeviceRoute::kBackend;
-  if (setup.one_host && cuda_ipc() != nullptr) return DeviceRoute::kTransport;
-  return DeviceRoute::kStaged;
 }
 
 }  // namespace
@@ -134,29 +158,45 @@ Result<DevicePart*> device_part(std::unique_ptr<DevicePart>& part, const DeviceS
   p->device = device;
   HOOP_RETURN_IF_ERROR(device::set_device(device));
   HOOP_ASSIGN_OR_RETURN(p->stream, device::Stream::create(device));
-  const std::string prefix =
-      (setup.key_prefix.empty() ? std::string("hoop") : setup.key_prefix) + "/gpu";
-  HOOP_ASSIGN_OR_RETURN(p->route, choose_route(setup, prefix, device, timeout));
-  if (p->route == DeviceRoute::kBackend) {
+  HOOP_ASSIGN_OR_RETURN(p->facts, gather_facts(setup, prefix_of(setup), device, timeout));
+  if (setup.info.rank == 0) {
+    const std::string warning = sharing_warning(p->facts);
+    if (!warning.empty()) HOOP_LOG(kWarn, "{}", warning);
+  }
+  part = std::move(p);
+  return part.get();
+}
+
+Result<DeviceRoute> route_call(DevicePart& part, const DeviceSetup& setup, const RouteCall& call,
+                               std::chrono::milliseconds timeout) {
+  HOOP_ASSIGN_OR_RETURN(const DeviceRoute route, choose_device_route(part.facts, call));
+  if (route == DeviceRoute::kBackend && part.backend == nullptr) {
     DeviceBackendSetup s;
     s.rank = setup.info.rank;
     s.size = setup.info.size;
     s.store = setup.store;
-    s.key_prefix = prefix + "/nccl";
-    s.device = device;
+    s.key_prefix = prefix_of(setup) + "/nccl";
+    s.device = part.device;
     s.timeout = timeout;
-    HOOP_ASSIGN_OR_RETURN(p->backend, find_backend("nccl")(s));
+    HOOP_ASSIGN_OR_RETURN(part.backend, find_backend("nccl")(s));
   }
-  if (p->route == DeviceRoute::kTransport) {
+  if (route == DeviceRoute::kTransport && part.transport == nullptr) {
     transports::ConnectSpec spec;
     spec.info = &setup.info;
     spec.store = setup.store;
-    spec.key_prefix = prefix + "/ipc";
-    spec.device = device;
-    HOOP_ASSIGN_OR_RETURN(p->transport, cuda_ipc()->connect(spec));
+    spec.key_prefix = prefix_of(setup) + "/ipc";
+    spec.device = part.device;
+    HOOP_ASSIGN_OR_RETURN(part.transport, cuda_ipc()->connect(spec));
   }
-  part = std::move(p);
-  return part.get();
+  return route;
+}
+
+Status run_local(DevicePart& part, const void* in, std::size_t in_bytes, void* out,
+                 std::size_t out_bytes, Deadline deadline) {
+  const std::size_t bytes = std::min(in_bytes, out_bytes);
+  if (in == nullptr || in == out || bytes == 0) return Status::success();
+  HOOP_RETURN_IF_ERROR(device::copy(out, in, bytes, part.stream.handle()));
+  return device::synchronize(part.stream.handle(), deadline);
 }
 
 Status run_staged(DevicePart& part, const void* in, std::size_t in_bytes, void* out,
@@ -165,20 +205,54 @@ Status run_staged(DevicePart& part, const void* in, std::size_t in_bytes, void* 
   const auto* out_begin = static_cast<const std::byte*>(out);
   const auto* in_at = static_cast<const std::byte*>(in);
   const bool inside = in == nullptr || (in_at >= out_begin && in_at < out_begin + out_bytes);
-  std::byte* host_out = part.staging.get(0, out_bytes);
+  void* stream = part.stream.handle();
+  HOOP_RETURN_IF_ERROR(part.staging[0].reserve(out_bytes));
+  std::byte* host_out = part.staging[0].data();
   const void* host_in = nullptr;
   // The output's old contents matter only when the input lives in it.
-  if (inside && out_bytes > 0) HOOP_RETURN_IF_ERROR(device::copy(host_out, out, out_bytes));
+  if (inside && out_bytes > 0) HOOP_RETURN_IF_ERROR(device::copy(host_out, out, out_bytes, stream));
   if (in != nullptr && inside) {
     host_in = host_out + (in_at - out_begin);
   } else if (in != nullptr) {
-    std::byte* staged_in = part.staging.get(1, in_bytes);
-    HOOP_RETURN_IF_ERROR(device::copy(staged_in, in, in_bytes));
-    host_in = staged_in;
+    HOOP_RETURN_IF_ERROR(part.staging[1].reserve(in_bytes));
+    HOOP_RETURN_IF_ERROR(device::copy(part.staging[1].data(), in, in_bytes, stream));
+    host_in = part.staging[1].data();
   }
+  HOOP_RETURN_IF_ERROR(device::synchronize(stream, deadline));
   HOOP_RETURN_IF_ERROR(host_call(host_in, host_out));
-  if (out_bytes > 0) HOOP_RETURN_IF_ERROR(device::copy(out, host_out, out_bytes, part.stream.handle()));
-  return device::synchronize(part.stream.handle(), deadline);
+  if (out_bytes > 0) HOOP_RETURN_IF_ERROR(device::copy(out, host_out, out_bytes, stream));
+  return device::synchronize(stream, deadline);
+}
+
+Status run_staged_chunked(DevicePart& part, const void* in, void* out, std::size_t bytes,
+                          std::size_t element, Deadline deadline,
+                          const std::function<Status(const void* in, void* out, std::size_t offset,
+                                                     std::size_t length)>& host_call) {
+  const std::size_t chunk = staged_chunk_bytes(bytes, element);
+  const std::size_t chunks = bytes == 0 ? 0 : (bytes + chunk - 1) / chunk;
+  void* stream = part.stream.handle();
+  const std::byte* from = static_cast<const std::byte*>(in != nullptr ? in : out);
+  auto* to = static_cast<std::byte*>(out);
+  HOOP_RETURN_IF_ERROR(part.staging[0].reserve(bytes));
+  std::byte* host = part.staging[0].data();
+  while (part.chunk_done.size() < chunks) {
+    HOOP_ASSIGN_OR_RETURN(device::Event e, device::Event::create(part.device));
+    part.chunk_done.push_back(std::move(e));
+  }
+  // Every chunk's copy to the host is queued at once: the copy engine works through them while
+  // the host reduces the ones that have arrived, and their results go back behind them.
+  for (std::size_t k = 0; k < chunks; ++k) {
+    const std::size_t at = k * chunk, len = std::min(chunk, bytes - at);
+    HOOP_RETURN_IF_ERROR(device::copy(host + at, from + at, len, stream));
+    HOOP_RETURN_IF_ERROR(part.chunk_done[k].record(stream));
+  }
+  for (std::size_t k = 0; k < chunks; ++k) {
+    const std::size_t at = k * chunk, len = std::min(chunk, bytes - at);
+    HOOP_RETURN_IF_ERROR(wait_event(part.chunk_done[k], part.device, deadline));
+    HOOP_RETURN_IF_ERROR(host_call(host + at, host + at, at, len));
+    HOOP_RETURN_IF_ERROR(device::copy(to + at, host + at, len, stream));
+  }
+  return device::synchronize(stream, deadline);
 }
 
 }  // namespace hoop::collectives

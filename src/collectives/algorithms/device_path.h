@@ -1,16 +1,16 @@
 // Collectives on CUDA device buffers. Every public collective accepts device pointers (all of
-// one call's buffers on one device); how the call then runs is decided once per communicator,
-// at its first device collective, by HOOP_GPU_BACKEND:
-//   - nccl: a registered device backend (collectives/nccl) runs every collective it has on the
-//     device; auto picks it when it is built and no two ranks of the job share a device (NCCL
-//     refuses a communicator with one GPU twice);
-//   - hoop: in a one-host job of a build with CUDA, hoop's own algorithms run on the device
-//     buffers over transports/cuda (CUDA IPC), reducing with the device kernels; otherwise, and
-//     for the collectives a backend lacks, the buffers are staged through host memory and the
-//     host collective runs over the communicator's own transport;
-//   - staging: always the latter (the baseline the other two are measured against).
-// The first device collective is therefore itself collective (it sets up NCCL or CUDA IPC
-// through the store), which every collective is anyway.
+// one call's buffers on one device). A communicator's first device call sets up its device side
+// (collectively: the ranks exchange which device of which host each uses) and learns the facts
+// device_route.h routes every call by; the route is then chosen per call, the same on every
+// rank, and what a route needs (NCCL's communicator, the CUDA IPC mesh) is set up by the first
+// call that takes it. HOOP_GPU_BACKEND:
+//   - nccl: NCCL runs every call it has; what it lacks (i16 reductions, the v-variants, the
+//     rooted collectives, Adasum) goes hoop's way; a job NCCL cannot run at all (ranks sharing a
+//     GPU, no store, no NCCL in this build) is an error naming why;
+//   - hoop: hoop's own algorithms over CUDA IPC in a one-host job, else host copies;
+//   - staging: host copies always (the baseline the other two are measured against);
+//   - auto: NCCL where it has the call and every rank has a GPU of its own, else hoop's way.
+// On one rank every backend but an explicit nccl is a device copy.
 #pragma once
 
 #include <chrono>
@@ -20,8 +20,10 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "collectives/algorithms/context.h"
+#include "collectives/algorithms/device_route.h"
 #include "device/device.h"
 #include "hoop/communicator.h"
 #include "hoop/rendezvous.h"
@@ -74,17 +76,15 @@ using NamedBuffer = std::pair<const void*, std::string_view>;
 /// host included). Costs nothing in a process without a CUDA device.
 Result<int> buffers_device(std::initializer_list<NamedBuffer> buffers);
 
-/// How one communicator runs its device collectives; see the file comment.
-enum class DeviceRoute : std::uint8_t { kBackend, kTransport, kStaged };
-
 /// A communicator's device side, set up by its first device collective.
 struct DevicePart {
-  DeviceRoute route = DeviceRoute::kStaged;
   int device = kCpuDevice;
+  RouteFacts facts;
   device::Stream stream;
-  std::unique_ptr<DeviceBackend> backend;  // kBackend
-  std::unique_ptr<Transport> transport;    // kTransport: transports/cuda
-  Scratch staging;                         // kStaged: host copies of the buffers
+  std::unique_ptr<DeviceBackend> backend;  // NCCL, once a call took it
+  std::unique_ptr<Transport> transport;    // transports/cuda, once a call took it
+  device::PinnedBuffer staging[2];         // host copies of a staged call's buffers
+  std::vector<device::Event> chunk_done;   // the staged allreduce's pipeline
 };
 
 /// What a communicator keeps to set up its device side later: the job, the store (owned when
@@ -102,11 +102,31 @@ struct DeviceSetup {
 Result<DevicePart*> device_part(std::unique_ptr<DevicePart>& part, const DeviceSetup& setup,
                                 int device, std::chrono::milliseconds timeout);
 
+/// The route of `call` on `part`, with what it needs set up (collectively: every rank routes
+/// the same call the same way).
+Result<DeviceRoute> route_call(DevicePart& part, const DeviceSetup& setup, const RouteCall& call,
+                               std::chrono::milliseconds timeout);
+
+/// The local route: a one-rank call's output is its input (`in_bytes` at `in`), copied to `out`
+/// on the device unless it is there already.
+Status run_local(DevicePart& part, const void* in, std::size_t in_bytes, void* out,
+                 std::size_t out_bytes, Deadline deadline);
+
 /// Runs `host_call` on host copies of a collective's buffers: `in_bytes` at `in` and
-/// `out_bytes` at `out` (device memory) are copied to host staging, the call runs on those, and
-/// the output is copied back. An input inside the output (an in-place call) stays inside it.
+/// `out_bytes` at `out` (device memory) are copied to pinned host staging, the call runs on
+/// those, and the output is copied back. An input inside the output (an in-place call) stays
+/// inside it.
 Status run_staged(DevicePart& part, const void* in, std::size_t in_bytes, void* out,
                   std::size_t out_bytes, Deadline deadline,
                   const std::function<Status(const void* in, void* out)>& host_call);
+
+/// run_staged for an element-wise call (an allreduce) of `bytes` bytes in elements of
+/// `element` bytes: the buffer goes in chunks, so that one chunk's copies to and from the
+/// device overlap the host call on another. `host_call(in, out, offset, length)` runs on bytes
+/// [offset, offset + length) of the input and output.
+Status run_staged_chunked(DevicePart& part, const void* in, void* out, std::size_t bytes,
+                          std::size_t element, Deadline deadline,
+                          const std::function<Status(const void* in, void* out, std::size_t offset,
+                                                     std::size_t length)>& host_call);
 
 }  // namespace hoop::collectives

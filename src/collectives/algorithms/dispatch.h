@@ -60,18 +60,22 @@ inline void set_buffers(BroadcastOptions& o, const void*, void* out) { o.buffer 
 inline void set_buffers(SendOptions& o, const void* in, void*) { o.data = in; }
 inline void set_buffers(RecvOptions& o, const void*, void* out) { o.data = out; }
 
-/// For a call on device buffers: runs it on the device backend, or on host copies of the
-/// buffers (through `self`, the public collective), and returns its status; or returns nullopt
-/// when the algorithm itself is to run, with `part` set when it runs on the device over
-/// transports/cuda and null for host buffers. `host_only`: never on the device itself (no
-/// device kernels for the call), always through host copies.
+/// How a staged call runs instead of run_staged (the allreduce's chunked pipeline); null:
+/// run_staged.
+using StagedRunner = std::function<Status(DevicePart& part, Deadline deadline)>;
+
+/// For a call on device buffers: routes it (device_route.h) and runs it on the device backend,
+/// as a device copy (one rank), or on host copies of the buffers (through `self`, the public
+/// collective, or `staged_runner`), and returns its status; or returns nullopt when the
+/// algorithm itself is to run, with `part` set when it runs on the device over transports/cuda
+/// and null for host buffers.
 template <typename Options>
-std::optional<Status> run_on_device(Communicator& comm, const Options& o,
+std::optional<Status> run_on_device(Communicator& comm, const Options& o, const RouteCall& call,
                                     const std::function<std::string()>& what,
                                     Status (*self)(Communicator&, const Options&),
                                     std::type_identity_t<BackendCall<Options>> backend,
                                     const Staged& staged, DevicePart*& part,
-                                    bool host_only = false) {
+                                    const StagedRunner& staged_runner = nullptr) {
   part = nullptr;
   Result<int> device = buffers_device({{staged.in, "input"}, {staged.out, "output"}});
   if (!device.ok()) return device.status();
@@ -83,17 +87,32 @@ std::optional<Status> run_on_device(Communicator& comm, const Options& o,
   impl->async().drain();  // as run() does, before the device side is touched
   Result<DevicePart*> got = impl->device(*device);
   if (!got.ok()) return got.status().with_context(what());
-  part = *got;
+  Result<DeviceRoute> route = impl->route(**got, call);
+  if (!route.ok()) return route.status().with_context(what());
+  DevicePart& p = **got;
   const Deadline deadline = Clock::now() + comm.timeout();
-  if (part->route == DeviceRoute::kTransport && !host_only) return std::nullopt;
-  if (part->route == DeviceRoute::kBackend && backend != nullptr) {
-    Status status = ((*part->backend).*backend)(o, part->stream.handle(), deadline);
-    if (status.ok()) return status;
-    part->backend->abort(status);
-    comm.transport().abort(status);
-    return status.with_context(what());
+  switch (*route) {
+    case DeviceRoute::kTransport:
+      part = &p;
+      return std::nullopt;
+    case DeviceRoute::kLocal:
+      return run_local(p, staged.in, staged.in_bytes, staged.out, staged.out_bytes, deadline)
+          .with_context(what());
+    case DeviceRoute::kBackend: {
+      if (backend == nullptr)
+        return internal_error(
+            fmt::format("{}: routed to {} without a call for it", what(), p.backend->name()));
+      Status status = ((*p.backend).*backend)(o, p.stream.handle(), deadline);
+      if (status.ok()) return status;
+      p.backend->abort(status);
+      comm.transport().abort(status);
+      return status.with_context(what());
+    }
+    case DeviceRoute::kStaged:
+      break;
   }
-  return run_staged(*part, staged.in, staged.in_bytes, staged.out, staged.out_bytes, deadline,
+  if (staged_runner) return staged_runner(p, deadline);
+  return run_staged(p, staged.in, staged.in_bytes, staged.out, staged.out_bytes, deadline,
                     [&](const void* in, void* out) {
                       Options h = o;
                       set_buffers(h, in, out);

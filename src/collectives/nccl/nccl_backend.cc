@@ -48,7 +48,7 @@ class NcclBackend final : public collectives::DeviceBackend {
 
   Status broadcast(const BroadcastOptions& o, void* stream, Deadline deadline) override {
     if (o.count == 0) return usable();
-    HOOP_ASSIGN_OR_RETURN(const ncclDataType_t type, to_nccl_dtype(o.dtype));
+    HOOP_ASSIGN_OR_RETURN(const ncclDataType_t type, to_nccl_carrier(o.dtype));
     return run("ncclBroadcast", stream, deadline, [&](ncclComm_t c, cudaStream_t s) {
       return ncclBroadcast(o.buffer, o.buffer, o.count, type, o.root, c, s);
     });
@@ -56,7 +56,7 @@ class NcclBackend final : public collectives::DeviceBackend {
 
   Status allgather(const AllgatherOptions& o, void* stream, Deadline deadline) override {
     if (o.count == 0) return usable();
-    HOOP_ASSIGN_OR_RETURN(const ncclDataType_t type, to_nccl_dtype(o.dtype));
+    HOOP_ASSIGN_OR_RETURN(const ncclDataType_t type, to_nccl_carrier(o.dtype));
     const std::size_t block = o.count * dtype_size(o.dtype);
     std::byte* own = bytes_of(o.output) + block * comm_->rank();
     const std::byte* in = o.input != nullptr ? bytes_of(o.input) : own;
@@ -106,7 +106,7 @@ class NcclBackend final : public collectives::DeviceBackend {
 
   Status alltoall(const AlltoallOptions& o, void* stream, Deadline deadline) override {
     if (o.count == 0) return usable();
-    HOOP_ASSIGN_OR_RETURN(const ncclDataType_t type, to_nccl_dtype(o.dtype));
+    HOOP_ASSIGN_OR_RETURN(const ncclDataType_t type, to_nccl_carrier(o.dtype));
     const std::size_t block = o.count * dtype_size(o.dtype);
     const std::size_t total = block * comm_->size();
     const std::byte* in = bytes_of(o.input != nullptr ? o.input : o.output);

@@ -25,11 +25,18 @@ Result<ncclDataType_t> to_nccl_dtype(DataType dtype) {
     case DataType::kF64:
       return ncclFloat64;
     case DataType::kI16:
+      // device_route.cc routes i16 reductions elsewhere; this is a direct caller's mistake.
       return invalid_argument(
-          "nccl: NCCL has no 16-bit integer type; HOOP_GPU_BACKEND=hoop or staging moves i16");
+          "nccl: NCCL has no 16-bit integer type to reduce (the device path routes i16 "
+          "reductions to CUDA IPC or staging)");
   }
   return invalid_argument(
       fmt::format("nccl: no NCCL datatype for dtype value {}", static_cast<int>(dtype)));
+}
+
+Result<ncclDataType_t> to_nccl_carrier(DataType dtype) {
+  if (dtype == DataType::kI16) return ncclFloat16;
+  return to_nccl_dtype(dtype);
 }
 
 Result<NcclOp> to_nccl_op(ReduceOp op) {

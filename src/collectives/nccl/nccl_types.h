@@ -14,6 +14,11 @@ namespace hoop::nccl {
 /// declared DataType.
 Result<ncclDataType_t> to_nccl_dtype(DataType dtype);
 
+/// The datatype NCCL moves `dtype`'s elements as where it only copies them (broadcast,
+/// allgather, alltoall): the dtype's own, or for i16, which NCCL lacks, float16, whose two bytes
+/// NCCL carries without looking at them.
+Result<ncclDataType_t> to_nccl_carrier(DataType dtype);
+
 /// How NCCL runs a hoop reduction: `op` on the device, then, when `divide` is set, the result is
 /// divided by the number of ranks with hoop's own kernel.
 struct NcclOp {

@@ -5,7 +5,7 @@
 
 #include "hoop/core.h"
 
-namespace hoop::runtime {
+namespace hoop {
 
 /// dst[i] = src[i] * factor: float dtypes in their own precision (f16 and bf16 through f32,
 /// rounded to nearest even), integer dtypes in float64, truncated toward zero and held within
@@ -13,4 +13,4 @@ namespace hoop::runtime {
 /// other overlaps are not allowed.
 Status scale_copy(void* dst, const void* src, std::size_t count, DataType dtype, double factor);
 
-}  // namespace hoop::runtime
+}  // namespace hoop

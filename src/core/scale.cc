@@ -1,4 +1,4 @@
-#include "runtime/scale.h"
+#include "core/scale.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 
 #include "core/half.h"
 
-namespace hoop::runtime {
+namespace hoop {
 namespace {
 
 template <typename T>
@@ -83,4 +83,4 @@ Status scale_copy(void* dst, const void* src, std::size_t count, DataType dtype,
   }
 }
 
-}  // namespace hoop::runtime
+}  // namespace hoop

@@ -1,14 +1,15 @@
 #!/bin/sh
-# hoop-bench -g (device buffers), as ctest runs it: `device_flag.sh HOOPRUN HOOP_BENCH MODE`.
+# hoop-bench -g (device buffers), as ctest runs it: `device_flag.sh HOOPRUN HOOP_BENCH MODE [NP]`.
 #   without-device: where no CUDA device is usable, -g must exit 2 with an error naming why
 #                   (skipped, exit 77, where a device is usable);
-#   with-device:    where one is, a checked 1-rank run of every collective, dtype and op on
-#                   device buffers must pass (skipped, exit 77, where none is).
+#   with-device:    where one is, a checked run of every collective, dtype and op on device
+#                   buffers on NP ranks (default 1) must pass (skipped, exit 77, where none is).
 # Whether a device is usable is what `hooprun --check-build` says of the cuda transport.
 set -u
 hooprun=$1
 bench=$2
 mode=$3
+np=${4:-1}
 if "$hooprun" --check-build | grep -q '\[X\] cuda '; then usable=1; else usable=0; fi
 
 case $mode in
@@ -23,7 +24,7 @@ case $mode in
     ;;
   with-device)
     if [ "$usable" = 0 ]; then echo "skipped: no usable CUDA device"; exit 77; fi
-    exec "$hooprun" -np 1 "$bench" -g --collective all -b 8 -e 64K -f 4 -n 2 -w 1 -c 1 \
+    exec "$hooprun" -np "$np" "$bench" -g --collective all -b 8 -e 64K -f 4 -n 2 -w 1 -c 1 \
       -d all -o all
     ;;
   *)

@@ -202,17 +202,26 @@ Status run_local(DevicePart& part, const void* in, std::size_t in_bytes, void* o
 Status run_staged(DevicePart& part, const void* in, std::size_t in_bytes, void* out,
                   std::size_t out_bytes, Deadline deadline,
                   const std::function<Status(const void* in, void* out)>& host_call) {
-  const auto* out_begin = static_cast<const std::byte*>(out);
   const auto* in_at = static_cast<const std::byte*>(in);
-  const bool inside = in == nullptr || (in_at >= out_begin && in_at < out_begin + out_bytes);
+  auto* out_at = static_cast<std::byte*>(out);
   void* stream = part.stream.handle();
-  HOOP_RETURN_IF_ERROR(part.staging[0].reserve(out_bytes));
-  std::byte* host_out = part.staging[0].data();
+  // Overlapping buffers (an in-place call: the input inside the output, as an allreduce's, or
+  // the output inside the input, as the root's block of an in-place scatter) go as one range,
+  // so that each keeps its place in the other; the output's old contents then matter too.
+  const bool overlap = in != nullptr && in_at < out_at + out_bytes && out_at < in_at + in_bytes;
+  const bool same = in == nullptr || in == out || overlap;
+  const std::byte* lo = same && in != nullptr ? std::min<const std::byte*>(in_at, out_at) : out_at;
+  const std::byte* hi = same && in != nullptr
+                            ? std::max<const std::byte*>(in_at + in_bytes, out_at + out_bytes)
+                            : out_at + out_bytes;
+  const std::size_t staged_bytes = static_cast<std::size_t>(hi - lo);
+  HOOP_RETURN_IF_ERROR(part.staging[0].reserve(staged_bytes));
+  std::byte* host = part.staging[0].data();
+  std::byte* host_out = host + (out_at - lo);
   const void* host_in = nullptr;
-  // The output's old contents matter only when the input lives in it.
-  if (inside && out_bytes > 0) HOOP_RETURN_IF_ERROR(device::copy(host_out, out, out_bytes, stream));
-  if (in != nullptr && inside) {
-    host_in = host_out + (in_at - out_begin);
+  if (same && staged_bytes > 0) HOOP_RETURN_IF_ERROR(device::copy(host, lo, staged_bytes, stream));
+  if (in != nullptr && same) {
+    host_in = host + (in_at - lo);
   } else if (in != nullptr) {
     HOOP_RETURN_IF_ERROR(part.staging[1].reserve(in_bytes));
     HOOP_RETURN_IF_ERROR(device::copy(part.staging[1].data(), in, in_bytes, stream));

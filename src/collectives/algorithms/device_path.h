@@ -114,8 +114,8 @@ Status run_local(DevicePart& part, const void* in, std::size_t in_bytes, void* o
 
 /// Runs `host_call` on host copies of a collective's buffers: `in_bytes` at `in` and
 /// `out_bytes` at `out` (device memory) are copied to pinned host staging, the call runs on
-/// those, and the output is copied back. An input inside the output (an in-place call) stays
-/// inside it.
+/// those, and the output is copied back. Overlapping buffers (an input inside the output, or
+/// the output inside the input) keep their places in each other; a null input stays null.
 Status run_staged(DevicePart& part, const void* in, std::size_t in_bytes, void* out,
                   std::size_t out_bytes, Deadline deadline,
                   const std::function<Status(const void* in, void* out)>& host_call);

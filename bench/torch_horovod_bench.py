@@ -11,6 +11,8 @@ Four cases, rank 0 prints one line each ("<case> <value>"):
   samples/s  training throughput of examples/torch_fashion_mnist.py's model (DistributedOptimizer,
              SGD with momentum, --batch-size per rank, --steps timed steps).
 Every timed repetition starts after a barrier (an allreduce of one float, in both modules).
+With --device cuda every tensor, the model and the data live on cuda:<local rank modulo the
+device count> (scripts/gpu-check runs it so on 1 and 2 ranks of one GPU).
 """
 
 import argparse
@@ -25,6 +27,7 @@ from torch_training import Net, load_fashion_mnist, samples_per_second
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--impl", choices=["hoop", "horovod"], required=True)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     add_case_args(p)
     add_training_args(p)
     return p.parse_args()
@@ -36,7 +39,11 @@ def main():
     hvd = importlib.import_module(f"{args.impl}.torch")
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    sync_one = torch.zeros(1)
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        device = torch.device("cuda", hvd.local_rank() % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    sync_one = torch.zeros(1, device=device)
 
     def barrier():
         hvd.allreduce(sync_one, name="bench.barrier", op=hvd.Sum)
@@ -44,9 +51,9 @@ def main():
     def timed(body, reps):
         return median_us(body, reps, barrier)
 
-    lone = torch.ones(2)
-    tensors = [torch.ones(1024) for _ in range(400)]
-    large = torch.ones(16 << 20)
+    lone = torch.ones(2, device=device)
+    tensors = [torch.ones(1024, device=device) for _ in range(400)]
+    large = torch.ones(16 << 20, device=device)
 
     def step():
         handles = [hvd.allreduce_async_(t, name=f"step.{i}", op=hvd.Sum)
@@ -67,7 +74,8 @@ def main():
 
     torch.manual_seed(0)
     x, y = load_fashion_mnist("train", args.data_dir)
-    model = Net()
+    x, y = x.to(device), y.to(device)
+    model = Net().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())

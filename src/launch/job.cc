@@ -37,6 +37,7 @@ struct Rank {
   int index = 0;
   pid_t pid = -1;
   bool exited = false;
+  Clock::time_point ended;  // when hooprun saw it end
   ExitStatus status;
   std::string name;        // in messages: "rank 3" or "rank 3 on host-b"
   std::string short_name;  // "rank 3"
@@ -83,7 +84,7 @@ class Supervisor final : public JobControl {
     }
     for (Rank& rank : ranks_) close_streams(rank);
     reap_all();
-    if (failed_rank_) report_failure(ranks_.at(*failed_rank_));
+    if (failed_rank_) report_failure(ranks_.at(root_cause()));
     return exit_code_.value_or(kExitSuccess);
   }
 
@@ -181,6 +182,21 @@ class Supervisor final : public JobControl {
       }
     }
     return files;
+  }
+
+  // The rank the closing line is about: the first that a signal ended on its own (killed,
+  // OOM-killed, crashed) around the failure that ended the job, since the ranks that exited
+  // with a code were most likely reporting its loss, whichever exit hooprun happened to see
+  // first; else the rank whose failure ended the job. (An elastic job's earlier losses, long
+  // recovered, are no cause of its end.)
+  std::size_t root_cause() const {
+    const Rank& ending = ranks_.at(*failed_rank_);
+    if (!ending.exited) return *failed_rank_;
+    for (const std::size_t index : failed_order_) {
+      const Rank& r = ranks_.at(index);
+      if (r.status.signaled && r.ended + kRootCauseWindow >= ending.ended) return index;
+    }
+    return *failed_rank_;
   }
 
   // The final word on a failed rank, after every other line: where it ran, how it ended, and
@@ -327,6 +343,7 @@ class Supervisor final : public JobControl {
       }
       if (info.si_pid == 0) continue;
       rank.exited = true;
+      rank.ended = Clock::now();
       rank.status.signaled = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
       rank.status.value = info.si_status;
       drain_streams(rank);

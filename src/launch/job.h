@@ -19,6 +19,10 @@ inline constexpr std::chrono::seconds kGracePeriod{5};
 /// After the first rank fails, how long the others may take to end on their own before they
 /// are signalled: ranks that find the same error (a bad argument) then all get to report it.
 inline constexpr std::chrono::milliseconds kSettlePeriod{200};
+/// How long before the failure that ends a job another rank's death by a signal still counts as
+/// its root cause (the survivors take up to HOOP_TIMEOUT_SECONDS to notice only when the dead
+/// rank was idle; a pidfd or a closed connection tells them within milliseconds).
+inline constexpr std::chrono::seconds kRootCauseWindow{2};
 /// Time after SIGKILL after which output pipes still held open (by processes that left
 /// the ranks' process groups) are abandoned so that hooprun can exit.
 inline constexpr std::chrono::seconds kAbandonPipesAfter{2};

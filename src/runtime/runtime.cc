@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -176,6 +177,10 @@ Status start_timeline_file(Global& g, const std::string& path, bool mark_cycles)
   return g.timeline->start(file, mark_cycles);
 }
 
+namespace {
+void shut_down(bool quiet);
+}  // namespace
+
 void init() {
   Global& g = global();
   std::lock_guard<std::mutex> lock(g.mu);
@@ -228,9 +233,19 @@ void init() {
   g.sets[kGlobalProcessSet] = std::move(all);
   g.next_set = 1;
   g.initialized = true;
+  // A program that returns from main without shutdown() leaves the job as shutdown() would:
+  // the peers see an orderly end (every rank's runtime stops, later calls fail naming this
+  // rank), not a lost rank and an error line. Registered after global() exists, so it runs
+  // before global()'s destructor.
+  static const bool at_exit = std::atexit([] { shut_down(true); }) == 0;
+  (void)at_exit;
 }
 
-void shutdown() {
+namespace {
+
+/// shutdown(); `quiet`: a failure the runtime met before is not logged again (at exit, where
+/// it was reported when it happened).
+void shut_down(bool quiet) {
   Global& g = global();
   std::unique_lock<std::mutex> lock(g.mu);
   if (!g.initialized) return;
@@ -250,8 +265,12 @@ void shutdown() {
   set_collectives_timeline(nullptr);
   g.timeline.reset();
   g.store.reset();
-  if (!first.ok()) HOOP_LOG(kWarn, "shutdown after a failure: {}", first.to_string());
+  if (!first.ok() && !quiet) HOOP_LOG(kWarn, "shutdown after a failure: {}", first.to_string());
 }
+
+}  // namespace
+
+void shutdown() { shut_down(false); }
 
 void start_timeline(const std::string& path, bool mark_cycles) {
   Global& g = initialized_global();

@@ -136,6 +136,18 @@ void comm_case(const std::string& name) {
       }
       if (w[kValues] > 0 && step >= 9) break;
     }
+  } else if (name == "comm_kill_large") {
+    // Rank 1 dies in the middle of 4 MiB allreduces, which on one host read the peers' memory
+    // (cross-memory attach): a survivor whose read of a third rank fails because that rank
+    // already aborted must still name rank 1, not the failed read.
+    std::vector<float> big(std::size_t{1} << 20, 1.0f);
+    if (odd) {
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        kill_self();
+      }).detach();
+    }
+    for (int step = 0; step < 1000; ++step) check(allreduce(c, big));
   } else if (name == "comm_kill") {
     if (odd) kill_self();
     check(allreduce(c, v));
@@ -245,6 +257,15 @@ void runtime_case(const std::string& name) {
       } else {
         hoop::allreduce("t", tensor(v), tensor(v));
       }
+    } else if (name == "rt_end_without_shutdown") {
+      // Every rank ends its program without shutdown(), as most Horovod scripts do; the even
+      // ranks (the coordinator among them) first, while the odd ones still idle: no rank may
+      // print an error, and every rank exits 0.
+      hoop::allreduce("t", tensor(v), tensor(v));
+      if (odd) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::printf("rank %d: ok\n", g_rank);
+      std::fflush(stdout);
+      std::exit(0);  // exit handlers run, as after main returns
     } else if (name == "rt_exit") {
       // Rank 1's process ends without a shutdown.
       if (odd) finish();

@@ -2,13 +2,17 @@
 whose success is a particular failure, such as a rank being killed.
 
     run_expect.py [--rc N | --rc nonzero] [--expect TEXT]... [--count TEXT:N]...
-                  [--reject TEXT]... [--timeout S] -- command args...
+                  [--reject TEXT]... [--reject-errors] [--timeout S] [--repeat N]
+                  -- command args...
 
 --expect: TEXT appears in stdout+stderr; --count: it appears on exactly N lines; --reject:
-it appears nowhere. Exits 0 when every condition holds, else 1 after printing the output.
+it appears nowhere; --reject-errors: no rank logs an error line ("[hoop R] E ..."; CMake cannot
+pass the bracket to --reject); --repeat: the command runs N times, each run checked. Exits 0 when every
+condition holds in every run, else 1 after printing the failing run's output.
 """
 
 import argparse
+import re
 import subprocess
 import sys
 
@@ -20,12 +24,24 @@ def main():
     parser.add_argument("--count", action="append", default=[], help="TEXT:N")
     parser.add_argument("--reject", action="append", default=[])
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--reject-errors", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
+    for run in range(args.repeat):
+        status = check_run(command, args)
+        if status != 0:
+            if args.repeat > 1:
+                print(f"run_expect: run {run + 1} of {args.repeat} failed")
+            return status
+    return 0
 
+
+def check_run(command, args):
+    """Runs `command` once and checks it; 0 when every condition holds."""
     try:
         done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               timeout=args.timeout)
@@ -53,6 +69,10 @@ def main():
     for text in args.reject:
         if text in output:
             failures.append(f"unexpected {text!r}")
+    if args.reject_errors:
+        errors = [line for line in lines if re.search(r"\[hoop \d+\] E ", line)]
+        if errors:
+            failures.append(f"error lines: {errors}")
 
     if failures:
         sys.stdout.write(output)

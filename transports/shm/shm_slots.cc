@@ -110,6 +110,9 @@ Status ShmTransport::read_peer(int peer, const void* remote, void* local, std::s
   if (!p.closed.ok()) return p.closed;
   const int err = read_memory_of(p.pid, remote, local, bytes);
   if (err == 0) return Status::success();
+  // A peer that aborted (for another rank's fault, say) posted its cause here before it let
+  // its buffers go or exited: that cause is why the read failed, and the one to report.
+  if (std::optional<Status> cause = posted_abort(*own_header_, "shm")) return *cause;
   if (err == ESRCH)
     return peer_lost(fmt::format("shm: rank {} (pid {}) exited while rank {} read its memory", peer,
                                  p.pid, rank_));

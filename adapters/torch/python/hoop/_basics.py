@@ -2,6 +2,7 @@
 this rank is, the timeline and what this build supports. Names and meanings follow Horovod's
 horovod.common.basics; hoop.torch and hoop.tensorflow re-export them."""
 
+import atexit
 import os
 import warnings
 
@@ -42,10 +43,25 @@ def init(comm=None, process_sets=None, adapter="hoop", on_start=None):
         if on_start is not None:
             on_start()
         _hoop.init()
+        _shut_down_at_exit()
     _sets.setup_global()
     if process_sets is not None and process_sets != "dynamic":
         for ps in process_sets:
             _sets.add_process_set(ps)
+
+
+_exit_registered = False
+
+
+def _shut_down_at_exit():
+    """A script that ends without shutdown(), as most Horovod scripts do, leaves the job as
+    shutdown() would (Horovod's atexit): the peers see an orderly end, not a lost rank. Here,
+    before the interpreter finalizes, rather than in libhoop's own exit handler, so that no
+    runtime thread meets a half-finalized interpreter."""
+    global _exit_registered
+    if not _exit_registered:
+        atexit.register(lambda: _hoop.shutdown() if _hoop.is_initialized() else None)
+        _exit_registered = True
 
 
 def shutdown(on_stop=None):

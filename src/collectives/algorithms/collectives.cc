@@ -112,7 +112,7 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
   collectives::DevicePart* part = nullptr;
   // Adasum has no device kernels (nor an NCCL op): its device buffers go through host copies.
   // Staged, the allreduce goes in chunks, each one's copies overlapping another's host call.
-  const collectives::StagedRunner chunked = [&](collectives::DevicePart& dp, Deadline deadline) {
+  const auto chunked = [&](collectives::DevicePart& dp, Deadline deadline) {
     return collectives::run_staged_chunked(
         dp, o.input, o.output, bytes, dtype_size(o.dtype), deadline,
         [&](const void* in, void* out, std::size_t, std::size_t length) {

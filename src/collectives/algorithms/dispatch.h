@@ -60,16 +60,14 @@ inline void set_buffers(BroadcastOptions& o, const void*, void* out) { o.buffer 
 inline void set_buffers(SendOptions& o, const void* in, void*) { o.data = in; }
 inline void set_buffers(RecvOptions& o, const void*, void* out) { o.data = out; }
 
-/// How a staged call runs instead of run_staged (the allreduce's chunked pipeline); null:
-/// run_staged.
-using StagedRunner = std::function<Status(DevicePart& part, Deadline deadline)>;
-
 /// For a call on device buffers: routes it (device_route.h) and runs it on the device backend,
 /// as a device copy (one rank), or on host copies of the buffers (through `self`, the public
-/// collective, or `staged_runner`), and returns its status; or returns nullopt when the
-/// algorithm itself is to run, with `part` set when it runs on the device over transports/cuda
-/// and null for host buffers.
-template <typename Options>
+/// collective, or `staged_runner(part, deadline)` where one is given: the allreduce's chunked
+/// pipeline), and returns its status; or returns nullopt when the algorithm itself is to run,
+/// with `part` set when it runs on the device over transports/cuda and null for host buffers.
+/// (A template parameter rather than a std::function: host calls pass here too, and must not
+/// pay for building one.)
+template <typename Options, typename StagedRunner = std::nullptr_t>
 std::optional<Status> run_on_device(Communicator& comm, const Options& o, const RouteCall& call,
                                     const std::function<std::string()>& what,
                                     Status (*self)(Communicator&, const Options&),
@@ -111,7 +109,7 @@ std::optional<Status> run_on_device(Communicator& comm, const Options& o, const 
     case DeviceRoute::kStaged:
       break;
   }
-  if (staged_runner) return staged_runner(p, deadline);
+  if constexpr (!std::is_same_v<StagedRunner, std::nullptr_t>) return staged_runner(p, deadline);
   return run_staged(p, staged.in, staged.in_bytes, staged.out, staged.out_bytes, deadline,
                     [&](const void* in, void* out) {
                       Options h = o;

@@ -145,6 +145,27 @@ Status run_kernel(std::string_view fn, std::initializer_list<Operand> operands, 
   return launch().with_context(fn);
 }
 
+/// Polls `done` until it holds or fails, or `deadline` passes (timeout_error saying `late()`).
+/// Yields first (short waits end within microseconds), then sleeps, doubling up to 1 ms, so that
+/// a long wait does not hold a core.
+template <class Done, class Late>
+Status poll_until(Done done, Deadline deadline, Late late) {
+  constexpr int kYields = 64;
+  constexpr auto kMaxSleep = std::chrono::microseconds(1000);
+  auto sleep = std::chrono::microseconds(10);
+  for (int polls = 0;; ++polls) {
+    HOOP_ASSIGN_OR_RETURN(bool finished, done());
+    if (finished) return Status::success();
+    if (Clock::now() >= deadline) return timeout_error(late());
+    if (polls < kYields) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(sleep);
+      sleep = std::min(sleep * 2, kMaxSleep);
+    }
+  }
+}
+
 Status check_event(std::string_view fn, const void* handle) {
   if (handle != nullptr) return Status::success();
   return invalid_argument(fmt::format(
@@ -244,6 +265,17 @@ Result<bool> Event::query() const {
 Status Event::make_wait(void* stream) const {
   HOOP_RETURN_IF_ERROR(check_event("Event::make_wait", handle_));
   return api().make_wait(handle_, stream);
+}
+
+Status Event::wait(Deadline deadline) const {
+  HOOP_RETURN_IF_ERROR(check_event("Event::wait", handle_));
+  return poll_until([&] { return api().query(handle_); }, deadline,
+                    [&] {
+                      return fmt::format(
+                          "Event::wait: work recorded on CUDA device {} had not finished at the "
+                          "deadline",
+                          device_);
+                    });
 }
 
 Result<Buffer> Buffer::allocate(int device, std::size_t bytes) {
@@ -359,27 +391,14 @@ Status zero(void* dst, std::size_t bytes, void* stream) {
 
 Status synchronize(void* stream, Deadline deadline) {
   if (api().count() == 0) return Status::success();  // nothing can have been queued
-  // Yield first (short waits end within microseconds), then sleep, doubling up to 1 ms, so a
-  // long wait does not hold a core.
-  constexpr int kYields = 64;
-  constexpr auto kMaxSleep = std::chrono::microseconds(1000);
-  auto sleep = std::chrono::microseconds(10);
-  for (int polls = 0;; ++polls) {
-    HOOP_ASSIGN_OR_RETURN(bool done, api().stream_done(stream));
-    if (done) return Status::success();
-    if (Clock::now() >= deadline) {
-      return timeout_error(fmt::format(
-          "device::synchronize: work queued on a stream of CUDA device {} had not finished at "
-          "the deadline",
-          api().stream_device(stream)));
-    }
-    if (polls < kYields) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(sleep);
-      sleep = std::min(sleep * 2, kMaxSleep);
-    }
-  }
+  return poll_until([&] { return api().stream_done(stream); }, deadline,
+                    [&] {
+                      return fmt::format(
+                          "device::synchronize: work queued on a stream of CUDA device {} had not "
+                          "finished at the "
+                          "deadline",
+                          api().stream_device(stream));
+                    });
 }
 
 Status reduce_into(void* dst, const void* src, std::size_t count, DataType dtype, ReduceOp op,

@@ -94,6 +94,9 @@ class Event {
   Result<bool> query() const;
   /// Makes `stream` wait for the last record() without blocking the host.
   Status make_wait(void* stream) const;
+  /// Waits until the work before the last record() has finished, polling as synchronize() does,
+  /// so that the wait ends at `deadline` with timeout_error naming the device.
+  Status wait(Deadline deadline) const;
   void* handle() const { return handle_; }
 
  private:

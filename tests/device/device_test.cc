@@ -420,6 +420,12 @@ TEST_F(FakeDeviceTest, StreamsRunTheirWorkWhenWaitedForAndEventsAnswerNotYetFirs
   EXPECT_EQ(std::memcmp(buf->data(), std::vector<std::byte>(64).data(), 64), 0) << "ran early";
   EXPECT_TRUE(*done->query());
   EXPECT_EQ(std::memcmp(buf->data(), input.data(), 64), 0);
+  // wait() runs what the event waits for, as synchronize() does for a stream.
+  ASSERT_TRUE(zero(buf->data(), 64, stream->handle()).ok());
+  ASSERT_TRUE(done->record(stream->handle()).ok());
+  ASSERT_TRUE(done->wait(Clock::now() + std::chrono::seconds(5)).ok());
+  EXPECT_EQ(std::memcmp(buf->data(), std::vector<std::byte>(64).data(), 64), 0);
+  EXPECT_THAT(Event().wait(Clock::now()).message(), HasSubstr("Event::wait: the event is empty"));
   // A stream made to wait for an event runs the other stream's work first.
   Result<Stream> second = Stream::create(0);
   std::vector<std::byte> out(64);

@@ -6,7 +6,6 @@
 #include <map>
 #include <mutex>
 #include <sstream>
-#include <thread>
 
 #include "core/config.h"
 #include "core/log.h"
@@ -101,18 +100,6 @@ std::size_t staged_chunk_bytes(std::size_t bytes, std::size_t element) {
   constexpr std::size_t kMin = std::size_t{1} << 20, kMax = std::size_t{16} << 20;
   const std::size_t quarter = std::clamp((bytes + 3) / 4, kMin, kMax);
   return std::max(element, quarter / element * element);
-}
-
-/// Polls `e` (recorded on a stream) until its work has finished, or the deadline.
-Status wait_event(const device::Event& e, int device, Deadline deadline) {
-  for (int polls = 0;; ++polls) {
-    HOOP_ASSIGN_OR_RETURN(bool done, e.query());
-    if (done) return Status::success();
-    if (Clock::now() >= deadline)
-      return timeout_error(fmt::format(
-          "staging: a copy from cuda:{} to host memory had not finished at the deadline", device));
-    if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
 }
 
 }  // namespace
@@ -257,7 +244,7 @@ Status run_staged_chunked(DevicePart& part, const void* in, void* out, std::size
   }
   for (std::size_t k = 0; k < chunks; ++k) {
     const std::size_t at = k * chunk, len = std::min(chunk, bytes - at);
-    HOOP_RETURN_IF_ERROR(wait_event(part.chunk_done[k], part.device, deadline));
+    HOOP_RETURN_IF_ERROR(part.chunk_done[k].wait(deadline));
     HOOP_RETURN_IF_ERROR(host_call(host + at, host + at, at, len));
     HOOP_RETURN_IF_ERROR(device::copy(to + at, host + at, len, stream));
   }

@@ -108,6 +108,20 @@ void check_all(Checker& c) {
                 });
         }
       }
+      if (dt == DataType::kF32 && count > 1000) {
+        // Adasum combines whole vectors (dot products): it has no device kernels and goes
+        // through host copies in one piece (at 4 MiB, more than one staging chunk), so its bits
+        // are the host's. One dtype: what is checked is the staging, not Adasum's arithmetic.
+        for (bool in_place : {false, true}) {
+          Bytes in(count * es);
+          comm_check::gen(++id, c.comm.rank(), dt, count, in.data());
+          c.run(fmt::format("allreduce {} adasum x{}{}", dtype_name(dt), count,
+                            in_place ? " in place" : ""),
+                dt, in, in.size(), in_place, [&](const void* i, void* o) {
+                  return allreduce(c.comm, AllreduceOptions{i, o, count, dt, ReduceOp::kAdasum});
+                });
+        }
+      }
       const std::string tag = fmt::format("{} x{}", dtype_name(dt), count);
       Bytes in(count * es);
       comm_check::gen(++id, c.comm.rank(), dt, count, in.data());

@@ -111,10 +111,12 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
   };
   collectives::DevicePart* part = nullptr;
   // Adasum has no device kernels (nor an NCCL op): its device buffers go through host copies.
-  // Staged, the allreduce goes in chunks, each one's copies overlapping another's host call.
+  // Staged, the allreduce goes in chunks, each one's copies overlapping another's host call;
+  // Adasum in one, since it combines whole vectors (their dot products), not element by element.
   const auto chunked = [&](collectives::DevicePart& dp, Deadline deadline) {
     return collectives::run_staged_chunked(
-        dp, o.input, o.output, bytes, dtype_size(o.dtype), deadline,
+        dp, o.input, o.output, bytes,
+        adasum ? std::max<std::size_t>(bytes, 1) : dtype_size(o.dtype), deadline,
         [&](const void* in, void* out, std::size_t, std::size_t length) {
           AllreduceOptions h = o;
           h.input = in;

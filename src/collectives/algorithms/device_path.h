@@ -121,9 +121,10 @@ Status run_staged(DevicePart& part, const void* in, std::size_t in_bytes, void* 
                   const std::function<Status(const void* in, void* out)>& host_call);
 
 /// run_staged for an element-wise call (an allreduce) of `bytes` bytes in elements of
-/// `element` bytes: the buffer goes in chunks, so that one chunk's copies to and from the
-/// device overlap the host call on another. `host_call(in, out, offset, length)` runs on bytes
-/// [offset, offset + length) of the input and output.
+/// `element` bytes: the buffer goes in chunks of whole elements, so that one chunk's copies to
+/// and from the device overlap the host call on another (an `element` of `bytes`: one chunk).
+/// `host_call(in, out, offset, length)` runs on bytes [offset, offset + length) of the input and
+/// output.
 Status run_staged_chunked(DevicePart& part, const void* in, void* out, std::size_t bytes,
                           std::size_t element, Deadline deadline,
                           const std::function<Status(const void* in, void* out, std::size_t offset,

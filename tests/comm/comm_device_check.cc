@@ -6,7 +6,8 @@
 // kernels that round as the host's do), within the float tolerance of comm_reference.h where
 // NCCL may run, which sums in its own order. Prints "device checked N cases on cuda:D" and exits 0,
 // or prints each FAIL and exits 1; exits 0 with "device skipped: <reason>" on a machine without a
-// usable device.
+// usable device. With arguments `mismatch FIELD` it checks instead that a device call whose
+// ranks disagree fails on every rank (check_mismatch).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -149,10 +150,41 @@ void check_all(Checker& c) {
   }
 }
 
+/// `comm_device_check mismatch FIELD`: one allreduce of 1031 elements on device buffers in
+/// which rank 1 differs from the others in FIELD (op: max against sum; dtype: i32 against f32
+/// of the same bytes; buffers: host memory against device memory). Every rank must fail,
+/// naming the field: prints "rank R: mismatch: <error>" and exits 0, or a FAIL and exits 1.
+int check_mismatch(Communicator& comm, int dev, const std::string& field) {
+  constexpr std::size_t kCount = 1031;
+  const bool odd = comm.rank() == 1;
+  AllreduceOptions o;
+  o.count = kCount;
+  o.dtype = odd && field == "dtype" ? DataType::kI32 : DataType::kF32;
+  o.op = odd && field == "op" ? ReduceOp::kMax : ReduceOp::kSum;
+  Bytes host(kCount * 4, std::byte{0});
+  Result<device::Buffer> buf = device::Buffer::allocate(dev, host.size());
+  if (!buf.ok()) {
+    fmt::print("FAIL rank {}: cannot allocate device memory\n", comm.rank());
+    return 1;
+  }
+  if (!device::copy(buf->data(), host.data(), host.size()).ok()) {
+    fmt::print("FAIL rank {}: copy to the device failed\n", comm.rank());
+    return 1;
+  }
+  o.input = o.output = odd && field == "buffers" ? static_cast<void*>(host.data()) : buf->data();
+  const Status s = allreduce(comm, o);
+  if (s.ok()) {
+    fmt::print("FAIL rank {}: the mismatched allreduce ({}) succeeded\n", comm.rank(), field);
+    return 1;
+  }
+  fmt::print("rank {}: mismatch: {}\n", comm.rank(), s.to_string());
+  return 0;
+}
+
 }  // namespace
 }  // namespace hoop
 
-int main() {
+int main(int argc, char** argv) {
   using namespace hoop;
   const int devices = device::device_count();
   if (devices == 0) {
@@ -170,6 +202,7 @@ int main() {
     fmt::print("FAIL create: {}\n", comm.status().to_string());
     return 1;
   }
+  if (argc == 3 && std::string(argv[1]) == "mismatch") return check_mismatch(**comm, dev, argv[2]);
   // Bit for bit wherever hoop's own algorithms run (hoop, staging, and auto on the fake device,
   // which has no NCCL); within tolerance where NCCL may sum in its own order.
   const char* asked = std::getenv("HOOP_GPU_BACKEND");

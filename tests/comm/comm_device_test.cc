@@ -63,6 +63,59 @@ INSTANTIATE_TEST_SUITE_P(Jobs, CommDevice,
                                   p.param.backend;
                          });
 
+struct MismatchJob {
+  int ranks;
+  const char* backend;
+  const char* field;
+  /// The host transport: shm's shared slots carry the fingerprints on one host, tcp's
+  /// messages (CallCheck::exchange) elsewhere.
+  const char* transport = "shm";
+};
+void PrintTo(const MismatchJob& j, std::ostream* os) {
+  *os << j.ranks << " ranks, HOOP_GPU_BACKEND=" << j.backend << ", rank 1's " << j.field
+      << ", HOOP_TRANSPORT=" << j.transport;
+}
+
+class CommDeviceMismatch : public ::testing::TestWithParam<MismatchJob> {};
+
+// A device allreduce in which rank 1 passes another op, dtype or kind of memory: the call's
+// fingerprint is checked on the host before any device work is enqueued (over CUDA IPC, whose
+// messages are device memory and cannot carry it; NCCL's the same way), so every rank fails
+// naming the field instead of summing garbage or waiting on its device.
+TEST_P(CommDeviceMismatch, EveryRankNamesTheField) {
+  if (device::device_count() == 0) GTEST_SKIP() << device::unavailable_reason();
+  const MismatchJob job = GetParam();
+  if (std::string(job.backend) == "nccl" &&
+      (!collectives::device_backend_registered("nccl") || device::device_count() < job.ranks))
+    GTEST_SKIP() << "NCCL needs a GPU for each rank";
+  std::vector<std::string> env = {std::string("HOOP_GPU_BACKEND=") + job.backend,
+                                  "HOOP_CUDA_IPC_MIN_BYTES=0",
+                                  std::string("HOOP_TRANSPORT=") + job.transport};
+  const RunResult r = launch::testing::run_ranks(HOOP_COMM_DEVICE_CHECK_BIN, job.ranks,
+                                                 {"mismatch", job.field}, env, kDeadline);
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, ": mismatch: "), job.ranks) << r.out << r.err;
+  // Over tcp, a rank on host buffers sends its payload behind its call header, and the lengths
+  // differ before the headers are compared: both ranks say that the calls differ.
+  const bool lengths = std::string(job.transport) == "tcp" && std::string(job.field) == "buffers";
+  const std::string named = lengths ? " differ" : std::string(job.field) + " differs";
+  EXPECT_EQ(count_lines_with(r.out, ": mismatch: ", named), job.ranks)
+      << r.out << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Jobs, CommDeviceMismatch,
+                         ::testing::Values(MismatchJob{2, "hoop", "op"},
+                                           MismatchJob{3, "hoop", "dtype"},
+                                           MismatchJob{3, "hoop", "op", "tcp"},
+                                           MismatchJob{2, "hoop", "buffers"},
+                                           MismatchJob{2, "hoop", "buffers", "tcp"},
+                                           MismatchJob{2, "nccl", "op"}),
+                         [](const auto& p) {
+                           return std::to_string(p.param.ranks) + "Ranks_" + p.param.backend +
+                                  "_" + p.param.field + "_" + p.param.transport;
+                         });
+
 // Host buffers stay on the host path: no device, whatever the build.
 TEST(CommDeviceBuffers, HostMemoryIsNoDevice) {
   int on_stack = 0;

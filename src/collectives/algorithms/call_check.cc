@@ -12,13 +12,14 @@ namespace {
 // The header in front of a call's first message to a peer (little-endian hosts only, like the
 // rest of the data path):
 //   u32 magic | u32 call number | u8 kind | u8 dtype | u8 op | u8 algorithm | i32 root
-//   | u32 counts hash | u32 present-bits | u64 count
+//   | u32 counts hash | u32 present-bits (and the device flag) | u64 count
 constexpr std::size_t kHeaderBytes = kFingerprintBytes;
 constexpr std::uint32_t kMagic = 0x4C414348;  // "HCAL"
 constexpr std::uint8_t kUnset = 0xFF;
 constexpr std::uint32_t kRoot = 1;
 constexpr std::uint32_t kCount = 2;
 constexpr std::uint32_t kCountsHash = 4;
+constexpr std::uint32_t kDevice = 8;
 
 struct Decoded {
   std::uint32_t magic = 0;
@@ -50,6 +51,7 @@ void encode(const CallFingerprint& fp, std::uint32_t seq, std::byte* out) {
   if (fp.root) present |= kRoot;
   if (fp.count) present |= kCount;
   if (fp.counts_hash) present |= kCountsHash;
+  if (fp.device) present |= kDevice;
   put(out + 20, present);
   put(out + 24, fp.count.value_or(0));
 }
@@ -69,6 +71,7 @@ Decoded decode(const std::byte* in) {
   if (present & kRoot) d.fp.root = get<std::int32_t>(in + 12);
   if (present & kCountsHash) d.fp.counts_hash = get<std::uint32_t>(in + 16);
   if (present & kCount) d.fp.count = get<std::uint64_t>(in + 24);
+  d.fp.device = (present & kDevice) != 0;
   return d;
 }
 
@@ -100,6 +103,7 @@ std::string describe(const CallFingerprint& fp, std::uint32_t seq) {
   if (fp.op) s += ", " + op_text(fp.op);
   if (fp.algorithm) s += ", " + algorithm_text(fp.algorithm);
   if (fp.root) s += fmt::format(", root {}", *fp.root);
+  if (fp.device) s += ", on the device";
   return s;
 }
 
@@ -255,6 +259,41 @@ Status CheckedTransport::finish(RequestId id) {
   return Status::success();
 }
 
+Status CallCheck::exchange(Transport& base, const CallFingerprint& fp, Deadline deadline) {
+  const int n = base.size();
+  const int me = base.rank();
+  std::byte mine[kFingerprintBytes];
+  encode(fp, static_cast<std::uint32_t>(++seq_), mine);
+  std::vector<std::byte> theirs(static_cast<std::size_t>(n) * kFingerprintBytes);
+  std::vector<RequestId> ids;
+  ids.reserve(2 * static_cast<std::size_t>(n));
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    HOOP_ASSIGN_OR_RETURN(
+        RequestId r,
+        base.recv(peer, theirs.data() + static_cast<std::size_t>(peer) * kFingerprintBytes,
+                  kFingerprintBytes));
+    ids.push_back(r);
+    HOOP_ASSIGN_OR_RETURN(RequestId s, base.send(peer, mine, kFingerprintBytes));
+    ids.push_back(s);
+  }
+  if (Status s = base.wait(ids, deadline); !s.ok()) {
+    // A message of another length is a peer in another call, or in this one on host buffers
+    // (whose first message carries its payload behind the header).
+    if (s.code() != StatusCode::kProtocolError) return s;
+    return Status(s.code(),
+                  fmt::format("{} (this rank called {} and expected each peer's call header "
+                              "alone: the ranks' calls differ, or some pass host buffers)",
+                              s.message(), describe(fp, static_cast<std::uint32_t>(seq_))));
+  }
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    HOOP_RETURN_IF_ERROR(compare_fingerprints(
+        mine, theirs.data() + static_cast<std::size_t>(peer) * kFingerprintBytes, me, peer));
+  }
+  return Status::success();
+}
+
 void encode_fingerprint(const CallFingerprint& fp, std::uint64_t seq, std::byte* out) {
   encode(fp, static_cast<std::uint32_t>(seq), out);
 }
@@ -298,6 +337,7 @@ Status compare_fingerprints(const std::byte* mine, const std::byte* theirs, int 
   field("root", opt_text(m.fp.root), opt_text(t.fp.root));
   field("counts", opt_text(m.fp.counts_hash), opt_text(t.fp.counts_hash));
   field("algorithm", algorithm_text(m.fp.algorithm), algorithm_text(t.fp.algorithm));
+  field("buffers", m.fp.device ? "device" : "host", t.fp.device ? "device" : "host");
   if (diffs.empty()) return Status::success();
   return mismatch_error(
       fmt::format("mismatched collective calls: rank {} called {}, rank {} called {}: {}", me,

@@ -39,6 +39,9 @@ struct CallFingerprint {
   std::optional<std::uint64_t> count = std::nullopt;
   /// A hash of per-rank counts every rank passes alike (allgatherv); unset: not compared.
   std::optional<std::uint32_t> counts_hash = std::nullopt;
+  /// The call runs on device buffers (NCCL, transports/cuda), where the host path would read
+  /// them as host memory.
+  bool device = false;
 };
 
 /// Bytes of an encoded fingerprint with its call number.
@@ -63,6 +66,12 @@ class CallCheck {
 
   CallCheck();
   ~CallCheck();
+
+  /// For a call that sends nothing of its own on `base` (a device call on NCCL or over
+  /// transports/cuda): sends `fp` with the next call number to every peer, receives each peer's
+  /// and compares them by `deadline`. Every rank sees every fingerprint, so a mismatch fails the
+  /// call on every rank, naming the field, before any rank enqueues device work that would wait.
+  Status exchange(Transport& base, const CallFingerprint& fp, Deadline deadline);
 
  private:
   friend class CheckedTransport;

@@ -125,6 +125,8 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
           return allreduce(comm, h);
         });
   };
+  const CallFingerprint fp{.kind = Collective::kAllreduce, .dtype = o.dtype, .op = o.op,
+                           .algorithm = algo, .count = o.count};
   if (auto done =
           run_on_device(comm, o,
                         {.kind = Collective::kAllreduce,
@@ -132,11 +134,10 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
                          .op = o.op,
                          .host_only = adasum,
                          .bytes = bytes},
-                        what, &allreduce, adasum ? nullptr : &collectives::DeviceBackend::allreduce,
+                        &fp, what, &allreduce,
+                        adasum ? nullptr : &collectives::DeviceBackend::allreduce,
                         Staged{o.input, bytes, o.output, bytes}, part, chunked))
     return *done;
-  const CallFingerprint fp{.kind = Collective::kAllreduce, .dtype = o.dtype, .op = o.op,
-                           .algorithm = algo, .count = o.count};
   // Over CUDA IPC on one host, unless an algorithm was named: the host's one-host order, so that
   // the device gives the host's bits (allreduce_rank_order.cc).
   const bool rank_order = part != nullptr && !adasum && o.algorithm == Algorithm::kAuto &&
@@ -167,13 +168,13 @@ Status broadcast(Communicator& comm, const BroadcastOptions& o) {
   if (auto* impl = in_slots(comm, bytes, false, {{o.buffer, "buffer"}}))
     return collectives::broadcast_in_slots(*impl, o, bytes, what);
   collectives::DevicePart* part = nullptr;
-  if (auto done =
-          run_on_device(comm, o, collectives::route_call_of(Collective::kBroadcast, o.dtype, bytes),
-                        what, &broadcast, &collectives::DeviceBackend::broadcast,
-                        Staged{o.buffer, 0, o.buffer, bytes}, part))
-    return *done;
   const CallFingerprint fp{
       .kind = Collective::kBroadcast, .dtype = o.dtype, .root = o.root, .count = o.count};
+  if (auto done =
+          run_on_device(comm, o, collectives::route_call_of(Collective::kBroadcast, o.dtype, bytes),
+                        &fp, what, &broadcast, &collectives::DeviceBackend::broadcast,
+                        Staged{o.buffer, 0, o.buffer, bytes}, part))
+    return *done;
   return run(comm, fp, what, [&](Context& ctx) {
     return collectives::broadcast_bytes(ctx, bytes_of(o.buffer), bytes, o.root);
   }, part);
@@ -193,12 +194,12 @@ Status allgather(Communicator& comm, const AllgatherOptions& o) {
   if (auto* impl = in_slots(comm, block, true, {{o.input, "input"}, {o.output, "output"}}))
     return collectives::allgather_in_slots(*impl, o, block, what);
   collectives::DevicePart* part = nullptr;
+  const CallFingerprint fp{.kind = Collective::kAllgather, .dtype = o.dtype, .count = o.count};
   if (auto done =
           run_on_device(comm, o, collectives::route_call_of(Collective::kAllgather, o.dtype, block),
-                        what, &allgather, &collectives::DeviceBackend::allgather,
+                        &fp, what, &allgather, &collectives::DeviceBackend::allgather,
                         Staged{o.input, block, o.output, block * comm.size()}, part))
     return *done;
-  const CallFingerprint fp{.kind = Collective::kAllgather, .dtype = o.dtype, .count = o.count};
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     HOOP_RETURN_IF_ERROR(copy_in(ctx, bytes_of(o.output) + block * comm.rank(), o.input, block));
     return collectives::ring_allgatherv(ctx, bytes_of(o.output), offsets, lengths);
@@ -216,13 +217,13 @@ Status allgatherv(Communicator& comm, const AllgathervOptions& o) {
   auto what = [&] { return fmt::format("allgatherv of {} {}", total, dtype_name(o.dtype)); };
   collectives::DevicePart* part = nullptr;  // NCCL has no v-variant: staged
   const Staged staged{o.input, lengths[comm.rank()], o.output, total * dtype_size(o.dtype)};
+  const CallFingerprint fp{.kind = Collective::kAllgatherv, .dtype = o.dtype, .count = total,
+                           .counts_hash = collectives::hash_counts(o.counts)};
   if (auto done = run_on_device(
           comm, o,
           collectives::route_call_of(Collective::kAllgatherv, o.dtype, total * dtype_size(o.dtype)),
-          what, &allgatherv, nullptr, staged, part))
+          &fp, what, &allgatherv, nullptr, staged, part))
     return *done;
-  const CallFingerprint fp{.kind = Collective::kAllgatherv, .dtype = o.dtype, .count = total,
-                           .counts_hash = collectives::hash_counts(o.counts)};
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     HOOP_RETURN_IF_ERROR(copy_in(ctx, bytes_of(o.output) + offsets[comm.rank()], o.input,
                                  lengths[comm.rank()]));
@@ -248,13 +249,13 @@ Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& o) {
   // In place, the output holds all the inputs: stage all of it.
   collectives::DevicePart* part = nullptr;
   const bool in_place = o.input == nullptr || o.input == o.output;
-  if (auto done = run_on_device(
-          comm, o, collectives::route_call_of(Collective::kReduceScatter, o.dtype, block, o.op),
-          what, &reduce_scatter, &collectives::DeviceBackend::reduce_scatter,
-          Staged{o.input, total, o.output, in_place ? total : block}, part))
-    return *done;
   const CallFingerprint fp{
       .kind = Collective::kReduceScatter, .dtype = o.dtype, .op = o.op, .count = o.count};
+  if (auto done = run_on_device(
+          comm, o, collectives::route_call_of(Collective::kReduceScatter, o.dtype, block, o.op),
+          &fp, what, &reduce_scatter, &collectives::DeviceBackend::reduce_scatter,
+          Staged{o.input, total, o.output, in_place ? total : block}, part))
+    return *done;
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     // The ring reads this rank's inputs where they are and reduces into a working buffer (the
     // output holds one block), whose block `rank` ends fully reduced.
@@ -284,14 +285,14 @@ Status reduce_scatterv(Communicator& comm, const ReduceScattervOptions& o) {
                        op_name(o.op));
   };
   collectives::DevicePart* part = nullptr;  // NCCL has no v-variant: staged
-  if (auto done = run_on_device(
-          comm, o, collectives::route_call_of(Collective::kReduceScatterv, o.dtype, total, o.op),
-          what, &reduce_scatterv, nullptr,
-          Staged{o.input, total, o.output, in_place ? total : mine}, part))
-    return *done;
   const CallFingerprint fp{.kind = Collective::kReduceScatterv, .dtype = o.dtype, .op = o.op,
                            .count = total_count,
                            .counts_hash = collectives::hash_counts(o.counts)};
+  if (auto done = run_on_device(
+          comm, o, collectives::route_call_of(Collective::kReduceScatterv, o.dtype, total, o.op),
+          &fp, what, &reduce_scatterv, nullptr,
+          Staged{o.input, total, o.output, in_place ? total : mine}, part))
+    return *done;
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     // The ring reads this rank's inputs where they are and reduces into a working buffer,
     // whose block `rank` ends fully reduced.
@@ -316,13 +317,13 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
   block_layout(counts, dtype_size(o.dtype), offsets, lengths);
   auto what = [&] { return fmt::format("alltoall of {} {}", o.count, dtype_name(o.dtype)); };
   collectives::DevicePart* part = nullptr;
+  const CallFingerprint fp{.kind = Collective::kAlltoall, .dtype = o.dtype, .count = o.count};
   if (auto done = run_on_device(
           comm, o,
           collectives::route_call_of(Collective::kAlltoall, o.dtype, o.count * dtype_size(o.dtype)),
-          what, &alltoall, &collectives::DeviceBackend::alltoall,
+          &fp, what, &alltoall, &collectives::DeviceBackend::alltoall,
           Staged{o.input, total, o.output, total}, part))
     return *done;
-  const CallFingerprint fp{.kind = Collective::kAlltoall, .dtype = o.dtype, .count = o.count};
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     const std::byte* in = bytes_of(o.input);
     if (o.input == nullptr || o.input == o.output) {
@@ -364,12 +365,12 @@ Status alltoallv(Communicator& comm, const AlltoallvOptions& o) {
   };
   collectives::DevicePart* part = nullptr;  // NCCL has no v-variant: staged
   const Staged staged{o.input, send_total * es, o.output, recv_total * es};
+  const CallFingerprint fp{.kind = Collective::kAlltoallv, .dtype = o.dtype};
   if (auto done = run_on_device(comm, o,
                                 collectives::route_call_of(Collective::kAlltoallv, o.dtype,
                                                            collectives::RouteCall::kUnknownBytes),
-                                what, &alltoallv, nullptr, staged, part))
+                                &fp, what, &alltoallv, nullptr, staged, part))
     return *done;
-  const CallFingerprint fp{.kind = Collective::kAlltoallv, .dtype = o.dtype};
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     const std::byte* in = bytes_of(o.input);
     if (in_place) {

@@ -20,13 +20,14 @@ Status run_call(Communicator& comm, const CallFingerprint* fp,
   // A Communicator implemented outside hoop gets per-call scratch.
   Scratch local;
   Transport& base = part != nullptr ? *part->transport : comm.transport();
-  const bool check = fp != nullptr && part == nullptr && impl != nullptr &&
-                     impl->call_check() != nullptr && comm.size() > 1;
+  const bool check = fp != nullptr && impl != nullptr && impl->call_check() != nullptr &&
+                     comm.size() > 1;
   // Where the ranks share slots, the fingerprints meet there (one_host.h) instead of riding on
-  // the first messages.
-  const bool in_slots = check && impl->slots() != nullptr;
+  // the first messages. A call over transports/cuda, whose messages are device memory, had its
+  // fingerprint checked on the host before it was routed (run_on_device).
+  const bool in_slots = check && part == nullptr && impl->slots() != nullptr;
   std::optional<CheckedTransport> checked;
-  if (check && !in_slots) checked.emplace(base, *impl->call_check(), *fp);
+  if (check && part == nullptr && !in_slots) checked.emplace(base, *impl->call_check(), *fp);
   Transport& transport = checked ? static_cast<Transport&>(*checked) : base;
   Context ctx{transport, comm.rank(), comm.size(), Clock::now() + comm.timeout(),
               impl != nullptr ? impl->scratch() : local};
@@ -44,6 +45,14 @@ Status run_call(Communicator& comm, const CallFingerprint* fp,
 }
 
 }  // namespace
+
+Status check_device_call(CommImpl& impl, const CallFingerprint& fp, Deadline deadline) {
+  if (impl.call_check() == nullptr || impl.size() < 2) return Status::success();
+  CallFingerprint device_fp = fp;
+  device_fp.device = true;
+  if (impl.slots() != nullptr) return meet_in_slots(impl, device_fp, nullptr, 0, deadline);
+  return impl.call_check()->exchange(impl.transport(), device_fp, deadline);
+}
 
 Status fail_call(Communicator& comm, Transport& base, Status status, std::uint64_t call,
                  const std::function<std::string()>& what) {

@@ -32,6 +32,14 @@ Status run(Communicator& comm, const CallFingerprint& fp, const std::function<st
 Status run_p2p(Communicator& comm, const std::function<std::string()>& what,
                const std::function<Status(Context&)>& body, DevicePart* part = nullptr);
 
+/// Checks device call `fp` with every peer on the host before any device work of it is
+/// enqueued (NCCL, transports/cuda, whose messages cannot carry it), or its host copies are
+/// made: in the
+/// shared slots on one host, else one fingerprint message to and from each peer
+/// (CallCheck::exchange). Every rank sees every fingerprint, so a mismatch fails the call on
+/// every rank, naming the field, and none is left waiting on its device.
+Status check_device_call(CommImpl& impl, const CallFingerprint& fp, Deadline deadline);
+
 /// The failure path of every collective: adds the diagnosis of a timeout of call number `call`
 /// (0: a point-to-point call, none), aborts `base` with the cause, so that every peer fails with
 /// it, and names `what`.
@@ -67,8 +75,11 @@ inline void set_buffers(RecvOptions& o, const void*, void* out) { o.data = out; 
 /// with `part` set when it runs on the device over transports/cuda and null for host buffers.
 /// (A template parameter rather than a std::function: host calls pass here too, and must not
 /// pay for building one.)
+/// `fp` is the call's fingerprint, checked on the host before the call is routed (null: a
+/// point-to-point call, which has none).
 template <typename Options, typename StagedRunner = std::nullptr_t>
 std::optional<Status> run_on_device(Communicator& comm, const Options& o, const RouteCall& call,
+                                    const CallFingerprint* fp,
                                     const std::function<std::string()>& what,
                                     Status (*self)(Communicator&, const Options&),
                                     std::type_identity_t<BackendCall<Options>> backend,
@@ -83,6 +94,15 @@ std::optional<Status> run_on_device(Communicator& comm, const Options& o, const 
     return invalid_argument(fmt::format(
         "{}: device buffers need a communicator built by Communicator::create", what()));
   impl->async().drain();  // as run() does, before the device side is touched
+  // First of all, so that ranks that disagree fail before any of them gathers device facts
+  // (which a rank calling on host buffers never joins) or enqueues device work.
+  if (fp != nullptr) {
+    Status checked = check_device_call(*impl, *fp, Clock::now() + comm.timeout());
+    if (!checked.ok()) {
+      comm.transport().abort(checked);
+      return checked.with_context(what());
+    }
+  }
   Result<DevicePart*> got = impl->device(*device);
   if (!got.ok()) return got.status().with_context(what());
   Result<DeviceRoute> route = impl->route(**got, call);

@@ -95,7 +95,7 @@ Status run_p2p_call(Communicator& comm, const Options& o,
                     const std::function<Status(Context&)>& body) {
   collectives::DevicePart* part = nullptr;
   if (auto done = collectives::run_on_device(comm, o, {std::nullopt, o.dtype, ReduceOp::kSum, true},
-                                             what, self, nullptr, staged, part))
+                                             nullptr, what, self, nullptr, staged, part))
     return *done;
   return collectives::run_p2p(comm, what, body, part);
 }

@@ -170,11 +170,12 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
   const void* root_buf = is_root ? blocks : nullptr;
   const Staged staged = gather ? Staged{mine, lengths[me], const_cast<void*>(root_buf), root_bytes}
                                : Staged{root_buf, root_bytes, const_cast<void*>(mine), lengths[me]};
+  const CallFingerprint fp = blocks_fingerprint(kind, o.dtype, o.root, o.counts, total);
   if (auto done = run_on_device(comm, o, collectives::route_call_of(kind, o.dtype, total * es),
-                                what, staged_self, nullptr, staged, part))
+                                &fp, what, staged_self, nullptr, staged, part))
     return *done;
   return run(
-      comm, blocks_fingerprint(kind, o.dtype, o.root, o.counts, total), what,
+      comm, fp, what,
       [&](Context& ctx) {
         return move_blocks(ctx, gather, const_cast<std::byte*>(bytes_of(blocks)),
                            const_cast<std::byte*>(bytes_of(mine)), offsets, lengths, o.root);
@@ -217,12 +218,12 @@ Status reduce(Communicator& comm, const RootReduceOptions& given) {
   };
   collectives::DevicePart* part = nullptr;
   const Staged staged{o.input, bytes, is_root ? o.output : nullptr, is_root ? bytes : 0};
-  if (auto done = run_on_device(
-          comm, o, collectives::route_call_of(Collective::kReduce, o.dtype, bytes, o.op), what,
-          &reduce, nullptr, staged, part))
-    return *done;
   const CallFingerprint fp{
       .kind = Collective::kReduce, .dtype = o.dtype, .op = o.op, .root = o.root, .count = o.count};
+  if (auto done = run_on_device(
+          comm, o, collectives::route_call_of(Collective::kReduce, o.dtype, bytes, o.op), &fp,
+          what, &reduce, nullptr, staged, part))
+    return *done;
   return run(
       comm, fp, what,
       [&](Context& ctx) -> Status {

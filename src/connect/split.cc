@@ -58,7 +58,7 @@ Result<std::unique_ptr<Communicator>> split(Communicator& comm, int color, int k
   auto child = std::make_unique<collectives::CommImpl>(
       impl->connections(),
       std::make_unique<collectives::GroupTransport>(*impl->connections()->transport,
-                                                    std::move(members)),
+                                                    std::move(members), /*renumber=*/true),
       impl->forced_algorithm(), comm.timeout(), cost);
   child->set_call_check(impl->call_check() != nullptr);
   if (const patterns::Ring* ring = impl->ring()) {

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/algorithms/group.h"
 #include "tests/collectives/loopback_transport.h"
 #include "tests/fuzz/fuzz_case.h"
 #include "tests/fuzz/fuzz_runner.h"
@@ -150,6 +151,39 @@ TEST(Split, AFailureInAGroupFailsTheParentToo) {
     EXPECT_NE(statuses[r].message().find("rank 2 gave up"), std::string::npos)
         << "rank " << r << ": " << statuses[r].to_string();
   }
+}
+
+// A split communicator's errors count in its own numbering, the job's in brackets: job rank 0,
+// which is rank 2 of a group ordered by descending job rank, gives up in the group's words, and
+// every other member reads which rank that is in both numberings.
+TEST(Split, ErrorsNameRanksInTheGroupsNumberingWithTheJobsInBrackets) {
+  const auto statuses = on_ranks(3, [](Communicator& comm) -> Status {
+    HOOP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> group, split(comm, 0, -comm.rank()));
+    if (comm.rank() == 0) group->transport().abort(aborted("rank 2 gave up"));
+    std::int64_t v = 1;
+    const Status s = allreduce(*group, {.output = &v, .count = 1, .dtype = DataType::kI64});
+    return s.ok() ? internal_error("the group's allreduce succeeded") : s;
+  });
+  for (std::size_t r = 0; r < statuses.size(); ++r)
+    EXPECT_NE(statuses[r].message().find("rank 2 [job rank 0] gave up"), std::string::npos)
+        << "rank " << r << ": " << statuses[r].to_string();
+}
+
+TEST(GroupNumbering, RewritesEachUnmarkedRankOnce) {
+  const std::vector<int> members = {3, 1};  // group rank 0 is job rank 3, group rank 1 job rank 1
+  EXPECT_EQ(collectives::to_group_numbering(
+                "tcp: rank 3 (10.0.0.2) lost; rank 5 aborted: rank 1 [job rank 3] gave up", members),
+            "tcp: rank 0 [job rank 3] (10.0.0.2) lost; job rank 5 aborted: rank 1 [job rank 3] "
+            "gave up");
+  // Plural lists, other words and numbers that run on are no rank of this form.
+  EXPECT_EQ(collectives::to_group_numbering("ranks 1, 3; frank 3; rank 3a; rank ", members),
+            "ranks 1, 3; frank 3; rank 3a; rank ");
+  EXPECT_EQ(collectives::mark_group_numbering("rank 1 and rank 0 differ; rank 7", members),
+            "rank 1 [job rank 1] and rank 0 [job rank 3] differ; rank 7");
+  // What was marked once is left alone by both.
+  const std::string marked = collectives::mark_group_numbering("rank 0 gave up", members);
+  EXPECT_EQ(collectives::to_group_numbering(marked, members), marked);
+  EXPECT_EQ(collectives::mark_group_numbering(marked, members), marked);
 }
 
 class AsyncRanks : public ::testing::TestWithParam<int> {};

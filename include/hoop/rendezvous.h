@@ -153,6 +153,22 @@ Status publish_elastic_round(Store& store, int round,
 Result<int> latest_elastic_round(Store& store);
 /// Whether rank `rank` of round `round` has joined it.
 Result<bool> elastic_rank_joined(Store& store, int round, int rank);
+/// A worker's side: tells hooprun that round `round` failed on its rank `rank` (a collective
+/// that lost a peer or timed out, a set-up that could not connect), with `cause` and the rank's
+/// HOOP_TIMEOUT_SECONDS. hooprun starts a new round once every worker of the round reported,
+/// and stops those that did not within that timeout (stopped, hung: elastic.cc in launch).
+Status report_failed_elastic_round(Store& store, int round, int rank,
+                                   std::chrono::milliseconds timeout, std::string_view cause);
+
+/// What the workers of a round reported of its failure.
+struct FailedElasticRound {
+  std::vector<int> ranks;                  // those that reported, ascending; empty: none did
+  std::chrono::milliseconds timeout{0};    // the largest HOOP_TIMEOUT_SECONDS among them
+  std::string cause;                       // the lowest reporting rank's
+};
+/// hooprun's side: the reports of round `round`'s failure by its `size` ranks.
+Result<FailedElasticRound> failed_elastic_round(Store& store, int round, int size);
+
 /// A worker's side: connects to the store `info` names and joins the newest round numbered
 /// `min_round` or more (waiting for it up to info.elastic_timeout), filling in info's layout,
 /// elastic_round and key_prefix. Fails with kAborted when the worker is not part of that round

@@ -28,6 +28,9 @@ constexpr std::chrono::seconds kDiscoveryInterval{1};
 // last reported.
 constexpr std::chrono::seconds kDiscoveryTimeout{10};
 constexpr std::size_t kMaxScriptOutput = std::size_t{1} << 20;
+// The newest rounds whose failure reports hooprun reads (check_failed_rounds): a worker still
+// waiting in an older one has long been replaced.
+constexpr int kReportedRounds = 3;
 
 // Runs the discovery script (in its own process group, killed at the deadline) and returns
 // what it printed on stdout.
@@ -86,6 +89,7 @@ struct Worker {
   int index = -1;        // the supervisor's
   int rank = -1;         // in the newest round
   int first_round = -1;  // the round it was started for
+  std::map<int, int> ranks;  // round -> its rank there, for the rounds it was part of
   bool running = true;
   bool removed = false;  // stopped by hooprun: its end is no failure
 };
@@ -143,6 +147,7 @@ class ElasticJob final : public JobDriver {
   }
 
   void tick(JobControl& job) override {
+    check_failed_rounds(job);
     discover(job);
     reconcile(job);
   }
@@ -177,6 +182,65 @@ class ElasticJob final : public JobDriver {
       }
     }
     hosts_ = std::move(*hosts);
+  }
+
+  // Workers report a round that failed under them (elastic::run) before they reset. A worker
+  // that ends makes on_exit start the next round; when none ends (a worker stopped or hung, a
+  // link cut, a set-up that could not connect), the reports do: once every worker of the newest
+  // round reported, the same workers get a new one; a worker of a failed round that neither
+  // reported it nor joined a later round within the reporters' HOOP_TIMEOUT_SECONDS of the first
+  // report is taken for hung, stopped and its host blacklisted, as a failed worker's is. The
+  // survivors, waiting to join, then move on to the round without it: 2 x HOOP_TIMEOUT_SECONDS
+  // after it stopped answering at most, not the elastic timeout.
+  void check_failed_rounds(JobControl& job) {
+    if (round_ < 0 || ended_ || finishing_ || changed_) return;
+    const auto now = Clock::now();
+    for (int failed = std::max(0, round_ - kReportedRounds + 1); failed <= round_; ++failed) {
+      std::vector<Worker*> members;
+      for (Worker& w : workers_)
+        if (w.running && !w.removed && w.ranks.contains(failed)) members.push_back(&w);
+      if (members.empty()) continue;
+      int size = 0;
+      for (const Worker& w : workers_)
+        if (w.ranks.contains(failed)) size = std::max(size, w.ranks.at(failed) + 1);
+      Result<FailedElasticRound> reports = failed_elastic_round(*store_, failed, size);
+      if (!reports.ok() || reports->ranks.empty()) continue;
+      const auto first = failed_seen_.try_emplace(failed, now).first->second;
+      std::vector<Worker*> silent;
+      for (Worker* w : members) {
+        const bool reported = std::binary_search(reports->ranks.begin(), reports->ranks.end(),
+                                                 w->ranks.at(failed));
+        if (!reported && !joined_after(*w, failed)) silent.push_back(w);
+      }
+      if (silent.empty()) {
+        if (failed < round_) continue;  // the next round is under way
+        say(fmt::format("elastic: round {} failed on every worker ({}); starting the next with "
+                        "the same workers",
+                        failed, reports->cause));
+        changed_ = true;
+        return;
+      }
+      if (now < first + reports->timeout) continue;
+      for (Worker* w : silent) {
+        say(fmt::format("elastic: worker {} on {} (rank {} of round {}) has not answered since "
+                        "the round failed (first report: {}); stopping it; host {} is blacklisted",
+                        w->serial, w->host, w->ranks.at(failed), failed, reports->cause,
+                        w->host));
+        last_failure_ = w->index;
+        blacklist_.emplace(w->host, false);
+        for (Worker& other : workers_)
+          if (other.running && !other.removed && other.host == w->host) remove(job, other);
+      }
+      changed_ = true;
+      return;
+    }
+  }
+
+  // Whether `w` joined a round after `round` (the newest): it is alive and has moved on.
+  bool joined_after(const Worker& w, int round) const {
+    if (round_ <= round || !w.ranks.contains(round_)) return false;
+    Result<bool> joined = elastic_rank_joined(*store_, round_, w.ranks.at(round_));
+    return joined.ok() && *joined;
   }
 
   int usable_slots(const std::string& host) const {
@@ -338,7 +402,10 @@ class ElasticJob final : public JobDriver {
     }
     if (round_ >= 0) ++resets_;
     round_ = round;
-    for (std::size_t r = 0; r < ordered.size(); ++r) ordered[r]->rank = static_cast<int>(r);
+    for (std::size_t r = 0; r < ordered.size(); ++r) {
+      ordered[r]->rank = static_cast<int>(r);
+      ordered[r]->ranks[round] = static_cast<int>(r);
+    }
     say(fmt::format("elastic: round {}: {} worker{} on {} host{}{}", round, ordered.size(),
                     ordered.size() == 1 ? "" : "s", host_order.size(),
                     host_order.size() == 1 ? "" : "s",
@@ -389,6 +456,7 @@ class ElasticJob final : public JobDriver {
   bool finishing_ = false;
   bool ended_ = false;
   std::optional<int> last_failure_;
+  std::map<int, Clock::time_point> failed_seen_;  // round -> when its first report was seen
   std::string last_discovery_error_;
   Clock::time_point wait_since_;
   Clock::time_point next_discovery_;

@@ -45,6 +45,8 @@ struct Rank {
   std::string host;
   std::vector<std::string> argv;
   bool stop_requested = false;                   // by the driver: its end is no failure
+  std::optional<int> stopped_by;                 // stopped (by this signal, 0: unknown) when
+                                                 // the job failed around it
   std::optional<Clock::time_point> kill_at;      // SIGKILL then, unless it has ended
   std::array<std::optional<Stream>, 2> streams;  // stdout, stderr
   TailLines stderr_tail{kReportedErrorLines};
@@ -145,6 +147,7 @@ class Supervisor final : public JobControl {
     rank.stop_requested = true;
     rank.kill_at = Clock::now() + kGracePeriod;
     ::kill(-rank.pid, SIGTERM);
+    if (stopped_by(rank.pid)) ::kill(-rank.pid, SIGCONT);  // else SIGTERM waits for a SIGCONT
   }
 
   void end_job(int exit_code, std::optional<int> failed_worker) override {
@@ -157,7 +160,7 @@ class Supervisor final : public JobControl {
     }
     if (phase_ != Phase::kRunning) return;
     if (failed_worker && others > 0) {
-      settle_until_ = Clock::now() + kSettlePeriod;  // check_deadlines() signals them then
+      settle_until_ = Clock::now() + kReportWindow;  // check_deadlines() signals them then
     } else {
       begin_stop(SIGTERM);
     }
@@ -189,6 +192,8 @@ class Supervisor final : public JobControl {
   // with a code were most likely reporting its loss, whichever exit hooprun happened to see
   // first; else the rank whose failure ended the job. (An elastic job's earlier losses, long
   // recovered, are no cause of its end.)
+  // A rank found stopped when the job was being ended comes next: the others failed because
+  // it did not answer.
   std::size_t root_cause() const {
     const Rank& ending = ranks_.at(*failed_rank_);
     if (!ending.exited) return *failed_rank_;
@@ -196,26 +201,41 @@ class Supervisor final : public JobControl {
       const Rank& r = ranks_.at(index);
       if (r.status.signaled && r.ended + kRootCauseWindow >= ending.ended) return index;
     }
+    for (const Rank& r : ranks_)
+      if (r.stopped_by) return static_cast<std::size_t>(r.index);
     return *failed_rank_;
+  }
+
+  // How the closing line's rank ended: its exit, or that it stopped answering.
+  static std::string how_it_ended(const Rank& rank) {
+    if (!rank.stopped_by) return rank.status.describe();
+    const std::string by =
+        *rank.stopped_by > 0 ? fmt::format(" by signal {} ({})", *rank.stopped_by,
+                                           signal_name(*rank.stopped_by))
+                             : "";
+    return fmt::format("stopped answering: it was stopped{} while the others waited for it, and "
+                       "hooprun ended it",
+                       by);
   }
 
   // The final word on a failed rank, after every other line: where it ran, how it ended, and
   // the end of its stderr, which usually says why.
   void report_failure(const Rank& rank) {
     std::string text = fmt::format("job failed: {} on host {} (pid {}) {}", rank.short_name,
-                                   rank.host, rank.pid, rank.status.describe());
-    if (!rank.stderr_tail.lines().empty()) {
+                                   rank.host, rank.pid, how_it_ended(rank));
+    // A stopped rank's own stderr predates its stop; the ranks that waited for it say why.
+    if (!rank.stopped_by && !rank.stderr_tail.lines().empty()) {
       say(text + stderr_quote(rank));
       return;
     }
-    text += "; it wrote nothing to stderr";
+    if (!rank.stopped_by) text += "; it wrote nothing to stderr";
     // Another rank that failed on its own may say why (ranks that meet one error end together,
     // and the first to end need not be the one that explains it).
     for (const std::size_t index : failed_order_) {
       const Rank& other = ranks_.at(index);
       if (&other == &rank || other.stderr_tail.lines().empty()) continue;
-      text += fmt::format("; {} on host {} (pid {}) also {}", other.short_name, other.host,
-                          other.pid, other.status.describe());
+      text += fmt::format("; {} on host {} (pid {}) {}{}", other.short_name, other.host,
+                          other.pid, rank.stopped_by ? "" : "also ", other.status.describe());
       text += stderr_quote(other);
       break;
     }
@@ -374,6 +394,17 @@ class Supervisor final : public JobControl {
     phase_ = Phase::kStopping;
     kill_deadline_ = Clock::now() + kGracePeriod;
     signal_groups(signo);
+    // A stopped rank acts on no signal but SIGKILL until it is continued: it ends now, as the
+    // others do, rather than after the grace period.
+    for (const Rank& rank : ranks_)
+      if (!rank.exited && stopped_by(rank.pid)) ::kill(-rank.pid, SIGCONT);
+  }
+
+  // The ranks still running when the report window closed that were stopped (SIGSTOP, a
+  // debugger): the survivors reported them as not answering, and the closing line names them.
+  void note_stopped_ranks() {
+    for (Rank& rank : ranks_)
+      if (!rank.exited && !rank.stop_requested) rank.stopped_by = stopped_by(rank.pid);
   }
 
   void kill_all() {
@@ -391,8 +422,10 @@ class Supervisor final : public JobControl {
         ::kill(-rank.pid, SIGKILL);
       }
       if (const auto tick = driver_.next_tick(); tick && now >= *tick) driver_.tick(*this);
-      if (phase_ == Phase::kRunning && settle_until_ && (now >= *settle_until_ || all_exited()))
+      if (phase_ == Phase::kRunning && settle_until_ && (now >= *settle_until_ || all_exited())) {
+        note_stopped_ranks();
         begin_stop(SIGTERM);
+      }
     }
     if (phase_ == Phase::kStopping && now >= kill_deadline_) {
       if (const int running = running_count(); running > 0) {

@@ -17,8 +17,11 @@ namespace hoop::launch {
 /// Time the ranks get to exit after the polite signal before they are sent SIGKILL.
 inline constexpr std::chrono::seconds kGracePeriod{5};
 /// After the first rank fails, how long the others may take to end on their own before they
-/// are signalled: ranks that find the same error (a bad argument) then all get to report it.
-inline constexpr std::chrono::milliseconds kSettlePeriod{200};
+/// are signalled, so that each one's log says what it saw: ranks that find the same error (a
+/// bad argument) all report it, and so do both sides of a partition, which notice it up to a
+/// heartbeat apart (the runtime's heartbeats are at most 1 s apart). It ends as soon as every
+/// rank has ended; only a rank that would not end (stopped, hung) costs the whole window.
+inline constexpr std::chrono::seconds kReportWindow{2};
 /// How long before the failure that ends a job another rank's death by a signal still counts as
 /// its root cause (the survivors take up to HOOP_TIMEOUT_SECONDS to notice only when the dead
 /// rank was idle; a pidfd or a closed connection tells them within milliseconds).

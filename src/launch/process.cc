@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "launch/exit_codes.h"
 
@@ -73,6 +75,25 @@ std::string signal_name(int signo) {
   const char* abbrev = ::sigabbrev_np(signo);
   if (abbrev == nullptr) return fmt::format("signal {}", signo);
   return fmt::format("SIG{}", abbrev);
+}
+
+std::optional<int> stopped_by(pid_t pid) {
+  // WNOWAIT leaves the stop (and a later exit) to be reported again; the supervisor waits for
+  // exits only.
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(pid), &info, WSTOPPED | WNOHANG | WNOWAIT) == 0 &&
+      info.si_pid == pid && info.si_code == CLD_STOPPED) {
+    return info.si_status;
+  }
+  // Not a child (or its stop was already reported): field 3 of /proc/PID/stat, after the
+  // command name in parentheses, which may itself contain ") ".
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::size_t close = text.rfind(") ");
+  if (close == std::string::npos || close + 2 >= text.size()) return std::nullopt;
+  const char state = text[close + 2];
+  if (state == 'T' || state == 't') return 0;
+  return std::nullopt;
 }
 
 Result<ChildProcess> spawn_process(const SpawnRequest& request) {

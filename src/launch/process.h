@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,11 @@ struct ExitStatus {
 
 /// "SIGINT", "SIGKILL", ...; "signal N" for a number without a name.
 std::string signal_name(int signo);
+
+/// Whether process `pid` (on this machine) is stopped, and by which signal: the signal for a
+/// child of the caller, 0 for another process (the kernel says only that it is stopped);
+/// nullopt while it runs, or once it has ended.
+std::optional<int> stopped_by(pid_t pid);
 
 /// find_executable and cannot_execute live in core/executable.h (the transports' probes use
 /// them too).

@@ -66,7 +66,44 @@ std::string seconds(std::chrono::milliseconds ms) {
   return fmt::format("{:.3g} s (HOOP_ELASTIC_TIMEOUT)", ms.count() / 1e3);
 }
 
+std::string failed_count_key(int round) { return fmt::format("hoop/elastic/failed/{}", round); }
+
+std::string failed_rank_key(int round, int rank) {
+  return fmt::format("hoop/elastic/failed/{}/{}", round, rank);
+}
+
 }  // namespace
+
+Status report_failed_elastic_round(Store& store, int round, int rank,
+                                   std::chrono::milliseconds timeout, std::string_view cause) {
+  // The rank's own key first: hooprun reads the keys once the counter says there are some.
+  HOOP_RETURN_IF_ERROR(
+      store.set(failed_rank_key(round, rank), fmt::format("{} {}", timeout.count(), cause)));
+  return store.add(failed_count_key(round), 1).status();
+}
+
+Result<FailedElasticRound> failed_elastic_round(Store& store, int round, int size) {
+  FailedElasticRound out;
+  HOOP_ASSIGN_OR_RETURN(const std::int64_t reports, store.add(failed_count_key(round), 0));
+  if (reports == 0) return out;
+  for (int rank = 0; rank < size; ++rank) {
+    Result<std::string> value = store.get(failed_rank_key(round, rank));
+    if (!value.ok()) {
+      if (value.status().code() == StatusCode::kNotFound) continue;
+      return value.status();
+    }
+    const std::size_t space = value->find(' ');
+    std::int64_t ms = 0;
+    const auto [end, ec] = std::from_chars(value->data(), value->data() + std::min(space, value->size()), ms);
+    if (ec != std::errc() || space == std::string::npos)
+      return protocol_error(fmt::format("the store's {} holds '{}', not a failure report",
+                                        failed_rank_key(round, rank), *value));
+    out.ranks.push_back(rank);
+    out.timeout = std::max(out.timeout, std::chrono::milliseconds(ms));
+    if (out.cause.empty()) out.cause = value->substr(space + 1);
+  }
+  return out;
+}
 
 Status publish_elastic_round(Store& store, int round,
                              const std::vector<std::pair<std::string, ElasticPlace>>& workers) {

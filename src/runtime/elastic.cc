@@ -54,6 +54,32 @@ bool hosts_updated() {
   return newest > view.round;
 }
 
+namespace {
+
+/// Rounds in a row whose set-up may fail before a reset gives up: a peer lost while connecting
+/// is cured by the next round, a failure that every round repeats is not.
+constexpr int kResetAttempts = 3;
+
+/// reset(), again while the round it joined fails to set up (a few times at most).
+void reset_past_failures() {
+  for (int failures = 1;; ++failures) {
+    const int before = runtime::last_elastic_round();
+    try {
+      reset();
+      return;
+    } catch (const Error& e) {
+      // Only a round that was joined and then failed to set up is retried (init() reported it
+      // to hooprun): a worker hooprun removed, or no round in time, ends here as before.
+      const bool joined = runtime::last_elastic_round() > before;
+      if (!recoverable(e.status()) || !joined || failures >= kResetAttempts) throw;
+      HOOP_LOG(kWarn, "elastic: setting up round {} failed ({}); joining the next round",
+               runtime::last_elastic_round(), e.status().to_string());
+    }
+  }
+}
+
+}  // namespace
+
 void reset() {
   const double start = now_seconds();
   const int from = round();
@@ -140,10 +166,13 @@ void run(State& state, const std::function<void()>& train) {
       if (!enabled() || !recoverable(e.status())) throw;
       HOOP_LOG(kWarn, "elastic: round {} failed ({}); restoring the last commit", round(),
                e.status().to_string());
+      // hooprun starts the next round when a worker ends; when none does (a peer stopped or
+      // hung, a link cut), the reports are how it learns that this round is over.
+      runtime::report_elastic_failure(e.status());
       state.restore();
     }
     if (!left_at) left_at = now_seconds();
-    reset();
+    reset_past_failures();
     state.on_reset();
   }
 }

@@ -53,6 +53,15 @@ Global& global() {
 
 [[noreturn]] void fail(Status s) { throw Error(std::move(s)); }
 
+/// report_elastic_failure() for the round `info` joined.
+void report_failure_to(Store& store, const BootstrapInfo& info, const Status& cause) {
+  Status s = report_failed_elastic_round(store, info.elastic_round, info.rank, info.timeout,
+                                         cause.to_string());
+  if (!s.ok())
+    HOOP_LOG(kWarn, "elastic: cannot report the failure of round {} to hooprun: {}",
+             info.elastic_round, s.to_string());
+}
+
 void check(Status s) {
   if (!s.ok()) fail(std::move(s));
 }
@@ -186,6 +195,10 @@ void init() {
   std::lock_guard<std::mutex> lock(g.mu);
   if (g.initialized) return;
   auto fresh = [&](Status s) {
+    // A round joined but not set up (a peer lost while connecting): hooprun must learn that it
+    // failed here, or nothing would start the next one.
+    if (g.store != nullptr && !g.info.elastic_id.empty() && g.info.elastic_round >= 0)
+      report_failure_to(*g.store, g.info, s);
     g.sets.clear();
     set_collectives_timeline(nullptr);
     g.timeline.reset();
@@ -292,6 +305,19 @@ ElasticView elastic_view() {
   std::lock_guard<std::mutex> lock(g.mu);
   if (g.info.elastic_id.empty()) return {};
   return {g.store.get(), g.elastic_round};
+}
+
+int last_elastic_round() {
+  Global& g = global();
+  std::lock_guard<std::mutex> lock(g.mu);
+  return g.elastic_round;
+}
+
+void report_elastic_failure(const Status& cause) {
+  Global& g = global();
+  std::lock_guard<std::mutex> lock(g.mu);
+  if (!g.initialized || g.store == nullptr || g.info.elastic_id.empty()) return;
+  report_failure_to(*g.store, g.info, cause);
 }
 
 }  // namespace runtime

@@ -151,6 +151,13 @@ void comm_case(const std::string& name) {
   } else if (name == "comm_kill") {
     if (odd) kill_self();
     check(allreduce(c, v));
+  } else if (name == "comm_split_kill") {
+    // The job's ranks in reverse order in a split communicator, and rank 1 dies: the survivors'
+    // errors name it in the split's numbering, with the job's in brackets.
+    auto group = hoop::split(c, 0, -c.rank());
+    check(group.status());
+    if (odd) kill_self();
+    check(allreduce(**group, v));
   } else if (name == "comm_p2p_kill") {
     // Every other rank waits for a message from rank 1, which dies: each names it.
     if (odd) kill_self();
@@ -257,6 +264,15 @@ void runtime_case(const std::string& name) {
       } else {
         hoop::allreduce("t", tensor(v), tensor(v));
       }
+    } else if (name == "rt_loop") {
+      // Every rank loops over allreduces until the job fails around it (a link cut from
+      // outside: tests/netns); "looping" says the job is up.
+      std::printf("rank %d: looping\n", g_rank);
+      std::fflush(stdout);
+      for (int step = 0;; ++step) {
+        start_call();
+        hoop::allreduce(fmt::format("loop.{}", step % 8), tensor(v), tensor(v));
+      }
     } else if (name == "rt_end_without_shutdown") {
       // Every rank ends its program without shutdown(), as most Horovod scripts do; the even
       // ranks (the coordinator among them) first, while the odd ones still idle: no rank may
@@ -309,7 +325,10 @@ void runtime_case(const std::string& name) {
 
 int main(int argc, char** argv) {
   // hooprun ends the job once one rank has failed; every rank reports its own cause first.
-  std::signal(SIGTERM, SIG_IGN);
+  // CHAOS_KEEP_SIGTERM=1 leaves SIGTERM's default, as a real program has, for the cases that
+  // check that hooprun's teardown waits for the ranks' own reports.
+  const char* keep_term = std::getenv("CHAOS_KEEP_SIGTERM");
+  if (keep_term == nullptr || std::string(keep_term) != "1") std::signal(SIGTERM, SIG_IGN);
   // CHAOS_START_STOPPED=1: the rank stops itself before it touches the job, so that a test
   // decides when each rank goes on (listener_attack_test holds them at their listeners).
   const char* stopped = std::getenv("CHAOS_START_STOPPED");

@@ -46,6 +46,7 @@ const std::vector<Case>& cases() {
       {"comm_kill_large", {"rank 1"}, false, {}},
       {"comm_rooted_kill", {"rank 1"}, false, {}},
       {"comm_p2p_kill", {"rank 1"}, false, {}},
+      {"comm_split_kill", {"[job rank 1]"}, false, {}},
       {"comm_async_kill", {"rank 1"}, false, {}},
       {"comm_stop", {"rank 1"}, false, {}},
       {"comm_exit", {"rank 1"}, false, {}},
@@ -121,13 +122,20 @@ void run_case(const Param& p) {
       std::printf("chaos-time %s %s n=%d rank %d: %s s\n", c.scenario.c_str(),
                   p.transport.c_str(), p.ranks, rank, m[1].str().c_str());
   }
-  // hooprun's closing line names the root cause: the killed rank, whichever exit it saw first.
-  if (c.scenario.ends_with("_kill")) {
+  // hooprun's closing line names the root cause: the killed rank, whichever exit it saw first,
+  // or the stopped one that the others waited for (which hooprun itself ends, so that it never
+  // exits on its own).
+  const bool killed = c.scenario.ends_with("_kill");
+  const bool stopped = c.scenario.find("_stop") != std::string::npos;
+  if (killed || stopped) {
     const std::size_t at = r.err.rfind("hooprun: job failed: ");
     ASSERT_NE(at, std::string::npos) << r.err;
     const std::string last = r.err.substr(at, r.err.find('\n', at) - at);
     EXPECT_NE(last.find("job failed: rank 1 "), std::string::npos) << last;
-    EXPECT_NE(last.find("killed by signal 9 (SIGKILL)"), std::string::npos) << last;
+    EXPECT_NE(last.find(killed ? "killed by signal 9 (SIGKILL)"
+                               : "stopped answering: it was stopped by signal 19 (SIGSTOP)"),
+              std::string::npos)
+        << last;
   }
   // Segments are named hoop-<job id>-...; a clean end (or hooprun's clean-up) removes them.
   const std::string job = launch::testing::verbose_job_id(r.err);

@@ -25,14 +25,15 @@ class HooprunElastic : public ::testing::Test {
   void hosts(const std::string& text) { write_file(dir_.file("hosts"), text); }
 
   std::unique_ptr<Hooprun> start(const std::vector<std::string>& options, int steps,
-                                 const std::string& mode = "") {
+                                 const std::string& mode = "",
+                                 const std::vector<std::string>& env = {}) {
     std::vector<std::string> args{"--host-discovery-script", dir_.file("discover.sh"), "--spawner",
                                   "env FAKEHOST={host}"};
     args.insert(args.end(), options.begin(), options.end());
     args.push_back(HOOP_ELASTIC_WORKER_BIN);
     args.push_back(std::to_string(steps));
     if (!mode.empty()) args.push_back(mode);
-    return Hooprun::start(args);
+    return Hooprun::start(args, env);
   }
 
   // The pid that the worker on `host` announced.
@@ -88,6 +89,46 @@ TEST_F(HooprunElastic, ALostWorkerIsReplacedOnAFreeHostAtOnce) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(count_lines_with(r.out, "DONE", "size 2 value 300"), 2) << r.out << r.err;
   EXPECT_EQ(count_lines_with(r.out, "READY host=c"), 1) << r.out;
+}
+
+// A worker that stops answering (SIGSTOP) ends no process: the others' collectives time out,
+// they report the round failed, and hooprun stops the silent worker HOOP_TIMEOUT_SECONDS after
+// the first report, blacklists its host and starts the next round on the free host c, instead
+// of everyone waiting out the elastic timeout (600 s).
+TEST_F(HooprunElastic, AStoppedWorkerIsReplacedAfterTheOthersReportTheRound) {
+  auto job = start({"-np", "2", "--max-np", "2"}, 400, "", {"HOOP_TIMEOUT_SECONDS=2"});
+  ASSERT_TRUE(job);
+  const pid_t victim = worker_pid(*job, "b");
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+  ASSERT_TRUE(saw(*job, "(rank 1 of round 0) has not answered since the round failed"));
+  ASSERT_TRUE(saw(*job, "host b is blacklisted"));
+  ASSERT_TRUE(saw(*job, "round 1: 2 workers on 2 hosts, 1 new"));
+  const RunResult r = job->wait();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "DONE", "size 2 value 400"), 2) << r.out << r.err;
+  EXPECT_EQ(::kill(victim, 0), -1) << "the stopped worker outlived the job";
+}
+
+// The same while another worker dies: the dead worker's exit starts round 1 at once, with the
+// stopped one in it, which never joins. The survivor, waiting for it there, reported round 0;
+// the stopped worker neither reported round 0 nor joined round 1, so hooprun stops it and
+// starts round 2 without it, which the survivor joins instead.
+TEST_F(HooprunElastic, AStoppedWorkerDoesNotHoldUpTheRoundAfterAnotherWorkersDeath) {
+  auto job = start({"-np", "3", "--min-np", "1"}, 400, "", {"HOOP_TIMEOUT_SECONDS=2"});
+  ASSERT_TRUE(job);
+  const pid_t stopped = worker_pid(*job, "c");
+  const pid_t killed = worker_pid(*job, "b");
+  ASSERT_GT(stopped, 0);
+  ASSERT_GT(killed, 0);
+  ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
+  ASSERT_EQ(::kill(killed, SIGKILL), 0);
+  ASSERT_TRUE(saw(*job, "has not answered since the round failed"));
+  ASSERT_TRUE(saw(*job, "1 worker on 1 host"));
+  const RunResult r = job->wait();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "DONE", "size 1 value 400"), 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("host c is blacklisted"));
 }
 
 TEST_F(HooprunElastic, AHostTheScriptDropsHasItsWorkerStopped) {

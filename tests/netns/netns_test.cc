@@ -67,6 +67,35 @@ class Netns : public ::testing::Test {
     return args;
   }
 
+  /// Runs `program` (which prints "looping" on each rank once it runs) on the two hosts with
+  /// HOOP_TIMEOUT_SECONDS=5 and `env`, pulls the second host's cable once all four loop, and
+  /// returns how the job ended, `seconds` after the cut (a timed-out result when the ranks
+  /// never started looping).
+  RunResult cut_while_looping(const std::vector<std::string>& program,
+                              const std::vector<std::string>& env, double& seconds) {
+    std::vector<std::string> all_env = {"HOOP_TIMEOUT_SECONDS=5"};
+    all_env.insert(all_env.end(), env.begin(), env.end());
+    std::unique_ptr<Hooprun> hooprun = Hooprun::start(job(program), all_env);
+    if (!hooprun) {
+      RunResult failed;
+      failed.timed_out = true;
+      return failed;
+    }
+    const bool looping = hooprun->wait_for_output(
+        [](const std::string& out, const std::string&) {
+          return count_lines_with(out, "looping") == 4;
+        },
+        std::chrono::seconds(20));
+    EXPECT_TRUE(looping) << "the ranks never started looping";
+    if (!looping) return hooprun->wait(std::chrono::seconds(1));
+    const std::string down = std::string(HOOP_TESTBED) + " link-down " + bed_.hosts[1];
+    EXPECT_EQ(std::system(down.c_str()), 0) << down;
+    const auto start = Clock::now();
+    RunResult r = hooprun->wait(std::chrono::seconds(30));
+    seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return r;
+  }
+
   Testbed bed_;
 };
 
@@ -130,20 +159,8 @@ TEST_F(Netns, KilledRankIsNamedByEveryOtherRank) {
 // The second host's cable is pulled while every rank loops over allreduces: the ranks must
 // report the lost peers within HOOP_TIMEOUT_SECONDS, and hooprun must end, not hang.
 TEST_F(Netns, LinkDownIsReportedWithinTheDeadline) {
-  std::unique_ptr<Hooprun> hooprun =
-      Hooprun::start(job({HOOP_COMM_CHECK_BIN, "loop", "60"}), {"HOOP_TIMEOUT_SECONDS=5"});
-  ASSERT_TRUE(hooprun);
-  ASSERT_TRUE(hooprun->wait_for_output(
-      [](const std::string& out, const std::string&) {
-        return count_lines_with(out, "looping") == 4;
-      },
-      std::chrono::seconds(20)))
-      << "the ranks never started looping";
-  const std::string down = std::string(HOOP_TESTBED) + " link-down " + bed_.hosts[1];
-  ASSERT_EQ(std::system(down.c_str()), 0) << down;
-  const auto start = Clock::now();
-  const RunResult r = hooprun->wait(std::chrono::seconds(30));
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  double seconds = 0;
+  const RunResult r = cut_while_looping({HOOP_COMM_CHECK_BIN, "loop", "60"}, {}, seconds);
   ASSERT_FALSE(r.timed_out) << r.out << r.err;
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
   // Which rank a rank names depends on where in the ring it waited (a peer whose receive
@@ -169,6 +186,27 @@ TEST_F(Netns, LinkDownIsReportedWithinTheDeadline) {
   }
   // HOOP_TIMEOUT_SECONDS, plus hooprun's grace period for ranks that ignore SIGTERM.
   EXPECT_LT(seconds, 20.0) << r.out << r.err;
+}
+
+// A partition of a training job (the runtime, whose ranks leave SIGTERM's default action as a
+// real program does): both sides see the other stop answering at about the same time, and
+// hooprun must give the ranks still running time to say so before it ends them, so that every
+// rank's log names what happened to it, not only the side that noticed first.
+TEST_F(Netns, EveryRankOfAPartitionedJobReportsItsOwnCause) {
+  double seconds = 0;
+  const RunResult r =
+      cut_while_looping({HOOP_CHAOS_RANK_BIN, "rt_loop"}, {"CHAOS_KEEP_SIGTERM=1"}, seconds);
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  // A rank reports the peer its control plane stopped hearing from, or the receive of its data
+  // plane that timed out: which one comes first depends on where each rank was.
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string failed = fmt::format("[{0}] rank {0}: failed after", rank);
+    EXPECT_EQ(count_lines_with(r.out, failed, "has not answered") +
+                  count_lines_with(r.out, failed, "did not complete before the deadline"),
+              1)
+        << r.out << r.err;
+  }
 }
 
 TEST_F(Netns, TopologyRunsAcrossHosts) {

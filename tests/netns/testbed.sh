@@ -13,6 +13,9 @@
 #   testbed.sh link-down NS [AFTER_SECONDS]   Takes NS's link down (now, or in the background
 #       after AFTER_SECONDS), as a pulled cable would: the root-side end of its veth goes down.
 #   testbed.sh link-up NS                     Brings it back.
+#   testbed.sh rate NS RATE|off               Limits NS's link to RATE both ways from now on
+#       (the bucket as --rate makes it), or lifts the limit: a test slows a job down while it
+#       waits for an event, so that the job cannot end first however fast the machine is.
 #   testbed.sh sweep                          Removes beds whose owner process is gone (left by
 #       a `kill -9` of this script, which no trap survives).
 #
@@ -152,6 +155,20 @@ case ${1:-} in
   link-up)
     [[ $# -ge 2 ]] || die "usage: testbed.sh link-up NS"
     ip link set "$(root_veth "$2")" up
+    exit 0
+    ;;
+  rate)
+    [[ $# -eq 3 ]] || die "usage: testbed.sh rate NS RATE|off"
+    veth=$(root_veth "$2")
+    burst_bytes=""
+    [[ $3 == off ]] || rate_bytes "$3" >/dev/null
+    tc qdisc del dev "$veth" root 2>/dev/null || true
+    tc -n "$2" qdisc del dev eth0 root 2>/dev/null || true
+    if [[ $3 != off ]]; then
+      rate=$3
+      limit_rate "$veth" ""
+      limit_rate eth0 "$2"
+    fi
     exit 0
     ;;
   sweep)

@@ -32,6 +32,10 @@ inline void ping_pong_sizes_up_to(int rank, Transport& t, std::size_t max_bytes)
   for (std::size_t m = 0; m < sizes.size() && sizes[m] <= max_bytes; ++m) {
     std::vector<std::uint8_t> out(sizes[m]), in(sizes[m]);
     for (int turn = 0; turn < 2; ++turn) {
+      // A one-off failure names where it happened (it once did not, under load, over UCX's tcp).
+      SCOPED_TRACE(::testing::Message() << t.name() << " rank " << rank << ", message of "
+                                        << sizes[m] << " bytes, "
+                                        << ((turn == 0) == (rank == 0) ? "sending" : "receiving"));
       if ((turn == 0) == (rank == 0)) {
         fill_pattern(out, rank, peer, m);
         auto s = t.send(peer, out.data(), out.size());

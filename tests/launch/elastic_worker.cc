@@ -3,10 +3,12 @@
 // equals the step count: a reset that lost or repeated a step would show. Its fake host is
 // $FAKEHOST (hooprun --spawner "env FAKEHOST={host}").
 //
-//   elastic_worker STEPS [mismatch|nocommit]
+//   elastic_worker STEPS [mismatch|nocommit|stall]
 // "mismatch": rank 1 of the first round submits a different shape at step 3, which no reset
 // can cure: the error must end the worker instead of a new round. "nocommit": never commits,
-// so never learns of a new round, and finishes in the round it started in.
+// so never learns of a new round, and finishes in the round it started in. "stall": rank 1 of
+// round 0 submits another tensor at step 3, so both ranks stall (HOOP_STALL_SHUTDOWN_SECONDS
+// ends the round on both, and no process ends).
 #include <hoop/elastic.h>
 #include <hoop/hoop.h>
 #include <unistd.h>
@@ -35,8 +37,10 @@ int main(int argc, char** argv) {
       while (step < steps) {
         double sum[2] = {1, 1};
         const bool odd = mismatch && step == 3 && hoop::rank() == 1;
+        const bool stall =
+            mode == "stall" && step == 3 && hoop::rank() == 1 && hoop::elastic::round() == 0;
         hoop::Tensor t{sum, hoop::DataType::kF64, {odd ? 2 : 1}};
-        hoop::allreduce("one", t, t, {.op = hoop::ReduceOp::kSum});
+        hoop::allreduce(stall ? "other" : "one", t, t, {.op = hoop::ReduceOp::kSum});
         value += sum[0] / hoop::size();
         ++step;
         if (!announced) {

@@ -131,6 +131,20 @@ TEST_F(HooprunElastic, AStoppedWorkerDoesNotHoldUpTheRoundAfterAnotherWorkersDea
   EXPECT_THAT(r.err, HasSubstr("host c is blacklisted"));
 }
 
+// A round that fails on every worker while none ends (both stall on tensors the other never
+// submits): all report it, and hooprun starts the next round with the same workers, which go
+// back to their last commit and finish exactly.
+TEST_F(HooprunElastic, ARoundEveryWorkerReportsFailedStartsAgainWithTheSameWorkers) {
+  auto job = start({"-np", "3"}, 50, "stall", {"HOOP_STALL_SHUTDOWN_SECONDS=1"});
+  ASSERT_TRUE(job);
+  ASSERT_TRUE(saw(*job, "round 0 failed on every worker"));
+  ASSERT_TRUE(saw(*job, "round 1: 3 workers on 3 hosts"));
+  const RunResult r = job->wait();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "DONE", "size 3 value 50"), 3) << r.out << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("blacklisted")));
+}
+
 TEST_F(HooprunElastic, AHostTheScriptDropsHasItsWorkerStopped) {
   auto job = start({"-np", "3", "--min-np", "2"}, 300);
   ASSERT_TRUE(job);

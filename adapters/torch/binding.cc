@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "adapters/torch/comm_binding.h"
 #include "hoop/elastic.h"
 #include "hoop/hoop.h"
 
@@ -25,14 +26,16 @@ namespace py = pybind11;
 
 namespace {
 
-using Shape = std::vector<std::int64_t>;
-
 // The Python exception types; created once at import. Misuse (invalid_argument: a name
 // submitted twice while pending, rows that do not split, a scalar to scatter) raises
 // HoopValueError, both a HoopError and a ValueError, since Horovod raises ValueError there and
 // code catches it by that type.
 PyObject* g_hoop_error = nullptr;
 PyObject* g_hoop_value_error = nullptr;
+
+}  // namespace
+
+namespace hoop::python {
 
 [[noreturn]] void raise(const hoop::Status& status) {
   PyObject* kind =
@@ -58,6 +61,15 @@ hoop::ReduceOp op_of(const std::string& name) {
   if (!op) raise(hoop::invalid_argument("unknown reduce op '" + name + "'"));
   return *op;
 }
+
+}  // namespace hoop::python
+
+namespace {
+
+using hoop::python::dtype_of;
+using hoop::python::op_of;
+using hoop::python::raise;
+using Shape = std::vector<std::int64_t>;
 
 hoop::Tensor tensor_of(std::uintptr_t ptr, const std::string& dtype, const Shape& shape,
                        int device) {
@@ -341,4 +353,5 @@ PYBIND11_MODULE(_hoop, m) {
   define_job(m);
   define_collectives(m);
   define_handles(m);
+  hoop::python::define_communicator(m);
 }

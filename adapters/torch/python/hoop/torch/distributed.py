@@ -1,0 +1,510 @@
+"""hoop as a torch.distributed backend: ``dist.init_process_group("hoop")``.
+
+Importing this module registers the backend ``"hoop"`` with ``torch.distributed``. Each process
+group gets a hoop Communicator of its own: the group's rank 0 serves a hoop rendezvous store in
+its process and publishes its address, port and a fresh secret through the c10d store that
+torch hands the backend (``env://`` under torchrun, a FileStore, a TCPStore), and every rank of
+the group connects to it. The collectives then run on hoop's transports (shared memory on one
+host, TCP across hosts), as non-blocking calls; each Work is made from a future that a thread
+of the group completes when the call is done, so ``wait``, ``is_completed`` and ``get_future``
+behave as gloo's, for Python callers and C++ ones (DDP's reducer) alike.
+
+Needs torch 1.13 or newer, whose ``ProcessGroup`` Python code may subclass.
+"""
+
+import os
+import queue
+import secrets
+import socket
+import sys
+import threading
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import ProcessGroup, Work, _create_work_from_future
+
+from hoop import _hoop
+
+__all__ = ["ProcessGroupHoop", "BACKEND"]
+
+BACKEND = "hoop"
+
+_DTYPES = {
+    torch.float32: "f32",
+    torch.float64: "f64",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.int16: "i16",
+    torch.int8: "i8",
+    torch.uint8: "u8",
+}
+# Reductions of bool tensors are logical, which bytes compute with max (or) and min (and).
+_BOOL_OPS = {"max": "max", "min": "min", "sum": "max", "prod": "min"}
+
+_OPS = {
+    dist.ReduceOp.SUM: "sum",
+    dist.ReduceOp.PRODUCT: "prod",
+    dist.ReduceOp.MIN: "min",
+    dist.ReduceOp.MAX: "max",
+}
+if hasattr(dist.ReduceOp, "AVG"):
+    _OPS[dist.ReduceOp.AVG] = "avg"
+
+_BOOTSTRAP_KEY = "hoop/bootstrap"
+# How long a call's caller waits for it before handing its completion to the group's thread.
+_INLINE_SECONDS = 50e-6
+# Calls up to this size run on the caller's thread when nothing is in flight (an async_op call
+# then returns done, as gloo's small ones nearly are).
+_NOW_BYTES = 64 << 10
+
+
+def _dtype(tensor, what):
+    if tensor.dtype == torch.bool:
+        return "u8"
+    try:
+        return _DTYPES[tensor.dtype]
+    except KeyError:
+        raise TypeError(f"hoop backend: {what}: dtype {tensor.dtype} is not supported "
+                        f"(supported: {', '.join(str(d) for d in _DTYPES)} and torch.bool)") from None
+
+
+def _op(reduce_op, tensor, what):
+    for known, name in _OPS.items():
+        if reduce_op == known:
+            return _BOOL_OPS[name] if tensor.dtype == torch.bool and name in _BOOL_OPS else name
+    raise ValueError(f"hoop backend: {what}: reduce op {reduce_op} is not supported "
+                     f"(supported: SUM, PRODUCT, MIN, MAX, AVG)")
+
+
+def _check_host(tensor, what):
+    if tensor.device.type != "cpu":
+        raise ValueError(f"hoop backend: {what}: a {tensor.device.type} tensor; this build of "
+                         f"the backend takes CPU tensors")
+
+
+class _Staged:
+    """A tensor the collective can write: the tensor itself when contiguous, else a contiguous
+    copy that finish() copies back."""
+
+    def __init__(self, tensor, what, read=True):
+        _check_host(tensor, what)
+        self.tensor = tensor
+        self.buffer = tensor if tensor.is_contiguous() else (
+            tensor.contiguous() if read else torch.empty_like(tensor, memory_format=torch.contiguous_format))
+
+    @property
+    def ptr(self):
+        return self.buffer.data_ptr()
+
+    def finish(self):
+        if self.buffer is not self.tensor:
+            self.tensor.copy_(self.buffer)
+
+
+class _Completer:
+    """Completes the futures behind a process group's Works: one thread per group, waiting for
+    its requests in the order they were started, which is the order its communicator runs
+    them in. (C++ callers such as DDP's reducer wait on a Work's future, so each Work is one
+    made from a future, and something must complete it.)"""
+
+    def __init__(self, comm, name):
+        self._comm = comm
+        self._queue = queue.SimpleQueue()
+        self._count_lock = threading.Lock()
+        self._outstanding = 0
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def add(self, request, future, result, keep, after, done=None):
+        """Completes `future` once `request` has finished (after the calls queued before it);
+        sets `done`, a threading.Event, then."""
+        with self._count_lock:
+            self._outstanding += 1
+        self._queue.put((request, future, result, keep, after, done))
+
+    def idle(self):
+        """Whether no call waits to be completed here: a later call may then be completed by
+        its caller without overtaking one (futures complete in the order of the calls)."""
+        return self._outstanding == 0
+
+    def stop(self):
+        self._queue.put(None)
+        self._thread.join()
+
+    def _run(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            request, future, result, keep, after, done = item
+            try:
+                if request is not None:
+                    self._comm.wait(request)
+                if after is not None:
+                    after()
+            except Exception as e:  # the call's error, raised to whoever waits on the Work
+                future.set_exception(e)
+            else:
+                future.set_result(result)
+            del keep  # the buffers the call read or wrote, alive until it was done
+            with self._count_lock:
+                self._outstanding -= 1
+            if done is not None:
+                done.set()
+
+
+class _PyWork(Work):
+    """The Work a Python caller gets for a call still running (async_op=True): wait() raises the
+    call's error, which torch 1.13's future-made Work would swallow (its wait() returns True
+    whatever the future holds). C++ callers (DDP's reducer) cannot see a Python Work and get
+    the future-made one, whose future carries the error to them."""
+
+    def __init__(self, future):
+        super().__init__()
+        self._future = future
+
+    def wait(self, timeout=None):
+        self._future.wait()
+        return True
+
+    def is_completed(self):
+        return self._future.done()
+
+    def is_success(self):
+        if not self._future.done():
+            return False
+        try:
+            self._future.value()
+        except Exception:
+            return False
+        return True
+
+    def result(self):
+        return self._future.wait()
+
+    def synchronize(self):
+        pass
+
+    def get_future(self):
+        return self._future
+
+
+def _make_work(future, python=True):
+    return _PyWork(future) if python else _create_work_from_future(future)
+
+
+_C10D_FILE = os.path.join("distributed", "distributed_c10d.py")
+
+
+def _caller():
+    """(waits, python) for the call being made: whether its caller is one of torch.distributed's
+    Python functions with async_op=False, which waits for the Work at once; and whether it is
+    Python code at all (DDP's reducer and the like call from C++, and only see Works made from
+    futures)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    if frame is None:
+        return False, False
+    if frame.f_code.co_filename.endswith(_C10D_FILE):
+        # isend/irecv (and send/recv, which wait on the Work themselves) take no async_op.
+        return frame.f_locals.get("async_op", True) is False, True
+    # A C++ caller leaves no frame of its own: the frame above is the Python code that called
+    # into C++ (DDP's forward, backward hooks), never the one the Work goes back to.
+    return False, False
+
+
+def _rendezvous_address():
+    """Where the group's rank 0 serves the hoop store: HOOP_RENDEZVOUS_ADDR, else torch's
+    MASTER_ADDR (rank 0's host under torchrun), else loopback (every rank on this host)."""
+    for name in ("HOOP_RENDEZVOUS_ADDR", "MASTER_ADDR"):
+        value = os.environ.get(name)
+        if value:
+            return socket.gethostbyname(value)
+    return "127.0.0.1"
+
+
+class ProcessGroupHoop(ProcessGroup):
+    """A torch.distributed process group whose collectives run on a hoop Communicator."""
+
+    def __init__(self, store, rank, size, timeout):
+        super().__init__(rank, size)
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+        self._store_host = None
+        if size > 1 and rank == 0:
+            address = _rendezvous_address()
+            secret = secrets.token_hex(16)
+            job_id = "torch-" + secrets.token_hex(6)
+            self._store_host = _hoop.StoreHost(address, secret, job_id, seconds)
+            store.set(_BOOTSTRAP_KEY, f"{address} {self._store_host.port} {secret} {job_id}")
+        if size > 1:
+            address, port, secret, job_id = store.get(_BOOTSTRAP_KEY).decode().split(" ")
+        else:
+            address, port, secret, job_id = "127.0.0.1", "0", "single", "torch-single"
+        self._comm = _hoop.Comm(rank, size, address, int(port), secret, job_id, seconds)
+        self._completer = _Completer(self._comm, f"hoop-pg-{job_id}")
+
+    def getBackendName(self):
+        return BACKEND
+
+    def name(self):
+        return BACKEND
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _now(self, call, result, after=None):
+        """A small call made on the caller's thread; its Work is done when returned, and a
+        failure raises here (every caller either waits at once or may)."""
+        call()
+        if after is not None:
+            after()
+        future = torch.futures.Future()
+        future.set_result(result)
+        return _make_work(future, _caller()[1])
+
+    def _work(self, request, result, keep=(), after=None):
+        waits, python = _caller()
+        # A caller that waits at once (a blocking torch.distributed call), or a call that
+        # finishes within a few tens of microseconds, is completed here: a failure then raises
+        # to the caller directly, and no hand-off to the group's thread is paid.
+        # A C++ caller (python False) may hold the GIL while it waits on the future, which the
+        # group's thread could then never complete: its calls are completed here too.
+        if not python or (self._completer.idle() and
+                          (waits or self._comm.done_within(request, _INLINE_SECONDS))):
+            self._comm.wait(request)
+            if after is not None:
+                after()
+            future = torch.futures.Future()
+            future.set_result(result)
+            return _make_work(future, python)
+        future = torch.futures.Future()
+        done = threading.Event() if waits else None
+        self._completer.add(request, future, result, keep, after, done)
+        if waits:
+            done.wait()  # without the GIL, which the group's thread needs
+            future.value()  # raises the call's error
+        return _make_work(future, python)
+
+    def _single(self, tensors, what):
+        if len(tensors) != 1:
+            raise ValueError(f"hoop backend: {what} takes one tensor per rank, got {len(tensors)}")
+        return tensors[0]
+
+    # --- collectives -----------------------------------------------------------------------
+
+    def allreduce(self, tensors, opts=None):
+        what = "allreduce"
+        t = self._single(tensors, what)
+        op = _op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, t, what)
+        s = _Staged(t, what)
+        if t.numel() * t.element_size() <= _NOW_BYTES and self._completer.idle():
+            return self._now(lambda: self._comm.allreduce_now(s.ptr, s.ptr, t.numel(),
+                                                              _dtype(t, what), op),
+                             tensors, s.finish)
+        r = self._comm.allreduce(s.ptr, s.ptr, t.numel(), _dtype(t, what), op)
+        return self._work(r, tensors, (s,), s.finish)
+
+    def broadcast(self, tensors, opts=None):
+        what = "broadcast"
+        t = self._single(tensors, what)
+        root = opts.rootRank if opts is not None else 0
+        s = _Staged(t, what)
+        r = self._comm.broadcast(s.ptr, t.numel(), _dtype(t, what), root)
+        return self._work(r, tensors, (s,), s.finish)
+
+    def _allgather_into(self, output, input, what):
+        _check_host(input, what)
+        src = input.contiguous()
+        out = _Staged(output, what, read=False)
+        counts = [src.numel()] * self.size()
+        if out.buffer.numel() != src.numel() * self.size():
+            raise ValueError(f"hoop backend: {what}: the output holds {out.buffer.numel()} "
+                             f"elements, not {self.size()} x {src.numel()}")
+        r = self._comm.allgatherv(src.data_ptr(), out.ptr, counts, _dtype(input, what))
+        return r, (src, out), out
+
+    def _allgather_base(self, output, input, opts=None):
+        r, keep, out = self._allgather_into(output, input, "all_gather_into_tensor")
+        return self._work(r, [output], keep, out.finish)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        what = "all_gather"
+        t = self._single(input_tensors, what)
+        outs = self._single(output_tensors, what)
+        if len(outs) != self.size():
+            raise ValueError(f"hoop backend: {what}: {len(outs)} output tensors for "
+                             f"{self.size()} ranks")
+        _check_host(t, what)
+        src = t.contiguous()
+        flat = torch.empty(self.size() * src.numel(), dtype=t.dtype)
+        r = self._comm.allgatherv(src.data_ptr(), flat.data_ptr(), [src.numel()] * self.size(),
+                                  _dtype(t, what))
+
+        def split():
+            for i, o in enumerate(outs):
+                o.copy_(flat[i * src.numel():(i + 1) * src.numel()].view_as(o))
+
+        return self._work(r, output_tensors, (src, flat), split)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        what = "reduce_scatter_tensor"
+        op = _op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, input, what)
+        _check_host(input, what)
+        src = input.contiguous()
+        out = _Staged(output, what, read=False)
+        if src.numel() != out.buffer.numel() * self.size():
+            raise ValueError(f"hoop backend: {what}: the input holds {src.numel()} elements, "
+                             f"not {self.size()} x {out.buffer.numel()}")
+        r = self._comm.reduce_scatterv(src.data_ptr(), out.ptr, [out.buffer.numel()] * self.size(),
+                                       _dtype(input, what), op)
+        return self._work(r, [output], (src, out), out.finish)
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        what = "reduce_scatter"
+        out = self._single(output_tensors, what)
+        ins = self._single(input_tensors, what)
+        if len(ins) != self.size():
+            raise ValueError(f"hoop backend: {what}: {len(ins)} input tensors for "
+                             f"{self.size()} ranks")
+        for i in ins:
+            _check_host(i, what)
+        flat = torch.cat([i.reshape(-1) for i in ins])
+        counts = [i.numel() for i in ins]
+        op = _op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, out, what)
+        staged = _Staged(out, what, read=False)
+        r = self._comm.reduce_scatterv(flat.data_ptr(), staged.ptr, counts, _dtype(out, what), op)
+        return self._work(r, output_tensors, (flat, staged), staged.finish)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        what = "all_to_all_single"
+        _check_host(input, what)
+        n = self.size()
+        src = input.contiguous()
+        out = _Staged(output, what, read=False)
+        row_in = src[0].numel() if src.dim() > 0 and src.shape[0] > 0 else 1
+        row_out = out.buffer[0].numel() if out.buffer.dim() > 0 and out.buffer.shape[0] > 0 else 1
+        if not input_split_sizes:
+            input_split_sizes = [src.shape[0] // n] * n if src.dim() > 0 else [0] * n
+        if not output_split_sizes:
+            output_split_sizes = [out.buffer.shape[0] // n] * n if out.buffer.dim() > 0 else [0] * n
+        sends = [s * row_in for s in input_split_sizes]
+        recvs = [s * row_out for s in output_split_sizes]
+        r = self._comm.alltoallv(src.data_ptr(), sends, out.ptr, recvs, _dtype(input, what))
+        return self._work(r, [output], (src, out), out.finish)
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        what = "all_to_all"
+        for t in list(input_tensors) + list(output_tensors):
+            _check_host(t, what)
+        flat_in = torch.cat([t.reshape(-1) for t in input_tensors])
+        flat_out = torch.empty(sum(t.numel() for t in output_tensors),
+                               dtype=output_tensors[0].dtype)
+        r = self._comm.alltoallv(flat_in.data_ptr(), [t.numel() for t in input_tensors],
+                                 flat_out.data_ptr(), [t.numel() for t in output_tensors],
+                                 _dtype(input_tensors[0], what))
+
+        def split():
+            at = 0
+            for t in output_tensors:
+                t.copy_(flat_out[at:at + t.numel()].view_as(t))
+                at += t.numel()
+
+        return self._work(r, output_tensors, (flat_in, flat_out), split)
+
+    def barrier(self, opts=None):
+        return self._work(self._comm.barrier(), [])
+
+    def reduce(self, tensors, opts=None):
+        what = "reduce"
+        t = self._single(tensors, what)
+        op = _op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, t, what)
+        root = opts.rootRank if opts is not None else 0
+        s = _Staged(t, what)
+        r = self._comm.reduce(s.ptr, s.ptr, t.numel(), _dtype(t, what), op, root)
+        return self._work(r, tensors, (s,), s.finish if self.rank() == root else None)
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        what = "gather"
+        t = self._single(input_tensors, what)
+        root = opts.rootRank if opts is not None else 0
+        _check_host(t, what)
+        src = t.contiguous()
+        counts = [src.numel()] * self.size()
+        if self.rank() != root:
+            r = self._comm.gatherv(src.data_ptr(), 0, counts, _dtype(t, what), root)
+            return self._work(r, output_tensors, (src,))
+        outs = self._single(output_tensors, what)
+        flat = torch.empty(src.numel() * self.size(), dtype=t.dtype)
+        r = self._comm.gatherv(src.data_ptr(), flat.data_ptr(), counts, _dtype(t, what), root)
+
+        def split():
+            for i, o in enumerate(outs):
+                o.copy_(flat[i * src.numel():(i + 1) * src.numel()].view_as(o))
+
+        return self._work(r, output_tensors, (src, flat), split)
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        what = "scatter"
+        out = self._single(output_tensors, what)
+        root = opts.rootRank if opts is not None else 0
+        staged = _Staged(out, what, read=False)
+        counts = [out.numel()] * self.size()
+        if self.rank() == root:
+            ins = self._single(input_tensors, what)
+            flat = torch.cat([i.reshape(-1) for i in ins])
+            r = self._comm.scatterv(flat.data_ptr(), staged.ptr, counts, _dtype(out, what), root)
+            keep = (flat, staged)
+        else:
+            r = self._comm.scatterv(0, staged.ptr, counts, _dtype(out, what), root)
+            keep = (staged,)
+        return self._work(r, output_tensors, keep, staged.finish)
+
+
+    # --- point-to-point ----------------------------------------------------------------------
+
+    def _p2p(self, tensors, peer, what, post):
+        t = self._single(tensors, what)
+        staged = _Staged(t, what, read=what == "send")
+        request = post(staged.ptr, t.numel() * t.element_size(), peer)
+        future = torch.futures.Future()
+
+        # Point-to-point requests finish in any order (a receive from one rank before a send to
+        # another started earlier), so each gets a thread of its own to complete its future.
+        def complete():
+            try:
+                self._comm.wait_p2p(request)
+                if what == "recv":
+                    staged.finish()
+            except Exception as e:
+                future.set_exception(e)
+            else:
+                future.set_result(tensors)
+
+        thread = threading.Thread(target=complete, name="hoop-p2p", daemon=True)
+        thread.start()
+        waits, python = _caller()
+        if waits:
+            thread.join()  # without the GIL, which the thread needs
+            future.value()  # raises the call's error
+        return _make_work(future, python)
+
+    def send(self, tensors, dstRank, tag=0):
+        return self._p2p(tensors, dstRank, "send", self._comm.send)
+
+    def recv(self, tensors, srcRank, tag=0):
+        return self._p2p(tensors, srcRank, "recv", self._comm.recv)
+
+    def recv_anysource(self, tensors, tag=0):
+        raise ValueError("hoop backend: recv from any source is not supported; name the source "
+                         "rank (messages between two ranks arrive in the order they were sent)")
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupHoop(store, rank, size, timeout)
+
+
+if BACKEND not in dist.Backend.__dict__.values() and not hasattr(dist.Backend, BACKEND.upper()):
+    dist.Backend.register_backend(BACKEND, _create)

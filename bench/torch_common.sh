@@ -1,15 +1,18 @@
 # Shared by bench/torch_ddp.sh and bench/torch_horovod.sh (sourced): their options and medians.
 #
-# parse_torch_bench_options "$@" sets reps (-R, default 3), np (-np, default 2) and the array
-# extra (what follows --, passed to the Python benchmark).
+# parse_torch_bench_options "$@" sets reps (-R, default 3), np (-np, default 2), modes (-m,
+# the modes to compare, space-separated; default $default_modes, set by the caller) and the
+# array extra (what follows --, passed to the Python benchmark).
 parse_torch_bench_options() {
   reps=3
   np=2
+  modes=${default_modes:-}
   extra=()
   while (($#)); do
     case "$1" in
       -R) reps="$2"; shift 2 ;;
       -np) np="$2"; shift 2 ;;
+      -m) modes="$2"; shift 2 ;;
       --) shift; extra=("$@"); break ;;
       *) echo "$(basename "$0"): unknown option $1" >&2; exit 2 ;;
     esac

@@ -1,11 +1,13 @@
-"""Training throughput of hoop.torch against torch DistributedDataParallel over gloo, on the
-model of examples/torch_fashion_mnist.py.
+"""Training throughput of hoop.torch and of torch DistributedDataParallel over gloo and over
+backend "hoop", on a model of examples/torch_fashion_mnist.py (--model cnn or wide-mlp).
 
     hooprun -np 2 /usr/bin/python3 bench/torch_ddp_bench.py --mode hoop
     hooprun -np 2 /usr/bin/python3 bench/torch_ddp_bench.py --mode ddp
+    hooprun -np 2 /usr/bin/python3 bench/torch_ddp_bench.py --mode ddp-hoop --model wide-mlp
 
-Both modes run under hooprun: ddp reads its rank and world size from HOOP_RANK/HOOP_SIZE and
-meets at 127.0.0.1:--port. Each rank trains --steps steps of --batch-size examples after
+Every mode runs under hooprun: ddp (gloo) reads its rank and world size from HOOP_RANK/HOOP_SIZE
+and meets at 127.0.0.1:--port; ddp-hoop calls init_process_group("hoop") alone, which meets
+through hooprun's store. Each rank trains --steps steps of --batch-size examples after
 --warmup untimed steps; rank 0 prints "samples/s <value>" (examples per second, all ranks).
 Both use SGD with momentum and 1 torch thread per rank by default.
 """
@@ -16,12 +18,13 @@ import os
 import torch
 
 from call_timing import add_training_args
-from torch_training import Net, load_fashion_mnist, samples_per_second
+from torch_training import MODELS, load_fashion_mnist, samples_per_second
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--mode", choices=["hoop", "ddp"], required=True)
+    p.add_argument("--mode", choices=["hoop", "ddp", "ddp-hoop"], required=True)
+    p.add_argument("--model", choices=sorted(MODELS), default="cnn")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--port", type=int, default=29517, help="ddp rendezvous port")
     add_training_args(p)
@@ -36,11 +39,16 @@ def setup_hoop(model, optimizer):
     return model, optimizer, hvd.rank(), hvd.size(), hvd.barrier, hvd.shutdown
 
 
-def setup_ddp(model, optimizer, port):
+def setup_ddp(model, optimizer, port, backend):
     import torch.distributed as dist
-    rank, size = int(os.environ["HOOP_RANK"]), int(os.environ["HOOP_SIZE"])
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=size)
+    if backend == "hoop":
+        import hoop.torch.distributed  # noqa: F401  registers the backend
+        dist.init_process_group("hoop")  # under hooprun: its rank, size and store
+        rank, size = dist.get_rank(), dist.get_world_size()
+    else:
+        rank, size = int(os.environ["HOOP_RANK"]), int(os.environ["HOOP_SIZE"])
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=size)
     model = torch.nn.parallel.DistributedDataParallel(model)  # broadcasts rank 0's weights
     optimizer = torch.optim.SGD(model.parameters(), lr=optimizer.defaults["lr"],
                                 momentum=optimizer.defaults["momentum"])
@@ -52,12 +60,14 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     x, y = load_fashion_mnist("train", args.data_dir)
-    model = Net()
+    model = MODELS[args.model]()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
     if args.mode == "hoop":
         model, optimizer, rank, size, barrier, finish = setup_hoop(model, optimizer)
     else:
-        model, optimizer, rank, size, barrier, finish = setup_ddp(model, optimizer, args.port)
+        backend = "hoop" if args.mode == "ddp-hoop" else "gloo"
+        model, optimizer, rank, size, barrier, finish = setup_ddp(model, optimizer, args.port,
+                                                                  backend)
 
     rate = samples_per_second(model, optimizer, x, y, rank, size, args.batch_size, args.warmup,
                               args.steps, barrier)

@@ -1,4 +1,4 @@
-"""What bench/torch_ddp_bench.py and bench/torch_horovod_bench.py share: the model and data of
+"""What bench/torch_ddp_bench.py and bench/torch_horovod_bench.py share: the models and data of
 examples/torch_fashion_mnist.py, the training options and the timed training loop."""
 
 import os
@@ -8,7 +8,7 @@ import time
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-from torch_fashion_mnist import Net, load_fashion_mnist  # noqa: E402,F401
+from torch_fashion_mnist import MODELS, Net, load_fashion_mnist  # noqa: E402,F401
 
 
 def samples_per_second(model, optimizer, x, y, rank, size, batch_size, warmup, steps, barrier):

@@ -18,18 +18,11 @@ import torch
 import torch.nn.functional as F
 
 import hoop.torch as hvd
-from torch_fashion_mnist import Net, arg_parser, evaluate, load_fashion_mnist, metric_average
-
-
-def mlp():
-    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 256), torch.nn.ReLU(),
-                               torch.nn.Linear(256, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+from torch_fashion_mnist import MODELS, arg_parser, evaluate, load_fashion_mnist, metric_average
 
 
 def parse_args(argv=None):
     p = arg_parser(__doc__.splitlines()[0])
-    p.add_argument("--model", choices=["cnn", "mlp"], default="cnn",
-                   help="torch_fashion_mnist.py's CNN, or the training core's MLP (784-256-128-10)")
     p.add_argument("--commit-every", type=int, default=20, help="batches between commits")
     return p.parse_args(argv)
 
@@ -43,7 +36,7 @@ def main():
     test_x, test_y = load_fashion_mnist("t10k", args.data_dir)
     dataset = torch.utils.data.TensorDataset(train_x, train_y)
 
-    model = Net() if args.model == "cnn" else mlp()
+    model = MODELS[args.model]()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size(),
                                 momentum=args.momentum)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())

@@ -27,6 +27,13 @@ using Counts = std::vector<std::size_t>;
 const void* in_ptr(std::uintptr_t p) { return reinterpret_cast<const void*>(p); }
 void* out_ptr(std::uintptr_t p) { return reinterpret_cast<void*>(p); }
 
+/// f() without the GIL (a call that may wait on the network).
+template <typename F>
+auto without_gil(const F& f) {
+  py::gil_scoped_release release;
+  return f();
+}
+
 std::chrono::milliseconds millis(double seconds) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
@@ -46,6 +53,86 @@ class StoreHost {
 
  private:
   std::unique_ptr<StoreServer> server_;
+};
+
+/// The store of the job hoop's launcher variables describe (hooprun's, or rank 0's under
+/// mpirun, srun or a Kubernetes Indexed Job), for torch.distributed's rendezvous when torch's
+/// own variables are not set. Keys live under "torch/", apart from hoop's.
+class JobStore {
+ public:
+  explicit JobStore(double timeout_s) {
+    Result<BootstrapInfo> info = bootstrap_from_env();
+    if (!info.ok()) raise(info.status());
+    info_ = std::move(*info);
+    timeout_ = millis(timeout_s);
+    if (info_.size == 1) return;  // nothing to meet: set/get work on a map of this process
+    py::gil_scoped_release release;  // connecting waits for the other ranks
+    info_.start_timeout = timeout_;
+    Result<std::unique_ptr<Store>> store = connect_store(info_);
+    if (!store.ok()) {
+      py::gil_scoped_acquire acquire;
+      raise(store.status().with_context("hoop job store (" + info_.launcher + ")"));
+    }
+    store_ = std::move(*store);
+  }
+
+  int rank() const { return info_.rank; }
+  int size() const { return info_.size; }
+  int local_rank() const { return info_.local_rank; }
+  int local_size() const { return info_.local_size; }
+  const std::string& launcher() const { return info_.launcher; }
+
+  void set(const std::string& key, const py::bytes& value) {
+    const std::string v = value;
+    if (store_ == nullptr) {
+      local_[key] = v;
+      return;
+    }
+    Status s = without_gil([&] { return store_->set(kPrefix + key, v); });
+    if (!s.ok()) raise(s);
+  }
+  /// The value of `key`, waiting for it up to the store's timeout.
+  py::bytes get(const std::string& key) {
+    if (store_ == nullptr) {
+      const auto it = local_.find(key);
+      if (it == local_.end()) raise(not_found("store key '" + key + "' is not set"));
+      return py::bytes(it->second);
+    }
+    Result<std::string> v = without_gil([&] { return store_->wait_get(kPrefix + key, timeout_); });
+    if (!v.ok()) raise(v.status());
+    return py::bytes(*v);
+  }
+  std::int64_t add(const std::string& key, std::int64_t delta) {
+    if (store_ == nullptr) {
+      std::int64_t& n = counters_[key];
+      return n += delta;
+    }
+    Result<std::int64_t> v = without_gil([&] { return store_->add(kPrefix + key, delta); });
+    if (!v.ok()) raise(v.status());
+    return *v;
+  }
+  /// Waits until every key is set, for `timeout_s` seconds (negative: the store's timeout).
+  void wait(const std::vector<std::string>& keys, double timeout_s) {
+    if (store_ == nullptr) return;
+    std::vector<std::string> prefixed;
+    for (const std::string& k : keys) prefixed.push_back(kPrefix + k);
+    Status s = without_gil([&] { return store_->wait(prefixed, timeout_s < 0 ? timeout_ : millis(timeout_s)); });
+    if (!s.ok()) raise(s);
+  }
+  bool remove(const std::string& key) {
+    if (store_ == nullptr) return local_.erase(key) + counters_.erase(key) > 0;
+    Result<bool> v = without_gil([&] { return store_->remove(kPrefix + key); });
+    if (!v.ok()) raise(v.status());
+    return *v;
+  }
+
+ private:
+  static constexpr const char* kPrefix = "torch/";
+  BootstrapInfo info_;
+  std::chrono::milliseconds timeout_{};
+  std::unique_ptr<Store> store_;
+  std::unordered_map<std::string, std::string> local_;
+  std::unordered_map<std::string, std::int64_t> counters_;
 };
 
 /// One process group's communicator and its requests in flight.
@@ -352,6 +439,35 @@ void define_communicator(py::module_& m) {
            py::arg("bind"), py::arg("secret"), py::arg("job_id"), py::arg("timeout_s"))
       .def_property_readonly("port", &StoreHost::port)
       .def("stop", &StoreHost::stop);
+  m.def(
+      "job_layout",
+      [] {
+        Result<BootstrapInfo> info = bootstrap_from_env();
+        if (!info.ok()) raise(info.status());
+        py::dict d;
+        d["launcher"] = info->launcher;
+        d["rank"] = info->rank;
+        d["size"] = info->size;
+        d["local_rank"] = info->local_rank;
+        d["local_size"] = info->local_size;
+        return d;
+      },
+      "The job's layout as hoop's launcher variables give it (launcher 'none' without any), "
+      "without connecting to anything.");
+  py::class_<JobStore>(m, "JobStore",
+                       "The store of the job hoop's launcher variables describe, for "
+                       "torch.distributed's rendezvous.")
+      .def(py::init<double>(), py::arg("timeout_s"))
+      .def_property_readonly("rank", &JobStore::rank)
+      .def_property_readonly("size", &JobStore::size)
+      .def_property_readonly("local_rank", &JobStore::local_rank)
+      .def_property_readonly("local_size", &JobStore::local_size)
+      .def_property_readonly("launcher", &JobStore::launcher)
+      .def("set", &JobStore::set)
+      .def("get", &JobStore::get)
+      .def("add", &JobStore::add)
+      .def("wait", &JobStore::wait, py::arg("keys"), py::arg("timeout_s") = -1.0)
+      .def("remove", &JobStore::remove);
   py::class_<Comm>(m, "Comm", "A Communicator over a StoreHost's store.")
       .def(py::init<int, int, const std::string&, int, const std::string&, const std::string&,
                     double>(),

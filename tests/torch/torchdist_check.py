@@ -1,8 +1,10 @@
 """One rank of the torch.distributed backend check: every collective through backend "hoop"
 against the same call through a gloo group of the same ranks, on the same random inputs, for
-every dtype both take, sync and async. Run under torchrun (or any env:// launcher):
+every dtype both take, sync and async. Run under torchrun (or any env:// launcher), or under
+hooprun with none of torch's variables:
 
     python3 -m torch.distributed.run --nproc_per_node=2 tests/torch/torchdist_check.py
+    hooprun -np 4 python3 tests/torch/torchdist_check.py
 
 Prints "rank R: torchdist checked N cases" and exits 0, or each FAIL and exits 1.
 """
@@ -12,7 +14,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-import hoop.torch.distributed  # noqa: F401  registers backend "hoop"
+import hoop.torch  # noqa: F401  registers backend "hoop" (hoop.torch.distributed)
 
 DTYPES = [torch.float32, torch.float64, torch.int32, torch.int64, torch.uint8, torch.int8]
 COUNTS = [0, 1, 7, 1031]

@@ -5,7 +5,8 @@
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 
-Launch with hooprun -np N python train.py. Signatures, defaults and semantics follow
+Launch with hooprun -np N python train.py. Importing hoop.torch also registers the
+torch.distributed backend "hoop" (hoop.torch.distributed): dist.init_process_group("hoop"). Signatures, defaults and semantics follow
 horovod.torch 0.28; failures raise hoop.HoopError (also exported as HorovodInternalError)
 whose .code and .message carry the runtime's cause. Misuse that Horovod reports as ValueError
 (a name submitted twice while pending, rows that do not split, a scalar to reducescatter)
@@ -38,3 +39,8 @@ from hoop.torch.sync_ops import (allgather, allreduce, alltoall, broadcast, grou
 
 # Horovod's exception name, for scripts that catch it.
 HorovodInternalError = HoopError
+
+import torch.distributed as _dist
+
+if _dist.is_available():
+    from hoop.torch import distributed as _distributed  # noqa: F401  registers backend "hoop"

@@ -3,8 +3,9 @@
 Importing this module registers the backend ``"hoop"`` with ``torch.distributed``. Each process
 group gets a hoop Communicator of its own: the group's rank 0 serves a hoop rendezvous store in
 its process and publishes its address, port and a fresh secret through the c10d store that
-torch hands the backend (``env://`` under torchrun, a FileStore, a TCPStore), and every rank of
-the group connects to it. The collectives then run on hoop's transports (shared memory on one
+torch hands the backend (``env://`` under torchrun, a FileStore, a TCPStore; under hooprun,
+mpirun or srun without torch's variables, the job's hoop store: see _rendezvous), and every
+rank of the group connects to it. The collectives then run on hoop's transports (shared memory on one
 host, TCP across hosts), as non-blocking calls; each Work is made from a future that a thread
 of the group completes when the call is done, so ``wait``, ``is_completed`` and ``get_future``
 behave as gloo's, for Python callers and C++ ones (DDP's reducer) alike.
@@ -25,6 +26,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, Work, _create_work_from_future
 
 from hoop import _hoop
+from hoop.torch import _rendezvous
 
 __all__ = ["ProcessGroupHoop", "BACKEND"]
 
@@ -197,34 +199,54 @@ def _make_work(future, python=True):
 
 
 _C10D_FILE = os.path.join("distributed", "distributed_c10d.py")
+_AUTOGRAD_FILE = os.path.join("autograd", "__init__.py")
+
+# Who makes a call, as _caller() tells: what Work it gets and who may complete it.
+_SYNC = "sync"          # a torch.distributed function with async_op=False: waits at once
+_ASYNC = "async"        # Python code that may wait later: gets a _PyWork
+_BACKWARD = "backward"  # C++ inside autograd's backward (DDP's reducer): waits without the GIL
+_CPP = "cpp"            # C++ called from Python code (DDP's constructor): may wait holding it
 
 
 def _caller():
-    """(waits, python) for the call being made: whether its caller is one of torch.distributed's
-    Python functions with async_op=False, which waits for the Work at once; and whether it is
-    Python code at all (DDP's reducer and the like call from C++, and only see Works made from
-    futures)."""
+    """The kind of caller of the call being made (_SYNC, _ASYNC, _BACKWARD or _CPP)."""
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename == __file__:
         frame = frame.f_back
     if frame is None:
-        return False, False
-    if frame.f_code.co_filename.endswith(_C10D_FILE):
+        return _CPP
+    name = frame.f_code.co_filename
+    if name.endswith(_C10D_FILE):
         # isend/irecv (and send/recv, which wait on the Work themselves) take no async_op.
-        return frame.f_locals.get("async_op", True) is False, True
+        return _SYNC if frame.f_locals.get("async_op", True) is False else _ASYNC
     # A C++ caller leaves no frame of its own: the frame above is the Python code that called
-    # into C++ (DDP's forward, backward hooks), never the one the Work goes back to.
-    return False, False
+    # into C++. autograd's backward() released the GIL there, so the group's thread can
+    # complete the reducer's futures while backward goes on (DDP's overlap); other C++ calls
+    # (DDP's parameter checks and broadcasts) may wait on the future holding the GIL.
+    return _BACKWARD if name.endswith(_AUTOGRAD_FILE) else _CPP
 
 
 def _rendezvous_address():
-    """Where the group's rank 0 serves the hoop store: HOOP_RENDEZVOUS_ADDR, else torch's
-    MASTER_ADDR (rank 0's host under torchrun), else loopback (every rank on this host)."""
+    """Where the group's rank 0 serves the hoop store: its own address on the way to
+    HOOP_RENDEZVOUS_ADDR (hooprun's host) or MASTER_ADDR (the job's rank 0 under torchrun),
+    which the group's other ranks reach it at as they reach those; else loopback (every rank
+    on this host)."""
     for name in ("HOOP_RENDEZVOUS_ADDR", "MASTER_ADDR"):
         value = os.environ.get(name)
         if value:
-            return socket.gethostbyname(value)
+            return _local_address_toward(socket.gethostbyname(value))
     return "127.0.0.1"
+
+
+def _local_address_toward(target):
+    """This host's address that packets to `target` leave from (`target` itself when it is one
+    of this host's); connecting a UDP socket sends nothing."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((target, 9))
+            return s.getsockname()[0]
+        except OSError:
+            return target
 
 
 class ProcessGroupHoop(ProcessGroup):
@@ -263,17 +285,18 @@ class ProcessGroupHoop(ProcessGroup):
             after()
         future = torch.futures.Future()
         future.set_result(result)
-        return _make_work(future, _caller()[1])
+        return _make_work(future, _caller() in (_SYNC, _ASYNC))
 
     def _work(self, request, result, keep=(), after=None):
-        waits, python = _caller()
+        caller = _caller()
+        python = caller in (_SYNC, _ASYNC)
         # A caller that waits at once (a blocking torch.distributed call), or a call that
         # finishes within a few tens of microseconds, is completed here: a failure then raises
-        # to the caller directly, and no hand-off to the group's thread is paid.
-        # A C++ caller (python False) may hold the GIL while it waits on the future, which the
-        # group's thread could then never complete: its calls are completed here too.
-        if not python or (self._completer.idle() and
-                          (waits or self._comm.done_within(request, _INLINE_SECONDS))):
+        # to the caller directly, and no hand-off to the group's thread is paid. So is every
+        # call of a C++ caller that may hold the GIL while it waits on the future, which the
+        # group's thread could then never complete.
+        if caller == _CPP or (self._completer.idle() and
+                              (caller == _SYNC or self._comm.done_within(request, _INLINE_SECONDS))):
             self._comm.wait(request)
             if after is not None:
                 after()
@@ -281,9 +304,9 @@ class ProcessGroupHoop(ProcessGroup):
             future.set_result(result)
             return _make_work(future, python)
         future = torch.futures.Future()
-        done = threading.Event() if waits else None
+        done = threading.Event() if caller == _SYNC else None
         self._completer.add(request, future, result, keep, after, done)
-        if waits:
+        if done is not None:
             done.wait()  # without the GIL, which the group's thread needs
             future.value()  # raises the call's error
         return _make_work(future, python)
@@ -485,21 +508,29 @@ class ProcessGroupHoop(ProcessGroup):
 
         thread = threading.Thread(target=complete, name="hoop-p2p", daemon=True)
         thread.start()
-        waits, python = _caller()
-        if waits:
+        caller = _caller()
+        if caller == _SYNC:
             thread.join()  # without the GIL, which the thread needs
             future.value()  # raises the call's error
-        return _make_work(future, python)
+        return _make_work(future, caller in (_SYNC, _ASYNC))
 
     def send(self, tensors, dstRank, tag=0):
+        _untagged(tag, "send")
         return self._p2p(tensors, dstRank, "send", self._comm.send)
 
     def recv(self, tensors, srcRank, tag=0):
+        _untagged(tag, "recv")
         return self._p2p(tensors, srcRank, "recv", self._comm.recv)
 
     def recv_anysource(self, tensors, tag=0):
         raise ValueError("hoop backend: recv from any source is not supported; name the source "
                          "rank (messages between two ranks arrive in the order they were sent)")
+
+
+def _untagged(tag, what):
+    if tag != 0:
+        raise ValueError(f"hoop backend: {what} with tag {tag}: tags are not supported (messages "
+                         f"between two ranks match in the order they were sent); use tag 0")
 
 
 def _create(store, rank, size, timeout):
@@ -508,3 +539,4 @@ def _create(store, rank, size, timeout):
 
 if BACKEND not in dist.Backend.__dict__.values() and not hasattr(dist.Backend, BACKEND.upper()):
     dist.Backend.register_backend(BACKEND, _create)
+_rendezvous.install()

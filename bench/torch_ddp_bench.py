@@ -25,6 +25,8 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mode", choices=["hoop", "ddp", "ddp-hoop"], required=True)
     p.add_argument("--model", choices=sorted(MODELS), default="cnn")
+    p.add_argument("--grad-as-bucket-view", action="store_true",
+                   help="DDP's gradient_as_bucket_view=True (no copies into and out of buckets)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--port", type=int, default=29517, help="ddp rendezvous port")
     add_training_args(p)
@@ -39,7 +41,7 @@ def setup_hoop(model, optimizer):
     return model, optimizer, hvd.rank(), hvd.size(), hvd.barrier, hvd.shutdown
 
 
-def setup_ddp(model, optimizer, port, backend):
+def setup_ddp(model, optimizer, port, backend, bucket_view):
     import torch.distributed as dist
     if backend == "hoop":
         import hoop.torch.distributed  # noqa: F401  registers the backend
@@ -49,7 +51,8 @@ def setup_ddp(model, optimizer, port, backend):
         rank, size = int(os.environ["HOOP_RANK"]), int(os.environ["HOOP_SIZE"])
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                 world_size=size)
-    model = torch.nn.parallel.DistributedDataParallel(model)  # broadcasts rank 0's weights
+    # Broadcasts rank 0's weights.
+    model = torch.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=bucket_view)
     optimizer = torch.optim.SGD(model.parameters(), lr=optimizer.defaults["lr"],
                                 momentum=optimizer.defaults["momentum"])
     return model, optimizer, rank, size, dist.barrier, dist.destroy_process_group
@@ -66,8 +69,8 @@ def main():
         model, optimizer, rank, size, barrier, finish = setup_hoop(model, optimizer)
     else:
         backend = "hoop" if args.mode == "ddp-hoop" else "gloo"
-        model, optimizer, rank, size, barrier, finish = setup_ddp(model, optimizer, args.port,
-                                                                  backend)
+        model, optimizer, rank, size, barrier, finish = setup_ddp(
+            model, optimizer, args.port, backend, args.grad_as_bucket_view)
 
     rate = samples_per_second(model, optimizer, x, y, rank, size, args.batch_size, args.warmup,
                               args.steps, barrier)

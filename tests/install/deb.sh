@@ -41,7 +41,8 @@ contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
 for f in ./usr/bin/hooprun ./usr/bin/hoop-topology ./usr/bin/hoop-bench ./usr/bin/hoop-plan \
   ./usr/include/hoop/hoop.h \
   ./usr/include/hoop/version.h ./usr/lib/cmake/hoop/hoopConfig.cmake ./usr/lib/pkgconfig/hoop.pc \
-  ./usr/lib/python3/dist-packages/hoop/torch/__init__.py; do
+  ./usr/lib/python3/dist-packages/hoop/torch/__init__.py \
+  ./usr/lib/python3/dist-packages/hoop/torch/distributed.py; do
   echo "$contents" | grep -qx "$f" || { echo "FAIL: the package lacks $f"; exit 1; }
 done
 echo "$contents" | grep -q '^./usr/lib/libhoop.so' || { echo "FAIL: no libhoop"; exit 1; }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # `cmake --install` of this build into a fresh prefix, then what a user does with it: a CMake
-# project with find_package(hoop), a program compiled with pkg-config's flags, and hoop.torch,
-# each run on 2 ranks under the installed hooprun. The prefix is then moved: its hooprun and a
+# project with find_package(hoop), a program compiled with pkg-config's flags, hoop.torch and
+# the torch.distributed backend "hoop", each run on 2 ranks under the installed hooprun. The prefix is then moved: its hooprun and a
 # program built from its hoop.pc still run (the RPATHs and hoop.pc are relative).
 # `run.sh SOURCE_DIR BUILD_DIR WORK_DIR`.
 set -eu
@@ -41,6 +41,14 @@ t = hvd.allreduce(torch.ones(3) * (hvd.rank() + 1), op=hvd.Sum)
 print(f'rank {hvd.rank()} of {hvd.size()}: allreduce ok ({int(t[0])})')
 hvd.shutdown()")
   check "$out" "hoop.torch"
+  out=$(PYTHONPATH=$prefix/lib/python3/dist-packages "$hooprun" -np 2 /usr/bin/python3 -c "
+import torch, torch.distributed as dist, hoop.torch
+dist.init_process_group('hoop')
+t = torch.ones(3) * (dist.get_rank() + 1)
+dist.all_reduce(t)
+print(f'rank {dist.get_rank()} of {dist.get_world_size()}: allreduce ok ({int(t[0])})')
+dist.destroy_process_group()")
+  check "$out" "torch.distributed backend hoop"
 fi
 
 # Moved: the tools and hoop.pc are relative to the prefix, so a moved tree still works.

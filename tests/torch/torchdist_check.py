@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 import hoop.torch  # noqa: F401  registers backend "hoop" (hoop.torch.distributed)
+from torchdist_common import finish
 
 DTYPES = [torch.float32, torch.float64, torch.int32, torch.int64, torch.uint8, torch.int8]
 COUNTS = [0, 1, 7, 1031]
@@ -141,13 +142,8 @@ def main():
     dist.barrier()
     dist.barrier(group=gloo)
     if failures:
-        for f in failures[:20]:
-            print(f"FAIL rank {rank}: {f}")
-        print(f"FAIL rank {rank}: {len(failures)} of {cases} cases differ")
-        return 1
-    print(f"rank {rank}: torchdist checked {cases} cases")
-    dist.destroy_process_group()
-    return 0
+        failures[19:] = [f"{len(failures)} of {cases} cases differ"]
+    return finish(failures, f"torchdist checked {cases} cases")
 
 
 if __name__ == "__main__":

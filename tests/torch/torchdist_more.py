@@ -17,6 +17,7 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import hoop.torch.distributed  # noqa: F401  registers backend "hoop"
+from torchdist_common import compare_parameters, finish
 
 failures = []
 
@@ -80,16 +81,8 @@ def main():
     objects(rank, size)
     subgroup(rank, size)
     for name, train in (("ZeroRedundancyOptimizer", zero), ("Join", join)):
-        for i, (a, b) in enumerate(zip(train(rank, None), train(rank, gloo))):
-            check(f"{name}: parameter {i} differs from gloo's", torch.allclose(a, b, rtol=1e-6,
-                                                                              atol=1e-7))
-    if failures:
-        for f in failures:
-            print(f"FAIL rank {rank}: {f}")
-        return 1
-    print(f"rank {rank}: torchdist more ok")
-    dist.destroy_process_group()
-    return 0
+        compare_parameters(name, train(rank, None), train(rank, gloo), failures)
+    return finish(failures, "torchdist more ok")
 
 
 if __name__ == "__main__":

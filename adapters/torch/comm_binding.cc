@@ -188,95 +188,95 @@ class Comm {
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
 
+  // Each collective either starts its non-blocking form and returns a request id for
+  // wait/test, or, with `now` (a small call: the hand-off to the communicator's thread costs
+  // more than the call takes), runs the blocking form on this thread without the GIL and
+  // returns 0.
   std::int64_t allreduce(std::uintptr_t in, std::uintptr_t out, std::size_t count,
-                         const std::string& dtype, const std::string& op) {
-    return add(iallreduce(*comm_, {.input = in_ptr(in),
-                                   .output = out_ptr(out),
-                                   .count = count,
-                                   .dtype = dtype_of(dtype),
-                                   .op = op_of(op)}));
-  }
-  /// The allreduce on the calling thread (without the GIL), for small calls: the non-blocking
-  /// form's hand-off to the communicator's thread costs more than they take.
-  void allreduce_now(std::uintptr_t in, std::uintptr_t out, std::size_t count,
-                     const std::string& dtype, const std::string& op) {
+                         const std::string& dtype, const std::string& op, bool now) {
     const AllreduceOptions o{.input = in_ptr(in),
                              .output = out_ptr(out),
                              .count = count,
                              .dtype = dtype_of(dtype),
                              .op = op_of(op)};
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = hoop::allreduce(*comm_, o);
-    }
-    if (!s.ok()) raise(s);
+    return call(now, [&] { return hoop::allreduce(*comm_, o); },
+                [&] { return iallreduce(*comm_, o); });
   }
   std::int64_t broadcast(std::uintptr_t buffer, std::size_t count, const std::string& dtype,
-                         int root) {
-    return add(ibroadcast(*comm_, {.buffer = out_ptr(buffer),
-                                   .count = count,
-                                   .dtype = dtype_of(dtype),
-                                   .root = root}));
+                         int root, bool now) {
+    const BroadcastOptions o{.buffer = out_ptr(buffer),
+                             .count = count,
+                             .dtype = dtype_of(dtype),
+                             .root = root};
+    return call(now, [&] { return hoop::broadcast(*comm_, o); },
+                [&] { return ibroadcast(*comm_, o); });
   }
   std::int64_t allgatherv(std::uintptr_t in, std::uintptr_t out, Counts counts,
-                          const std::string& dtype) {
+                          const std::string& dtype, bool now) {
     auto kept = keep(std::move(counts));
-    return add(iallgatherv(
-        *comm_, {.input = in_ptr(in), .output = out_ptr(out), .counts = *kept,
-                 .dtype = dtype_of(dtype)}),
-               kept);
+    const AllgathervOptions o{.input = in_ptr(in), .output = out_ptr(out), .counts = *kept,
+                              .dtype = dtype_of(dtype)};
+    return call(now, [&] { return hoop::allgatherv(*comm_, o); },
+                [&] { return iallgatherv(*comm_, o); }, kept);
   }
   std::int64_t reduce_scatterv(std::uintptr_t in, std::uintptr_t out, Counts counts,
-                               const std::string& dtype, const std::string& op) {
+                               const std::string& dtype, const std::string& op, bool now) {
     auto kept = keep(std::move(counts));
-    return add(ireduce_scatterv(*comm_, {.input = in_ptr(in),
-                                         .output = out_ptr(out),
-                                         .counts = *kept,
-                                         .dtype = dtype_of(dtype),
-                                         .op = op_of(op)}),
-               kept);
-  }
-  std::int64_t alltoallv(std::uintptr_t in, Counts send_counts, std::uintptr_t out,
-                         Counts recv_counts, const std::string& dtype) {
-    auto sends = keep(std::move(send_counts));
-    auto recvs = keep(std::move(recv_counts));
-    return add(ialltoallv(*comm_, {.input = in_ptr(in),
-                                   .send_counts = *sends,
-                                   .output = out_ptr(out),
-                                   .recv_counts = *recvs,
-                                   .dtype = dtype_of(dtype)}),
-               sends, recvs);
-  }
-  std::int64_t barrier() { return add(ibarrier(*comm_)); }
-  std::int64_t reduce(std::uintptr_t in, std::uintptr_t out, std::size_t count,
-                      const std::string& dtype, const std::string& op, int root) {
-    return add(ireduce(*comm_, {.input = in_ptr(in),
-                                .output = out_ptr(out),
-                                .count = count,
-                                .dtype = dtype_of(dtype),
-                                .op = op_of(op),
-                                .root = root}));
-  }
-  std::int64_t gatherv(std::uintptr_t in, std::uintptr_t out, Counts counts,
-                       const std::string& dtype, int root) {
-    auto kept = keep(std::move(counts));
-    return add(igatherv(*comm_, {.input = in_ptr(in),
-                                 .output = out_ptr(out),
-                                 .counts = *kept,
-                                 .dtype = dtype_of(dtype),
-                                 .root = root}),
-               kept);
-  }
-  std::int64_t scatterv(std::uintptr_t in, std::uintptr_t out, Counts counts,
-                        const std::string& dtype, int root) {
-    auto kept = keep(std::move(counts));
-    return add(iscatterv(*comm_, {.input = in_ptr(in),
+    const ReduceScattervOptions o{.input = in_ptr(in),
                                   .output = out_ptr(out),
                                   .counts = *kept,
                                   .dtype = dtype_of(dtype),
-                                  .root = root}),
-               kept);
+                                  .op = op_of(op)};
+    return call(now, [&] { return hoop::reduce_scatterv(*comm_, o); },
+                [&] { return ireduce_scatterv(*comm_, o); }, kept);
+  }
+  std::int64_t alltoallv(std::uintptr_t in, Counts send_counts, std::uintptr_t out,
+                         Counts recv_counts, const std::string& dtype, bool now) {
+    auto sends = keep(std::move(send_counts));
+    auto recvs = keep(std::move(recv_counts));
+    const AlltoallvOptions o{.input = in_ptr(in),
+                             .send_counts = *sends,
+                             .output = out_ptr(out),
+                             .recv_counts = *recvs,
+                             .dtype = dtype_of(dtype)};
+    return call(now, [&] { return hoop::alltoallv(*comm_, o); },
+                [&] { return ialltoallv(*comm_, o); }, sends, recvs);
+  }
+  std::int64_t barrier(bool now) {
+    return call(now, [&] { return hoop::barrier(*comm_); }, [&] { return ibarrier(*comm_); });
+  }
+  std::int64_t reduce(std::uintptr_t in, std::uintptr_t out, std::size_t count,
+                      const std::string& dtype, const std::string& op, int root, bool now) {
+    const RootReduceOptions o{.input = in_ptr(in),
+                              .output = out_ptr(out),
+                              .count = count,
+                              .dtype = dtype_of(dtype),
+                              .op = op_of(op),
+                              .root = root};
+    return call(now, [&] { return hoop::reduce(*comm_, o); },
+                [&] { return ireduce(*comm_, o); });
+  }
+  std::int64_t gatherv(std::uintptr_t in, std::uintptr_t out, Counts counts,
+                       const std::string& dtype, int root, bool now) {
+    auto kept = keep(std::move(counts));
+    const GathervOptions o{.input = in_ptr(in),
+                           .output = out_ptr(out),
+                           .counts = *kept,
+                           .dtype = dtype_of(dtype),
+                           .root = root};
+    return call(now, [&] { return hoop::gatherv(*comm_, o); },
+                [&] { return igatherv(*comm_, o); }, kept);
+  }
+  std::int64_t scatterv(std::uintptr_t in, std::uintptr_t out, Counts counts,
+                        const std::string& dtype, int root, bool now) {
+    auto kept = keep(std::move(counts));
+    const ScattervOptions o{.input = in_ptr(in),
+                            .output = out_ptr(out),
+                            .counts = *kept,
+                            .dtype = dtype_of(dtype),
+                            .root = root};
+    return call(now, [&] { return hoop::scatterv(*comm_, o); },
+                [&] { return iscatterv(*comm_, o); }, kept);
   }
 
   /// Starts sending `bytes` bytes at `ptr` to `peer`; a request id for wait_p2p/test_p2p.
@@ -379,6 +379,14 @@ class Comm {
     return std::make_shared<const Counts>(std::move(counts));
   }
 
+  template <typename Blocking, typename Start, typename... Kept>
+  std::int64_t call(bool now, const Blocking& blocking, const Start& start, Kept... kept) {
+    if (!now) return add(start(), kept...);
+    const Status s = without_gil(blocking);
+    if (!s.ok()) raise(s);
+    return 0;
+  }
+
   template <typename... Kept>
   std::int64_t add(Request r, Kept... kept) {
     std::lock_guard lock(mu_);
@@ -476,7 +484,6 @@ void define_communicator(py::module_& m) {
       .def_property_readonly("rank", &Comm::rank)
       .def_property_readonly("size", &Comm::size)
       .def("allreduce", &Comm::allreduce)
-      .def("allreduce_now", &Comm::allreduce_now)
       .def("broadcast", &Comm::broadcast)
       .def("allgatherv", &Comm::allgatherv)
       .def("reduce_scatterv", &Comm::reduce_scatterv)

@@ -7,7 +7,7 @@
 #   bench/torch_ddp.sh [-R 3] [-np 2] [-m "hoop ddp"] [-- extra torch_ddp_bench.py flags]
 #   bench/torch_ddp.sh -R 5 -m "ddp-hoop ddp" -- --model wide-mlp --steps 40
 # Modes: hoop (hoop.torch's DistributedOptimizer), ddp (DDP over gloo), ddp-hoop (DDP over
-# backend "hoop").
+# backend "hoop"), ddp-none (DDP exchanging nothing: the step without communication).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

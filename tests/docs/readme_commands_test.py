@@ -42,6 +42,7 @@ SKIPS = [
 EXPECT = [
     (r"train_fashion_mnist", r"throughput_n .* samples/s"),
     (r"torch_fashion_mnist\.py", r"test accuracy \d+\.\d+ %"),
+    (r"torchdist_fashion_mnist\.py", r"test accuracy \d+\.\d+ %"),
     (r"jax_fashion_mnist\.py", r"test accuracy \d+\.\d+ %"),
     (r"keras_fashion_mnist\.py", r"test accuracy \d+\.\d+ %"),
     (r"hoop-bench --transport mpi", r"# Out of bounds values : 0 OK"),

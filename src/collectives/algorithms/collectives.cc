@@ -23,23 +23,10 @@ using collectives::bytes_of;
 using collectives::CallFingerprint;
 using collectives::Context;
 using collectives::copy_in;
+using collectives::in_slots;
 using collectives::run;
 using collectives::run_on_device;
 using collectives::Staged;
-
-/// hoop's own communicator when a call of at most `bytes` per rank on `buffers` goes through
-/// its shared slots (one_host.h): host buffers, and no algorithm asked for by name.
-collectives::CommImpl* in_slots(Communicator& comm, std::size_t bytes, bool read_all,
-                                std::initializer_list<collectives::NamedBuffer> buffers,
-                                Algorithm requested = Algorithm::kAuto) {
-  auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
-  if (impl == nullptr || requested != Algorithm::kAuto ||
-      impl->forced_algorithm() != Algorithm::kAuto ||
-      collectives::slots_for(*impl, bytes, read_all) == nullptr)
-    return nullptr;
-  Result<int> device = collectives::buffers_device(buffers);
-  return device.ok() && *device == kCpuDevice ? impl : nullptr;
-}
 
 }  // namespace
 

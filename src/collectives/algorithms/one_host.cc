@@ -41,6 +41,16 @@ CallFingerprint allreduce_fingerprint(const AllreduceOptions& o) {
 
 }  // namespace
 
+CommImpl* in_slots(Communicator& comm, std::size_t bytes, bool read_all,
+                   std::initializer_list<NamedBuffer> buffers, Algorithm requested) {
+  auto* impl = dynamic_cast<CommImpl*>(&comm);
+  if (impl == nullptr || requested != Algorithm::kAuto ||
+      impl->forced_algorithm() != Algorithm::kAuto || slots_for(*impl, bytes, read_all) == nullptr)
+    return nullptr;
+  Result<int> device = buffers_device(buffers);
+  return device.ok() && *device == kCpuDevice ? impl : nullptr;
+}
+
 SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all) {
   SharedSlots* s = impl.slots();
   if (s == nullptr || bytes > s->slot_bytes() - kSlotOverhead) return nullptr;
@@ -155,18 +165,63 @@ Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* paylo
   return fail_call(impl, impl.transport(), std::move(status), call, what);
 }
 
+namespace {
+
+/// `out` = op over the slots `in` in rank order (every rank that computes it gets the same bits).
+Status reduce_slots(void* out, std::span<const std::byte* const> in, std::size_t count,
+                    DataType dtype, ReduceOp op) {
+  HOOP_RETURN_IF_ERROR(reduce(out, in[0], in[1], count, dtype, op));
+  for (std::size_t r = 2; r < in.size(); ++r)
+    HOOP_RETURN_IF_ERROR(reduce_into(out, in[r], count, dtype, op));
+  if (op == ReduceOp::kAvg)
+    return divide(out, count, dtype, static_cast<std::int64_t>(in.size()));
+  return Status::success();
+}
+
+}  // namespace
+
 Status allreduce_in_slots(CommImpl& impl, const AllreduceOptions& o, std::size_t bytes,
                           const std::function<std::string()>& what) {
   const CallFingerprint fp = allreduce_fingerprint(o);
   const void* input = o.input != nullptr ? o.input : o.output;
   return run_in_slots(impl, fp, input, bytes, what, [&](std::span<const std::byte* const> in) {
     if (bytes == 0) return Status::success();
-    // In rank order on every rank: the same sums in the same order, the same bits everywhere.
-    HOOP_RETURN_IF_ERROR(reduce(o.output, in[0], in[1], o.count, o.dtype, o.op));
-    for (std::size_t r = 2; r < in.size(); ++r)
-      HOOP_RETURN_IF_ERROR(reduce_into(o.output, in[r], o.count, o.dtype, o.op));
-    if (o.op == ReduceOp::kAvg)
-      return divide(o.output, o.count, o.dtype, static_cast<std::int64_t>(in.size()));
+    return reduce_slots(o.output, in, o.count, o.dtype, o.op);
+  });
+}
+
+Status reduce_in_slots(CommImpl& impl, const RootReduceOptions& o, std::size_t bytes,
+                       const std::function<std::string()>& what) {
+  const CallFingerprint fp{
+      .kind = Collective::kReduce, .dtype = o.dtype, .op = o.op, .root = o.root, .count = o.count};
+  const bool root = impl.rank() == o.root;
+  // The others return once published: the root reads their slots before any rank can publish
+  // into the same slot again (two calls later, after meeting the root in the next).
+  return run_in_slots(impl, fp, o.input, bytes, what, [&](std::span<const std::byte* const> in) {
+    if (!root || bytes == 0) return Status::success();
+    return reduce_slots(o.output, in, o.count, o.dtype, o.op);
+  });
+}
+
+Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, std::byte* blocks,
+                       std::byte* mine, std::span<const std::size_t> offsets,
+                       std::span<const std::size_t> lengths, int root,
+                       const std::function<std::string()>& what) {
+  const int me = impl.rank();
+  const bool is_root = me == root;
+  const void* payload = gather ? mine : blocks;
+  std::size_t bytes = gather ? lengths[static_cast<std::size_t>(me)] : 0;
+  if (!gather && is_root) bytes = offsets.back() + lengths.back();
+  return run_in_slots(impl, fp, payload, bytes, what, [&](std::span<const std::byte* const> in) {
+    if (gather) {
+      if (!is_root) return Status::success();
+      // memmove: in place, the root's own block is its slot's source.
+      for (std::size_t r = 0; r < in.size(); ++r)
+        if (lengths[r] > 0) std::memmove(blocks + offsets[r], in[r], lengths[r]);
+      return Status::success();
+    }
+    const auto m = static_cast<std::size_t>(me);
+    if (lengths[m] > 0) std::memmove(mine, in[static_cast<std::size_t>(root)] + offsets[m], lengths[m]);
     return Status::success();
   });
 }

@@ -19,6 +19,7 @@
 
 #include "collectives/algorithms/call_check.h"
 #include "collectives/algorithms/comm_impl.h"
+#include "collectives/algorithms/device_path.h"
 #include "hoop/communicator.h"
 
 namespace hoop::collectives {
@@ -32,6 +33,13 @@ inline constexpr std::size_t kSlotOverhead = kSlotHeaderBytes + kFingerprintByte
 /// `impl`'s slots when a collective whose largest payload on any rank is `bytes` (and, where
 /// every rank reads every other's, `read_all`) goes through them; null otherwise.
 SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all);
+
+/// hoop's own communicator when a call whose largest slot payload on any rank is `bytes` (see
+/// slots_for) on `buffers` goes through its shared slots: host buffers, and no algorithm asked
+/// for by name. Every rank of a call decides alike from what they share.
+CommImpl* in_slots(Communicator& comm, std::size_t bytes, bool read_all,
+                   std::initializer_list<NamedBuffer> buffers,
+                   Algorithm requested = Algorithm::kAuto);
 
 /// Publishes `fp` and `bytes` bytes at `payload` in the next slot call of `impl`, waits for every
 /// rank's by `deadline` and compares the fingerprints. impl.slot_payloads()[r] then points at
@@ -65,5 +73,17 @@ Status broadcast_in_slots(CommImpl& impl, const BroadcastOptions& o, std::size_t
 Status allgather_in_slots(CommImpl& impl, const AllgatherOptions& o, std::size_t block,
                           const std::function<std::string()>& what);
 Status barrier_in_slots(CommImpl& impl);
+
+/// The rooted collectives in one step: every rank publishes its input and the root reduces the
+/// slots in rank order (the bits of allreduce_in_slots); gather: every rank publishes its block
+/// (`lengths[rank]` bytes) and the root copies each to `offsets[r]` of `blocks`; scatter: the
+/// root publishes every block (`blocks`) and each rank copies its own to `mine`. In place on
+/// the root, its own block may already be where it belongs.
+Status reduce_in_slots(CommImpl& impl, const RootReduceOptions& o, std::size_t bytes,
+                       const std::function<std::string()>& what);
+Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, std::byte* blocks,
+                       std::byte* mine, std::span<const std::size_t> offsets,
+                       std::span<const std::size_t> lengths, int root,
+                       const std::function<std::string()>& what);
 
 }  // namespace hoop::collectives

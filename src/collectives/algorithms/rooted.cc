@@ -14,6 +14,7 @@
 
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/dispatch.h"
+#include "collectives/algorithms/one_host.h"
 #include "collectives/algorithms/trace.h"
 #include "collectives/algorithms/validate.h"
 #include "collectives/patterns/binomial.h"
@@ -165,12 +166,21 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
     return fmt::format("{} of {} {} {} rank {}", collective_name(kind), total, dtype_name(o.dtype),
                        gather ? "to" : "from", o.root);
   };
+  const CallFingerprint fp = blocks_fingerprint(kind, o.dtype, o.root, o.counts, total);
+  // On one host a small call is one step through the shared slots: the gather's root reads
+  // every block, so the blocks' largest decides; the scatter's root publishes them all.
+  const std::size_t largest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  if (auto* impl = collectives::in_slots(comm, gather ? largest : total * es, gather,
+                                         {{mine, gather ? "input" : "output"},
+                                          {is_root ? blocks : nullptr, blocks_name}}))
+    return collectives::blocks_in_slots(*impl, fp, gather, const_cast<std::byte*>(bytes_of(blocks)),
+                                        const_cast<std::byte*>(bytes_of(mine)), offsets, lengths,
+                                        o.root, what);
   collectives::DevicePart* part = nullptr;
   const std::size_t root_bytes = is_root ? total * es : 0;
   const void* root_buf = is_root ? blocks : nullptr;
   const Staged staged = gather ? Staged{mine, lengths[me], const_cast<void*>(root_buf), root_bytes}
                                : Staged{root_buf, root_bytes, const_cast<void*>(mine), lengths[me]};
-  const CallFingerprint fp = blocks_fingerprint(kind, o.dtype, o.root, o.counts, total);
   if (auto done = run_on_device(comm, o, collectives::route_call_of(kind, o.dtype, total * es),
                                 &fp, what, staged_self, nullptr, staged, part))
     return *done;
@@ -216,6 +226,11 @@ Status reduce(Communicator& comm, const RootReduceOptions& given) {
     return fmt::format("reduce of {} {} ({}) to rank {}", o.count, dtype_name(o.dtype),
                        op_name(o.op), o.root);
   };
+  // On one host a small reduce is one step: the root reduces every rank's slot in rank order.
+  if (auto* impl = collectives::in_slots(comm, bytes, true,
+                                         {{o.input, "input"}, {is_root ? o.output : nullptr,
+                                                               "output"}}))
+    return collectives::reduce_in_slots(*impl, o, bytes, what);
   collectives::DevicePart* part = nullptr;
   const Staged staged{o.input, bytes, is_root ? o.output : nullptr, is_root ? bytes : 0};
   const CallFingerprint fp{

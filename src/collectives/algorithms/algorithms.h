@@ -32,6 +32,14 @@ inline std::size_t ring_slice_bytes(std::size_t chunk_bytes) {
 /// at 128 KiB a step's transfer still outweighs its per-message latency several times over.
 inline constexpr std::size_t kTreeSliceBytes = std::size_t{128} << 10;
 
+/// The rank-order reduce-scatter: rank r's block is `lengths[r]` bytes at `offsets[r]` of every
+/// rank's `input`; this rank receives every rank's piece of its own block and writes op over
+/// them, in rank order, to `out` (the bits of the host's one-host paths, for the device route).
+Status reduce_scatter_rank_order(Context& ctx, const std::byte* input,
+                                 std::span<const std::size_t> offsets,
+                                 std::span<const std::size_t> lengths, std::byte* out,
+                                 DataType dtype, ReduceOp op);
+
 /// Ring reduce-scatter of `work` (`count` elements cut by Partition(count, size)); chunk
 /// `rank` ends fully reduced (and divided for kAvg). With `input`, this rank's contribution is
 /// read from there and `work` is only written (its chunks other than chunk `rank` are then left

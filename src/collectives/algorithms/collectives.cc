@@ -238,12 +238,25 @@ Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& o) {
   const bool in_place = o.input == nullptr || o.input == o.output;
   const CallFingerprint fp{
       .kind = Collective::kReduceScatter, .dtype = o.dtype, .op = o.op, .count = o.count};
+  if (auto* impl = in_slots(comm, total, false, {{o.input, "input"}, {o.output, "output"}}))
+    return collectives::reduce_scatter_in_slots(*impl, fp, input, total, o.output,
+                                                block * comm.rank(), o.count, what);
   if (auto done = run_on_device(
           comm, o, collectives::route_call_of(Collective::kReduceScatter, o.dtype, block, o.op),
           &fp, what, &reduce_scatter, &collectives::DeviceBackend::reduce_scatter,
           Staged{o.input, total, o.output, in_place ? total : block}, part))
     return *done;
+  // Over CUDA IPC on one host, unless an algorithm was forced: the host's order (rank order,
+  // as the shared slots reduce), so that the device gives the host's bits.
+  const bool rank_order = part != nullptr && comm.forced_algorithm() == Algorithm::kAuto;
   return run(comm, fp, what, [&](Context& ctx) -> Status {
+    if (rank_order) {
+      const std::vector<std::size_t> counts(comm.size(), o.count);
+      std::vector<std::size_t> offsets, lengths;
+      block_layout(counts, dtype_size(o.dtype), offsets, lengths);
+      return collectives::reduce_scatter_rank_order(ctx, bytes_of(input), offsets, lengths,
+                                                    bytes_of(o.output), o.dtype, o.op);
+    }
     // The ring reads this rank's inputs where they are and reduces into a working buffer (the
     // output holds one block), whose block `rank` ends fully reduced.
     HOOP_ASSIGN_OR_RETURN(std::byte* work, ctx.scratch_buffer(1, total));
@@ -275,20 +288,31 @@ Status reduce_scatterv(Communicator& comm, const ReduceScattervOptions& o) {
   const CallFingerprint fp{.kind = Collective::kReduceScatterv, .dtype = o.dtype, .op = o.op,
                            .count = total_count,
                            .counts_hash = collectives::hash_counts(o.counts)};
+  std::size_t offset = 0;
+  for (int r = 0; r < comm.rank(); ++r) offset += o.counts[r] * es;
+  if (auto* impl = in_slots(comm, total, false, {{o.input, "input"}, {o.output, "output"}}))
+    return collectives::reduce_scatter_in_slots(
+        *impl, fp, in_place ? static_cast<const void*>(o.output) : o.input, total, o.output,
+        offset, mine_count, what);
   if (auto done = run_on_device(
           comm, o, collectives::route_call_of(Collective::kReduceScatterv, o.dtype, total, o.op),
           &fp, what, &reduce_scatterv, nullptr,
           Staged{o.input, total, o.output, in_place ? total : mine}, part))
     return *done;
+  const bool rank_order = part != nullptr && comm.forced_algorithm() == Algorithm::kAuto;
   return run(comm, fp, what, [&](Context& ctx) -> Status {
+    const std::byte* input = bytes_of(in_place ? static_cast<const void*>(o.output) : o.input);
+    if (rank_order) {  // as reduce_scatter's
+      std::vector<std::size_t> offsets, lengths;
+      block_layout(o.counts, es, offsets, lengths);
+      return collectives::reduce_scatter_rank_order(ctx, input, offsets, lengths,
+                                                    bytes_of(o.output), o.dtype, o.op);
+    }
     // The ring reads this rank's inputs where they are and reduces into a working buffer,
     // whose block `rank` ends fully reduced.
     HOOP_ASSIGN_OR_RETURN(std::byte * work, ctx.scratch_buffer(1, total));
-    const std::byte* input = bytes_of(in_place ? static_cast<const void*>(o.output) : o.input);
     HOOP_RETURN_IF_ERROR(
         collectives::ring_reduce_scatterv(ctx, work, o.counts, o.dtype, o.op, input));
-    std::size_t offset = 0;
-    for (int r = 0; r < comm.rank(); ++r) offset += o.counts[r] * es;
     return ctx.copy(o.output, work + offset, mine);
   }, part);
 }
@@ -305,6 +329,10 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
   auto what = [&] { return fmt::format("alltoall of {} {}", o.count, dtype_name(o.dtype)); };
   collectives::DevicePart* part = nullptr;
   const CallFingerprint fp{.kind = Collective::kAlltoall, .dtype = o.dtype, .count = o.count};
+  if (auto* impl = in_slots(comm, total, false, {{o.input, "input"}, {o.output, "output"}}))
+    return collectives::alltoall_in_slots(
+        *impl, fp, o.input != nullptr ? o.input : o.output, lengths.empty() ? 0 : lengths[0],
+        o.output, what);
   if (auto done = run_on_device(
           comm, o,
           collectives::route_call_of(Collective::kAlltoall, o.dtype, o.count * dtype_size(o.dtype)),

@@ -167,12 +167,13 @@ Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* paylo
 
 namespace {
 
-/// `out` = op over the slots `in` in rank order (every rank that computes it gets the same bits).
+/// `out` = op over the slots `in`, from `offset` bytes into each, in rank order (every rank
+/// that computes it gets the same bits).
 Status reduce_slots(void* out, std::span<const std::byte* const> in, std::size_t count,
-                    DataType dtype, ReduceOp op) {
-  HOOP_RETURN_IF_ERROR(reduce(out, in[0], in[1], count, dtype, op));
+                    DataType dtype, ReduceOp op, std::size_t offset = 0) {
+  HOOP_RETURN_IF_ERROR(reduce(out, in[0] + offset, in[1] + offset, count, dtype, op));
   for (std::size_t r = 2; r < in.size(); ++r)
-    HOOP_RETURN_IF_ERROR(reduce_into(out, in[r], count, dtype, op));
+    HOOP_RETURN_IF_ERROR(reduce_into(out, in[r] + offset, count, dtype, op));
   if (op == ReduceOp::kAvg)
     return divide(out, count, dtype, static_cast<std::int64_t>(in.size()));
   return Status::success();
@@ -256,6 +257,29 @@ Status barrier_in_slots(CommImpl& impl) {
       impl, CallFingerprint{.kind = Collective::kBarrier}, nullptr, 0,
       [] { return std::string("barrier"); },
       [](std::span<const std::byte* const>) { return Status::success(); });
+}
+
+Status reduce_scatter_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* input,
+                              std::size_t bytes, void* output, std::size_t offset,
+                              std::size_t count, const std::function<std::string()>& what) {
+  return run_in_slots(impl, fp, input, bytes, what, [&](std::span<const std::byte* const> in) {
+    if (count == 0) return Status::success();
+    return reduce_slots(output, in, count, *fp.dtype, *fp.op, offset);
+  });
+}
+
+Status alltoall_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* input,
+                         std::size_t block, void* output,
+                         const std::function<std::string()>& what) {
+  const std::size_t n = static_cast<std::size_t>(impl.size());
+  const std::size_t me = static_cast<std::size_t>(impl.rank());
+  auto* out = static_cast<std::byte*>(output);
+  return run_in_slots(impl, fp, input, block * n, what, [&](std::span<const std::byte* const> in) {
+    if (block == 0) return Status::success();
+    // In place, every block comes from a slot, this rank's own too: none is overwritten first.
+    for (std::size_t r = 0; r < n; ++r) std::memcpy(out + block * r, in[r] + block * me, block);
+    return Status::success();
+  });
 }
 
 }  // namespace hoop::collectives

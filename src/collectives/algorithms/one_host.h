@@ -86,4 +86,16 @@ Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, s
                        std::span<const std::size_t> lengths, int root,
                        const std::function<std::string()>& what);
 
+/// reduce_scatter(v) in one step: every rank publishes all its `bytes` of input and reduces, in
+/// rank order, the `count` elements from `offset` bytes of every slot into `output` (fp carries
+/// the dtype and op).
+Status reduce_scatter_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* input,
+                               std::size_t bytes, void* output, std::size_t offset,
+                               std::size_t count, const std::function<std::string()>& what);
+/// alltoall in one step: every rank publishes its size() blocks of `block` bytes and copies
+/// block `rank` of every slot into its output, in place too.
+Status alltoall_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* input,
+                         std::size_t block, void* output,
+                         const std::function<std::string()>& what);
+
 }  // namespace hoop::collectives

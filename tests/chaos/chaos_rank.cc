@@ -115,9 +115,14 @@ void comm_case(const std::string& name) {
     check(hoop::barrier(c));
   } else if (name == "comm_steady") {
     // A job that keeps working for CHAOS_STEADY_SECONDS (default 10), checking every result,
-    // while the test attacks its listening ports.
+    // while the test attacks its listening ports; with CHAOS_STEADY_FILE, until that file
+    // exists (the test's attacks are over), CHAOS_STEADY_SECONDS then being only a bound.
     const char* secs = std::getenv("CHAOS_STEADY_SECONDS");
+    const char* file = std::getenv("CHAOS_STEADY_FILE");
     const auto until = Clock::now() + std::chrono::seconds(secs != nullptr ? std::atoi(secs) : 10);
+    auto time_is_up = [&] {
+      return Clock::now() >= until || (file != nullptr && ::access(file, F_OK) == 0);
+    };
     // Each rank's clock runs out at another step, and a rank that stopped alone would meet the
     // others' next allreduce with its barrier. So the last element carries "my time is up"
     // (0 or 1): every rank reads the same sum and they all stop after the same step.
@@ -126,7 +131,7 @@ void comm_case(const std::string& name) {
     for (int step = 0;; ++step) {
       for (std::size_t i = 0; i < kValues; ++i)
         w[i] = static_cast<float>((i + step + c.rank()) % 7);
-      w[kValues] = Clock::now() < until ? 0.0f : 1.0f;
+      w[kValues] = time_is_up() ? 1.0f : 0.0f;
       check(allreduce(c, w));
       for (std::size_t i = 0; i < kValues; ++i) {
         float want = 0;

@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <optional>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -329,10 +331,30 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
   auto what = [&] { return fmt::format("alltoall of {} {}", o.count, dtype_name(o.dtype)); };
   collectives::DevicePart* part = nullptr;
   const CallFingerprint fp{.kind = Collective::kAlltoall, .dtype = o.dtype, .count = o.count};
+  const std::size_t block = lengths.empty() ? 0 : lengths[0];
+  // Larger blocks are read where they lie, one copy each; in place, a block another rank has
+  // still to read would be overwritten, so those keep to the slots or the messages.
+  if (auto* impl = in_slots(comm, 0, false, {{o.input, "input"}, {o.output, "output"}});
+      impl != nullptr && o.input != nullptr && o.input != o.output &&
+      collectives::reads_take_moves(*impl, block)) {
+    const std::size_t me = static_cast<std::size_t>(comm.rank());
+    auto* out = bytes_of(o.output);
+    return collectives::move_by_reading(
+        *impl, fp, o.input, what,
+        [&](SharedSlots& slots, std::span<const std::uint64_t> at) -> Status {
+          std::memcpy(out + block * me, bytes_of(o.input) + block * me, block);
+          for (std::size_t r = 0; r < at.size(); ++r) {
+            if (r == me) continue;
+            HOOP_RETURN_IF_ERROR(slots.read_peer(
+                static_cast<int>(r), reinterpret_cast<const void*>(at[r] + block * me),
+                out + block * r, block));
+          }
+          return Status::success();
+        });
+  }
   if (auto* impl = in_slots(comm, total, false, {{o.input, "input"}, {o.output, "output"}}))
-    return collectives::alltoall_in_slots(
-        *impl, fp, o.input != nullptr ? o.input : o.output, lengths.empty() ? 0 : lengths[0],
-        o.output, what);
+    return collectives::alltoall_in_slots(*impl, fp, o.input != nullptr ? o.input : o.output,
+                                          block, o.output, what);
   if (auto done = run_on_device(
           comm, o,
           collectives::route_call_of(Collective::kAlltoall, o.dtype, o.count * dtype_size(o.dtype)),

@@ -21,6 +21,11 @@ constexpr std::size_t kReadAllBudget = std::size_t{512} << 10;
 // (bench: docs/BENCHMARKS.md, "Shared slots"); below it the slots are quicker than three meets
 // and a system call per peer.
 constexpr std::size_t kReadMin = std::size_t{64} << 10;
+// From this many bytes per block the collectives that only move blocks (gather, scatter,
+// alltoall) read them where they lie rather than through the slots, which copy each block
+// twice (in, out): at 32 KiB the slots took 1.3-1.5x Open MPI's vader, which copies once
+// (docs/BENCHMARKS.md, "Rooted collectives and the exchanges in the shared slots").
+constexpr std::size_t kReadMoveMin = std::size_t{32} << 10;
 // Elements reduced per pass: the running sum and one peer's piece stay in the L2 cache.
 constexpr std::size_t kReadPieceBytes = std::size_t{64} << 10;
 
@@ -280,6 +285,35 @@ Status alltoall_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* 
     for (std::size_t r = 0; r < n; ++r) std::memcpy(out + block * r, in[r] + block * me, block);
     return Status::success();
   });
+}
+
+bool reads_take_moves(CommImpl& impl, std::size_t block) {
+  SharedSlots* s = impl.slots();
+  return s != nullptr && s->can_read_peers() && block >= kReadMoveMin &&
+         s->slot_bytes() >= kSlotOverhead + sizeof(std::uint64_t);
+}
+
+Status move_by_reading(CommImpl& impl, const CallFingerprint& fp, const void* mine,
+                       const std::function<std::string()>& what,
+                       const std::function<Status(SharedSlots&, std::span<const std::uint64_t>)>&
+                           body) {
+  impl.async().drain();
+  const std::uint64_t call = impl.next_call();
+  const Deadline deadline = Clock::now() + impl.timeout();
+  auto run = [&]() -> Status {
+    const auto address = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(mine));
+    HOOP_RETURN_IF_ERROR(meet_in_slots(impl, fp, &address, sizeof address, deadline));
+    // The slots are rewritten by the next meet: keep the addresses.
+    std::vector<std::uint64_t> at(static_cast<std::size_t>(impl.size()));
+    for (std::size_t r = 0; r < at.size(); ++r)
+      std::memcpy(&at[r], impl.slot_payloads()[r], sizeof(std::uint64_t));
+    HOOP_RETURN_IF_ERROR(body(*impl.slots(), at));
+    // No rank returns (and lets its caller change its buffer) while another still reads it.
+    return meet_in_slots(impl, fp, nullptr, 0, deadline);
+  };
+  Status status = run();
+  if (status.ok()) return status;
+  return fail_call(impl, impl.transport(), std::move(status), call, what);
 }
 
 }  // namespace hoop::collectives

@@ -98,4 +98,18 @@ Status alltoall_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* 
                          std::size_t block, void* output,
                          const std::function<std::string()>& what);
 
+/// Whether gather, scatter or alltoall with blocks of up to `block` bytes (the largest, the
+/// same on every rank) read them where they lie (move_by_reading): a host whose ranks can read
+/// each other's memory, blocks past what the slots' two copies move faster.
+bool reads_take_moves(CommImpl& impl, std::size_t block);
+
+/// The single-copy form of the collectives that only move bytes: every rank publishes the
+/// address of its buffer `mine` in the slots, body(slots, addresses) reads what this rank
+/// needs from the others with slots.read_peer, and a last meet keeps every buffer unchanged
+/// until every rank has read it.
+Status move_by_reading(CommImpl& impl, const CallFingerprint& fp, const void* mine,
+                       const std::function<std::string()>& what,
+                       const std::function<Status(SharedSlots&, std::span<const std::uint64_t>)>&
+                           body);
+
 }  // namespace hoop::collectives

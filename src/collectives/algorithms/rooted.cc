@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -170,6 +171,37 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
   // On one host a small call is one step through the shared slots: the gather's root reads
   // every block, so the blocks' largest decides; the scatter's root publishes them all.
   const std::size_t largest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  // Larger blocks are read where they lie, one copy each (one_host.h).
+  if (auto* impl = collectives::in_slots(comm, 0, false,
+                                         {{mine, gather ? "input" : "output"},
+                                          {is_root ? blocks : nullptr, blocks_name}});
+      impl != nullptr && collectives::reads_take_moves(*impl, largest)) {
+    auto* root_blocks = const_cast<std::byte*>(bytes_of(blocks));
+    auto* own = const_cast<std::byte*>(bytes_of(mine));
+    return collectives::move_by_reading(
+        *impl, fp, gather || !is_root ? mine : blocks, what,
+        [&](SharedSlots& slots, std::span<const std::uint64_t> at) -> Status {
+          const auto m = static_cast<std::size_t>(me);
+          if (is_root) {
+            // In place, the root's own block is where it belongs already.
+            if (lengths[m] > 0 && own != root_blocks + offsets[m])
+              std::memmove(gather ? root_blocks + offsets[m] : own,
+                           gather ? own : root_blocks + offsets[m], lengths[m]);
+            if (!gather) return Status::success();
+            for (std::size_t r = 0; r < at.size(); ++r) {
+              if (r == m || lengths[r] == 0) continue;
+              HOOP_RETURN_IF_ERROR(slots.read_peer(static_cast<int>(r),
+                                                   reinterpret_cast<const void*>(at[r]),
+                                                   root_blocks + offsets[r], lengths[r]));
+            }
+            return Status::success();
+          }
+          if (gather || lengths[m] == 0) return Status::success();
+          const auto root = static_cast<std::size_t>(o.root);
+          return slots.read_peer(o.root, reinterpret_cast<const void*>(at[root] + offsets[m]),
+                                 own, lengths[m]);
+        });
+  }
   if (auto* impl = collectives::in_slots(comm, gather ? largest : total * es, gather,
                                          {{mine, gather ? "input" : "output"},
                                           {is_root ? blocks : nullptr, blocks_name}}))

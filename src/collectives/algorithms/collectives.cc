@@ -336,7 +336,7 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
   // still to read would be overwritten, so those keep to the slots or the messages.
   if (auto* impl = in_slots(comm, 0, false, {{o.input, "input"}, {o.output, "output"}});
       impl != nullptr && o.input != nullptr && o.input != o.output &&
-      collectives::reads_take_moves(*impl, block)) {
+      collectives::reads_take_moves(*impl, block, false)) {
     const std::size_t me = static_cast<std::size_t>(comm.rank());
     auto* out = bytes_of(o.output);
     return collectives::move_by_reading(

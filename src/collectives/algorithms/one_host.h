@@ -100,8 +100,10 @@ Status alltoall_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* 
 
 /// Whether gather, scatter or alltoall with blocks of up to `block` bytes (the largest, the
 /// same on every rank) read them where they lie (move_by_reading): a host whose ranks can read
-/// each other's memory, blocks past what the slots' two copies move faster.
-bool reads_take_moves(CommImpl& impl, std::size_t block);
+/// each other's memory, blocks past what the slots' two copies move faster, and where one rank
+/// reads every block (`root_reads_all`: gather) not so large that the messages' two-sided
+/// copies win.
+bool reads_take_moves(CommImpl& impl, std::size_t block, bool root_reads_all);
 
 /// The single-copy form of the collectives that only move bytes: every rank publishes the
 /// address of its buffer `mine` in the slots, body(slots, addresses) reads what this rank

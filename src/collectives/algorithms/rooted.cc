@@ -175,7 +175,7 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
   if (auto* impl = collectives::in_slots(comm, 0, false,
                                          {{mine, gather ? "input" : "output"},
                                           {is_root ? blocks : nullptr, blocks_name}});
-      impl != nullptr && collectives::reads_take_moves(*impl, largest)) {
+      impl != nullptr && collectives::reads_take_moves(*impl, largest, gather)) {
     auto* root_blocks = const_cast<std::byte*>(bytes_of(blocks));
     auto* own = const_cast<std::byte*>(bytes_of(mine));
     return collectives::move_by_reading(

@@ -2,7 +2,7 @@
 but for the backend's name and the import that registers it.
 
     hooprun -np 2 /usr/bin/python3 examples/torchdist_fashion_mnist.py --epochs 1
-    python3 -m torch.distributed.run --nproc_per_node=2 examples/torchdist_fashion_mnist.py
+    /usr/bin/python3 -m torch.distributed.run --nproc_per_node=2 examples/torchdist_fashion_mnist.py
 
 (PYTHONPATH=build/python; Debian's torchrun also needs --redirects 1 --tee 1.) Under hooprun
 init_process_group("hoop") takes hooprun's ranks and store; under torchrun, torch's env://

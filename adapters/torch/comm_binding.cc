@@ -116,7 +116,8 @@ class JobStore {
     if (store_ == nullptr) return;
     std::vector<std::string> prefixed;
     for (const std::string& k : keys) prefixed.push_back(kPrefix + k);
-    Status s = without_gil([&] { return store_->wait(prefixed, timeout_s < 0 ? timeout_ : millis(timeout_s)); });
+    const std::chrono::milliseconds within = timeout_s < 0 ? timeout_ : millis(timeout_s);
+    Status s = without_gil([&] { return store_->wait(prefixed, within); });
     if (!s.ok()) raise(s);
   }
   bool remove(const std::string& key) {

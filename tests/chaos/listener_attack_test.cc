@@ -375,7 +375,9 @@ class Attacker {
                            : t.is_store() ? store_wrong_secret(t, job_id_)
                                           : tcp_wrong_secret(t, job_id_);
     // A listener that closed meanwhile ends the handshake without a refusal: it is gone now.
-    if (!listening || (may_close && refusal.code() != StatusCode::kAuthFailed && !dial(t).valid())) {
+    const bool gone =
+        may_close && refusal.code() != StatusCode::kAuthFailed && !dial(t).valid();
+    if (!listening || gone) {
       ++closed_first_[t.name()];
       return;
     }

@@ -74,16 +74,16 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
     auto one_host_what = [&] {
       return fmt::format("allreduce of {} {} ({})", o.count, dtype_name(o.dtype), op_name(o.op));
     };
-    if (auto* impl = in_slots(comm, bytes, true, {{o.input, "input"}, {o.output, "output"}},
-                              o.algorithm)) {
-      trace.start("shared slots");
-      return collectives::allreduce_in_slots(*impl, o, bytes, one_host_what);
-    }
     if (auto* impl = in_slots(comm, 0, false, {{o.input, "input"}, {o.output, "output"}},
-                              o.algorithm);
-        impl != nullptr && collectives::reads_take_allreduce(*impl, bytes)) {
-      trace.start("single-copy reads");
-      return collectives::allreduce_by_reading(*impl, o, one_host_what);
+                              o.algorithm)) {
+      if (collectives::slots_for(*impl, bytes, true) != nullptr) {
+        trace.start("shared slots");
+        return collectives::allreduce_in_slots(*impl, o, bytes, one_host_what);
+      }
+      if (collectives::reads_take_allreduce(*impl, bytes)) {
+        trace.start("single-copy reads");
+        return collectives::allreduce_by_reading(*impl, o, one_host_what);
+      }
     }
   }
   const Algorithm algo =
@@ -334,13 +334,13 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
   const std::size_t block = lengths.empty() ? 0 : lengths[0];
   // Larger blocks are read where they lie, one copy each; in place, a block another rank has
   // still to read would be overwritten, so those keep to the slots or the messages.
-  if (auto* impl = in_slots(comm, 0, false, {{o.input, "input"}, {o.output, "output"}});
-      impl != nullptr && o.input != nullptr && o.input != o.output &&
-      collectives::reads_take_moves(*impl, block, false)) {
+  auto* one_host = in_slots(comm, 0, false, {{o.input, "input"}, {o.output, "output"}});
+  if (one_host != nullptr && o.input != nullptr && o.input != o.output &&
+      collectives::reads_take_moves(*one_host, block, false)) {
     const std::size_t me = static_cast<std::size_t>(comm.rank());
     auto* out = bytes_of(o.output);
     return collectives::move_by_reading(
-        *impl, fp, o.input, what,
+        *one_host, fp, o.input, what,
         [&](SharedSlots& slots, std::span<const std::uint64_t> at) -> Status {
           std::memcpy(out + block * me, bytes_of(o.input) + block * me, block);
           for (std::size_t r = 0; r < at.size(); ++r) {
@@ -352,8 +352,8 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
           return Status::success();
         });
   }
-  if (auto* impl = in_slots(comm, total, false, {{o.input, "input"}, {o.output, "output"}}))
-    return collectives::alltoall_in_slots(*impl, fp, o.input != nullptr ? o.input : o.output,
+  if (one_host != nullptr && collectives::slots_for(*one_host, total, false) != nullptr)
+    return collectives::alltoall_in_slots(*one_host, fp, o.input != nullptr ? o.input : o.output,
                                           block, o.output, what);
   if (auto done = run_on_device(
           comm, o,

@@ -206,8 +206,9 @@ Status reduce_in_slots(CommImpl& impl, const RootReduceOptions& o, std::size_t b
   const CallFingerprint fp{
       .kind = Collective::kReduce, .dtype = o.dtype, .op = o.op, .root = o.root, .count = o.count};
   const bool root = impl.rank() == o.root;
-  // The others return once published: the root reads their slots before any rank can publish
-  // into the same slot again (two calls later, after meeting the root in the next).
+  // The others return once every rank has published: the root reads their slots before any
+  // rank can publish into the same slot again (two calls later, after meeting the root in the
+  // next).
   return run_in_slots(impl, fp, o.input, bytes, what, [&](std::span<const std::byte* const> in) {
     if (!root || bytes == 0) return Status::success();
     return reduce_slots(o.output, in, o.count, o.dtype, o.op);
@@ -232,7 +233,8 @@ Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, s
       return Status::success();
     }
     const auto m = static_cast<std::size_t>(me);
-    if (lengths[m] > 0) std::memmove(mine, in[static_cast<std::size_t>(root)] + offsets[m], lengths[m]);
+    if (lengths[m] > 0)
+      std::memmove(mine, in[static_cast<std::size_t>(root)] + offsets[m], lengths[m]);
     return Status::success();
   });
 }

@@ -170,16 +170,17 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
   const CallFingerprint fp = blocks_fingerprint(kind, o.dtype, o.root, o.counts, total);
   // On one host a small call is one step through the shared slots: the gather's root reads
   // every block, so the blocks' largest decides; the scatter's root publishes them all.
-  const std::size_t largest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  const std::size_t largest =
+      lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  auto* one_host = collectives::in_slots(
+      comm, 0, false,
+      {{mine, gather ? "input" : "output"}, {is_root ? blocks : nullptr, blocks_name}});
   // Larger blocks are read where they lie, one copy each (one_host.h).
-  if (auto* impl = collectives::in_slots(comm, 0, false,
-                                         {{mine, gather ? "input" : "output"},
-                                          {is_root ? blocks : nullptr, blocks_name}});
-      impl != nullptr && collectives::reads_take_moves(*impl, largest, gather)) {
+  if (one_host != nullptr && collectives::reads_take_moves(*one_host, largest, gather)) {
     auto* root_blocks = const_cast<std::byte*>(bytes_of(blocks));
     auto* own = const_cast<std::byte*>(bytes_of(mine));
     return collectives::move_by_reading(
-        *impl, fp, gather || !is_root ? mine : blocks, what,
+        *one_host, fp, gather || !is_root ? mine : blocks, what,
         [&](SharedSlots& slots, std::span<const std::uint64_t> at) -> Status {
           const auto m = static_cast<std::size_t>(me);
           if (is_root) {
@@ -202,10 +203,10 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
                                  own, lengths[m]);
         });
   }
-  if (auto* impl = collectives::in_slots(comm, gather ? largest : total * es, gather,
-                                         {{mine, gather ? "input" : "output"},
-                                          {is_root ? blocks : nullptr, blocks_name}}))
-    return collectives::blocks_in_slots(*impl, fp, gather, const_cast<std::byte*>(bytes_of(blocks)),
+  if (one_host != nullptr &&
+      collectives::slots_for(*one_host, gather ? largest : total * es, gather) != nullptr)
+    return collectives::blocks_in_slots(*one_host, fp, gather,
+                                        const_cast<std::byte*>(bytes_of(blocks)),
                                         const_cast<std::byte*>(bytes_of(mine)), offsets, lengths,
                                         o.root, what);
   collectives::DevicePart* part = nullptr;

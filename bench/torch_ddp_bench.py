@@ -6,13 +6,14 @@ backend "hoop", on a model of examples/torch_fashion_mnist.py (--model cnn or wi
     hooprun -np 2 /usr/bin/python3 bench/torch_ddp_bench.py --mode ddp-hoop --model wide-mlp
     hooprun -np 2 /usr/bin/python3 bench/torch_ddp_bench.py --mode ddp-none --model wide-mlp
 
-Every mode runs under hooprun: ddp (gloo) reads its rank and world size from HOOP_RANK/HOOP_SIZE
-and meets at 127.0.0.1:--port; ddp-hoop calls init_process_group("hoop") alone, which meets
-through hooprun's store; ddp-none is DDP over gloo with a comm hook that exchanges nothing (each
-rank keeps its own gradients): what a step costs besides the gradients' exchange, DDP's bucket
-copies included, the bound of any backend. Each rank trains --steps steps of --batch-size examples after
---warmup untimed steps; rank 0 prints "samples/s <value>" (examples per second, all ranks).
-Both use SGD with momentum and 1 torch thread per rank by default.
+Every mode runs under hooprun: ddp (gloo) reads its rank and world size from
+HOOP_RANK/HOOP_SIZE and meets at 127.0.0.1:--port; ddp-hoop calls init_process_group("hoop")
+alone, which meets through hooprun's store; ddp-none is DDP over gloo with a comm hook that
+exchanges nothing (each rank keeps its own gradients): what a step costs besides the gradients'
+exchange, DDP's bucket copies included, the bound of any backend. Each rank trains --steps
+steps of --batch-size examples after --warmup untimed steps; rank 0 prints "samples/s <value>"
+(examples per second, all ranks). Every mode uses SGD with momentum and 1 torch thread per
+rank by default.
 """
 
 import argparse

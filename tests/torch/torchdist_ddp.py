@@ -1,7 +1,8 @@
 """One rank of the DDP check of the torch.distributed backend: the same small model trained with
 DistributedDataParallel over backend "hoop" and over gloo, from the same seed on the same
 data (buckets, no_sync, a custom comm hook using get_future, the fp16 and bf16 compression
-hooks, find_unused_parameters with a layer the forward skips), must end with equal parameters. Run under torchrun:
+hooks, find_unused_parameters with a layer the forward skips), must end with equal parameters.
+Run under torchrun:
 
     python3 -m torch.distributed.run --nproc_per_node=2 tests/torch/torchdist_ddp.py
 

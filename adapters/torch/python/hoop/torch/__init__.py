@@ -6,11 +6,12 @@
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 
 Launch with hooprun -np N python train.py. Importing hoop.torch also registers the
-torch.distributed backend "hoop" (hoop.torch.distributed): dist.init_process_group("hoop"). Signatures, defaults and semantics follow
-horovod.torch 0.28; failures raise hoop.HoopError (also exported as HorovodInternalError)
-whose .code and .message carry the runtime's cause. Misuse that Horovod reports as ValueError
-(a name submitted twice while pending, rows that do not split, a scalar to reducescatter)
-raises hoop.HoopValueError, which is both a HoopError and a ValueError.
+torch.distributed backend "hoop" (hoop.torch.distributed): dist.init_process_group("hoop").
+Signatures, defaults and semantics follow horovod.torch 0.28; failures raise hoop.HoopError
+(also exported as HorovodInternalError) whose .code and .message carry the runtime's cause.
+Misuse that Horovod reports as ValueError (a name submitted twice while pending, rows that do
+not split, a scalar to reducescatter) raises hoop.HoopValueError, which is both a HoopError and
+a ValueError.
 """
 
 from hoop._hoop import HoopError

@@ -5,10 +5,11 @@ group gets a hoop Communicator of its own: the group's rank 0 serves a hoop rend
 its process and publishes its address, port and a fresh secret through the c10d store that
 torch hands the backend (``env://`` under torchrun, a FileStore, a TCPStore; under hooprun,
 mpirun or srun without torch's variables, the job's hoop store: see _rendezvous), and every
-rank of the group connects to it. The collectives then run on hoop's transports (shared memory on one
-host, TCP across hosts), as non-blocking calls; each Work is made from a future that a thread
-of the group completes when the call is done, so ``wait``, ``is_completed`` and ``get_future``
-behave as gloo's, for Python callers and C++ ones (DDP's reducer) alike.
+rank of the group connects to it. The collectives then run on hoop's transports (shared
+memory on one host, TCP across hosts): small ones blocking on the caller's thread, the others
+as non-blocking calls; each Work is made from a future that a thread of the group completes
+when the call is done, so ``wait``, ``is_completed`` and ``get_future`` behave as gloo's, for
+Python callers and C++ ones (DDP's reducer) alike.
 
 Needs torch 1.13 or newer, whose ``ProcessGroup`` Python code may subclass.
 """
@@ -111,8 +112,8 @@ class _Staged:
 
 
 class _Scratch:
-    """Flat buffers of the list forms (all_gather, all_to_all, reduce_scatter with a list),
-    reused across calls of the same size: a fresh buffer of 32 MiB or more is new memory from
+    """Flat buffers of the list forms (all_gather into a list, all_to_all of lists), reused
+    across calls of the same size: a fresh buffer of 32 MiB or more is new memory from
     the kernel every time (malloc maps it), and faulting its pages in took longer than the
     collective itself (all_gather of 16 MiB per rank: 31 ms, against 6.7 ms at 8 MiB)."""
 
@@ -330,8 +331,8 @@ class ProcessGroupHoop(ProcessGroup):
         # to the caller directly, and no hand-off to the group's thread is paid. So is every
         # call of a C++ caller that may hold the GIL while it waits on the future, which the
         # group's thread could then never complete.
-        if caller == _CPP or (self._completer.idle() and
-                              (caller == _SYNC or self._comm.done_within(request, _INLINE_SECONDS))):
+        if caller == _CPP or (self._completer.idle() and (
+                caller == _SYNC or self._comm.done_within(request, _INLINE_SECONDS))):
             self._comm.wait(request)
             if after is not None:
                 after()

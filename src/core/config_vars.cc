@@ -173,6 +173,16 @@ constexpr Var kVars[] = {
      {},
      0,
      1024 * kKiB},
+    {"HOOP_SHM_READ_BYTES",
+     "",
+     kBytes,
+     "8K",
+     "Shared-memory transport: a message of at least this many bytes is read by the receiver "
+     "straight from the sender's memory (one copy, process_vm_readv) where the system allows "
+     "it, instead of passing through the ring (two copies); 0 keeps every message in the rings.",
+     {},
+     0,
+     kGiB},
     {"HOOP_HOST_ID", "", kString, "",
      "Overrides the identity of this rank's host (default: the kernel's boot id and network "
      "namespace), so that ranks with equal values count as one host."},

@@ -1,7 +1,8 @@
 // The shared-memory transport's own faults: a rank killed during set-up leaves its segment
 // named, and remove_job_segments (which hooprun calls when a job ends) sweeps it; a rank killed
 // while its peers wait in a shared-slot gather fails them naming it; a rank whose memory the
-// others may not read (cross-memory attach refused) leaves every rank on the rings alike. The
+// others may not read (cross-memory attach refused) leaves every rank on the rings alike, and a
+// receive of a single-copy message whose sender was killed names it. The
 // faults every transport shares are in fault_test.cc.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -87,14 +88,21 @@ TEST(ShmProcessTest, WhereCrossMemoryAttachIsRefusedEveryRankAgreesAndMessagesSt
     SharedSlots* slots = t->shared_slots();
     if (slots == nullptr) report(out, "no shared slots");
     if (slots->can_read_peers()) report(out, "can read its peers");
+    // A small message and one past the single-copy threshold: a sender lends its buffer only
+    // to a receiver that can read it (rank 2 here), the rest go through the rings.
+    const int from = (rank + kRanks - 1) % kRanks;
     int v = rank;
     int got = -1;
+    std::vector<std::uint8_t> big(100000), big_in(100000);
+    fill_pattern(big, rank, 1, 2);
     auto a = t->send((rank + 1) % kRanks, &v, sizeof v);
-    auto b = t->recv((rank + kRanks - 1) % kRanks, &got, sizeof got);
-    const RequestId ids[] = {*a, *b};
+    auto b = t->recv(from, &got, sizeof got);
+    auto c = t->send((rank + 1) % kRanks, big.data(), big.size());
+    auto d = t->recv(from, big_in.data(), big_in.size());
+    const RequestId ids[] = {*a, *b, *c, *d};
     const Status s = t->wait(ids, test_deadline());
     if (!s.ok()) report_status(out, s);
-    report(out, got == (rank + kRanks - 1) % kRanks ? "OK" : "wrong value");
+    report(out, got == from && pattern_mismatch(big_in, from, 1, 2) == -1 ? "OK" : "wrong value");
   });
   for (int r = 0; r < kRanks; ++r)
     EXPECT_EQ(read_line(ranks.child(r), test_deadline()), "OK") << "rank " << r;
@@ -133,6 +141,51 @@ TEST(ShmProcessTest, RankKilledWhileItsPeersWaitInASlotGatherFailsThemNamingRank
     EXPECT_NE(line.find("rank 2"), std::string::npos) << line;
     EXPECT_NE(line.find(fmt::format("pid {}", ranks.child(2).pid)), std::string::npos) << line;
   }
+  shm::remove_job_segments(job_id);
+}
+
+TEST(ShmProcessTest, ALentSendWhoseSenderIsKilledFailsTheReceiveNamingRankAndPid) {
+  ProcessRanks ranks;
+  const std::uint16_t port = ranks.start_store();
+  ASSERT_NE(port, 0);
+  const std::string job_id = unique_shm_job_id();
+  // Created by the test once rank 1 is dead: only then does rank 0 post its receive.
+  const std::string dead = fmt::format("/tmp/hoop-lent-{}-dead", ::getpid());
+  ::unlink(dead.c_str());
+  ranks.start(2, [&](int rank, int out) {
+    std::unique_ptr<Transport> t = join_shm(port, rank, 2, job_id, out);
+    std::vector<std::uint8_t> buf(std::size_t{1} << 20, 1);
+    if (rank == 1) {
+      // Past the single-copy threshold, while receiving: only the address goes into rank 0's
+      // ring.
+      int never = 0;
+      if (!t->recv(0, &never, sizeof never).ok()) report(out, "recv refused");
+      if (!t->send(0, buf.data(), buf.size()).ok()) report(out, "send refused");
+      say_ready(out);
+      while (true) ::pause();
+    }
+    say_ready(out);
+    const Deadline deadline = test_deadline();
+    while (::access(dead.c_str(), F_OK) != 0 && Clock::now() < deadline)
+      std::this_thread::sleep_for(milliseconds{5});
+    auto id = t->recv(1, buf.data(), buf.size());
+    if (!id.ok()) report_status(out, id.status());
+    const RequestId ids[] = {*id};
+    const Status s = t->wait(ids, test_deadline());
+    if (!s.ok()) report_status(out, s);
+    report(out, "received from a dead rank");
+  });
+  ASSERT_TRUE(ranks.all_ready());
+  ASSERT_EQ(::kill(ranks.child(1).pid, SIGKILL), 0);
+  ::waitpid(ranks.child(1).pid, nullptr, 0);
+  std::FILE* f = std::fopen(dead.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  const std::string line = read_line(ranks.child(0), test_deadline());
+  EXPECT_EQ(reported_code(line), static_cast<int>(StatusCode::kPeerLost)) << line;
+  EXPECT_NE(line.find("rank 1"), std::string::npos) << line;
+  EXPECT_NE(line.find(fmt::format("pid {}", ranks.child(1).pid)), std::string::npos) << line;
+  ::unlink(dead.c_str());
   shm::remove_job_segments(job_id);
 }
 

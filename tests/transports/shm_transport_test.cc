@@ -21,32 +21,103 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Ring sizes: the smallest allowed (every large message wraps many times) and the default.
-class ShmRingTest : public ShmTest, public ::testing::WithParamInterface<std::size_t> {};
+// Ring sizes: the smallest allowed (every large message wraps many times) and the default;
+// each with every message through the rings (read_bytes 0) and with single copy from 4 KiB
+// (these threads share one process, which can always read its own memory).
+struct RingCase {
+  std::size_t ring_bytes;
+  std::size_t read_bytes;
+};
+
+class ShmRingTest : public ShmTest, public ::testing::WithParamInterface<RingCase> {
+ protected:
+  shm::ShmOptions options() const {
+    shm::ShmOptions o = shm_test_options(GetParam().ring_bytes);
+    o.read_bytes = GetParam().read_bytes;
+    return o;
+  }
+};
 
 TEST_P(ShmRingTest, PingPongOfEverySizeArrivesIntact) {
-  run_shm_ranks(2, shm_test_options(GetParam()), ping_pong_every_size);
+  run_shm_ranks(2, options(), ping_pong_every_size);
 }
 
 TEST_P(ShmRingTest, AllPairsWithManyMessagesInFlightKeepOrder) {
-  run_shm_ranks(5, shm_test_options(GetParam()),
+  run_shm_ranks(5, options(),
                 [](int rank, Transport& t) { all_pairs_keep_order(rank, 5, t, 40); });
 }
 
 TEST_P(ShmRingTest, LengthMismatchFailsTheReceiveNamingPeerAndLengthsAndTheStreamGoesOn) {
-  run_shm_ranks(2, shm_test_options(GetParam()), length_mismatch_then_stream_goes_on);
+  run_shm_ranks(2, options(), length_mismatch_then_stream_goes_on);
 }
 
 TEST_P(ShmRingTest, EmptyMessagesInARowComplete) {
-  run_shm_ranks(4, shm_test_options(GetParam()),
+  run_shm_ranks(4, options(),
                 [](int rank, Transport& t) { empty_messages_in_a_row(rank, 4, t); });
 }
 
-INSTANTIATE_TEST_SUITE_P(RingBytes, ShmRingTest,
-                         ::testing::Values(std::size_t{64} << 10, std::size_t{4} << 20));
+TEST_P(ShmRingTest, MessageBiggerThanTheRingSentLongBeforeItsReceive) {
+  run_shm_ranks(2, options(), big_message_long_before_its_receive);
+}
 
-TEST_F(ShmTest, MessageBiggerThanTheRingSentLongBeforeItsReceive) {
-  run_shm_ranks(2, shm_test_options(256 << 10), big_message_long_before_its_receive);
+INSTANTIATE_TEST_SUITE_P(
+    RingBytes, ShmRingTest,
+    ::testing::Values(RingCase{64 << 10, 0}, RingCase{4 << 20, 0}, RingCase{64 << 10, 4096},
+                      RingCase{4 << 20, 4096}),
+    [](const ::testing::TestParamInfo<RingCase>& c) {
+      const RingCase& r = c.param;
+      return fmt::format("ring{}K_{}", r.ring_bytes >> 10,
+                         r.read_bytes == 0 ? std::string("rings_only")
+                                           : fmt::format("read_from{}", r.read_bytes));
+    });
+
+// A single-copy send (one posted while its sender receives too) completes only once its
+// receiver has read it: until the receive is posted, the sender's buffer is lent, and what the
+// sender writes afterwards (once the send completed) never reaches the receiver. Single-copy
+// and ring messages keep their order, and a receive of the wrong length fails alone.
+TEST_F(ShmTest, LentSendsCompleteOnceReadKeepOrderAndFailOnlyTheMismatchedReceive) {
+  shm::ShmOptions o = shm_test_options(64 << 10);
+  o.read_bytes = 4096;
+  run_shm_ranks(2, o, [](int rank, Transport& t) {
+    std::vector<std::uint8_t> big(1 << 20), other(300000), small(10);
+    int token = 0;
+    if (rank == 0) {
+      fill_pattern(big, 0, 1, 5);
+      fill_pattern(other, 0, 1, 6);
+      fill_pattern(small, 0, 1, 7);
+      auto in = t.recv(1, &token, sizeof token);  // receiving: the sends below are lent
+      auto a = t.send(1, big.data(), big.size());
+      auto b = t.send(1, other.data(), other.size());
+      auto c = t.send(1, small.data(), small.size());
+      ASSERT_TRUE(in.ok() && a.ok() && b.ok() && c.ok());
+      const Result<bool> done = t.test(*a);
+      ASSERT_TRUE(done.ok()) << done.status().to_string();
+      ASSERT_FALSE(*done) << "a lent send completed before its receive was posted";
+      const RequestId ids[] = {*in, *a, *b, *c};
+      EXPECT_TRUE(t.wait(ids, test_deadline()).ok());
+      std::fill(big.begin(), big.end(), std::uint8_t{0xee});
+      EXPECT_EQ(token, 9);
+      return;
+    }
+    std::this_thread::sleep_for(milliseconds{200});
+    std::vector<std::uint8_t> wrong(299999);
+    auto a = t.recv(0, big.data(), big.size());
+    auto b = t.recv(0, wrong.data(), wrong.size());
+    auto c = t.recv(0, small.data(), small.size());
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+    EXPECT_TRUE(wait_one(t, *a, test_deadline()).ok());
+    const Status s = wait_one(t, *b, test_deadline());
+    EXPECT_EQ(s.code(), StatusCode::kProtocolError) << s.to_string();
+    EXPECT_NE(s.message().find("300000"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("299999"), std::string::npos) << s.message();
+    EXPECT_TRUE(wait_one(t, *c, test_deadline()).ok());
+    EXPECT_EQ(pattern_mismatch(big, 0, 1, 5), -1);
+    EXPECT_EQ(pattern_mismatch(small, 0, 1, 7), -1);
+    token = 9;
+    auto back = t.send(0, &token, sizeof token);
+    ASSERT_TRUE(back.ok());
+    EXPECT_TRUE(wait_one(t, *back, test_deadline()).ok());
+  });
 }
 
 TEST_F(ShmTest, TestPollsWithoutBlockingAndConsumes) {
@@ -182,19 +253,23 @@ TEST_F(ShmTest, BadArgumentsToConnectAreRefused) {
 
 TEST(ShmOptionsTest, ReadFromTheEnvironment) {
   ::unsetenv("HOOP_SHM_RING_BYTES");
+  ::unsetenv("HOOP_SHM_READ_BYTES");
   ::unsetenv("HOOP_SPIN_US");
   ::unsetenv("HOOP_START_TIMEOUT");
   auto defaults = shm::shm_options_from_env();
   ASSERT_TRUE(defaults.ok()) << defaults.status().to_string();
   EXPECT_EQ(defaults->ring_bytes, std::size_t{4} << 20);
+  EXPECT_EQ(defaults->read_bytes, std::size_t{8} << 10);
   EXPECT_EQ(defaults->spin, std::chrono::microseconds(200));
   EXPECT_EQ(defaults->connect_timeout, milliseconds(30000));
   ::setenv("HOOP_SHM_RING_BYTES", "8M", 1);
+  ::setenv("HOOP_SHM_READ_BYTES", "0", 1);
   ::setenv("HOOP_SPIN_US", "7", 1);
   ::setenv("HOOP_START_TIMEOUT", "2.5", 1);
   auto set = shm::shm_options_from_env();
   ASSERT_TRUE(set.ok()) << set.status().to_string();
   EXPECT_EQ(set->ring_bytes, std::size_t{8} << 20);
+  EXPECT_EQ(set->read_bytes, 0u);
   EXPECT_EQ(set->spin, std::chrono::microseconds(7));
   EXPECT_EQ(set->connect_timeout, milliseconds(2500));
   for (const char* bad : {"32K", "lots", "-1"}) {
@@ -207,6 +282,7 @@ TEST(ShmOptionsTest, ReadFromTheEnvironment) {
         << r.status().message();
   }
   ::unsetenv("HOOP_SHM_RING_BYTES");
+  ::unsetenv("HOOP_SHM_READ_BYTES");
   ::unsetenv("HOOP_SPIN_US");
   ::unsetenv("HOOP_START_TIMEOUT");
 }

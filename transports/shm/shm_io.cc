@@ -19,6 +19,10 @@ namespace {
 constexpr std::uint64_t kMaxPieceBytes = 256 << 10;
 // A length beyond this cannot be a real message: the ring holds garbage.
 constexpr std::uint64_t kMaxMessageBytes = std::uint64_t{1} << 56;
+// The top bit of a message's length marks a single-copy descriptor: its payload is the 8-byte
+// address of the sender's buffer, whose length is the rest of the word.
+constexpr std::uint64_t kLentBit = std::uint64_t{1} << 63;
+constexpr std::uint64_t kAddressBytes = 8;
 
 std::uint64_t piece_limit(std::uint64_t capacity) {
   return std::min(kMaxPieceBytes, capacity / 4 / kMessageAlign * kMessageAlign);
@@ -51,6 +55,13 @@ std::pair<std::uint64_t, std::uint64_t> payload_part(std::uint64_t from, std::ui
   return {begin, end - begin};
 }
 
+Status length_mismatch(int sender, std::uint64_t sent, int receiver, std::uint64_t expected) {
+  return protocol_error(fmt::format(
+      "shm: rank {} sent a message of {} bytes but the matching receive on rank {} expects {} "
+      "bytes",
+      sender, sent, receiver, expected));
+}
+
 }  // namespace
 
 bool ShmTransport::progress() {
@@ -58,8 +69,21 @@ bool ShmTransport::progress() {
   if (!aborted_.ok()) return false;
   bool moved = false;
   for (auto& p : peers_) {
-    if (!p->out.sends.empty()) moved |= pump_out(*p);
+    if (!p->out.sends.empty() || !p->out.lent.empty()) moved |= pump_out(*p);
     if (!p->in.recvs.empty() || p->in.in_message) moved |= pump_in(*p);
+  }
+  return moved;
+}
+
+bool ShmTransport::release_lent(Peer& p) {
+  OutRing& o = p.out;
+  if (o.lent.empty()) return false;
+  o.tail_seen = o.ctl->tail.load(std::memory_order_acquire);
+  bool moved = false;
+  while (!o.lent.empty() && o.lent.front().end <= o.tail_seen) {
+    complete(*o.lent.front().req);
+    o.lent.pop_front();
+    moved = true;
   }
   return moved;
 }
@@ -67,10 +91,15 @@ bool ShmTransport::progress() {
 bool ShmTransport::pump_out(Peer& p) {
   OutRing& o = p.out;
   const std::uint64_t piece = piece_limit(o.capacity);
-  bool moved = false;
+  bool moved = release_lent(p);
   while (!o.sends.empty()) {
     Request& r = *o.sends.front();
-    const std::uint64_t fp = footprint(r.bytes);
+    // A lent send puts only its address in the ring; the receiver reads the payload.
+    const bool lent = r.lent;
+    const std::uint64_t address = reinterpret_cast<std::uintptr_t>(r.data);
+    const char* payload = lent ? reinterpret_cast<const char*>(&address) : r.data;
+    const std::uint64_t payload_bytes = lent ? kAddressBytes : r.bytes;
+    const std::uint64_t fp = footprint(payload_bytes);
     while (o.front_done < fp) {
       std::uint64_t free = o.capacity - (o.head - o.tail_seen);
       if (free < std::min(fp - o.front_done, piece)) {
@@ -82,14 +111,14 @@ bool ShmTransport::pump_out(Peer& p) {
       // header always fits whole.
       const std::uint64_t n = std::min({free, fp - o.front_done, piece});
       if (o.front_done == 0) {
-        const std::uint64_t len = r.bytes;
+        const std::uint64_t len = lent ? (r.bytes | kLentBit) : r.bytes;
         copy_to_ring(o.data, o.capacity, o.head, reinterpret_cast<const char*>(&len), sizeof len);
       }
-      const auto [off, len] = payload_part(o.front_done, n, r.bytes);
+      const auto [off, len] = payload_part(o.front_done, n, payload_bytes);
       if (len > 0) {
         // The message starts at head - front_done; its payload kMessageHeaderBytes later.
         copy_to_ring(o.data, o.capacity, o.head + (kMessageHeaderBytes + off - o.front_done),
-                     r.data + off, len);
+                     payload + off, len);
       }
       o.head += n;
       o.front_done += n;
@@ -97,14 +126,49 @@ bool ShmTransport::pump_out(Peer& p) {
       ring_doorbell(*p.segment.header());
       moved = true;
     }
-    complete(r);
+    if (lent) {
+      o.lent.push_back({&r, o.head});
+    } else {
+      complete(r);
+    }
     o.sends.pop_front();
     o.front_done = 0;
   }
   return moved;
 }
 
-bool ShmTransport::pump_in(Peer& p) {
+bool ShmTransport::take_lent(Peer& p, std::uint64_t len, Request* target) {
+  InRing& in = p.in;
+  const std::uint64_t fp = footprint(kAddressBytes);
+  if (in.head_seen - in.tail < fp) {
+    in.head_seen = in.ctl->head.load(std::memory_order_acquire);
+    if (in.head_seen - in.tail < fp) return false;
+  }
+  std::uint64_t address = 0;
+  copy_from_ring(in.data, in.capacity, in.tail + kMessageHeaderBytes,
+                 reinterpret_cast<char*>(&address), sizeof address);
+  in.recvs.pop_front();
+  Status failed;
+  if (target->bytes != len) {
+    complete(*target, length_mismatch(p.rank, len, rank_, target->bytes));
+  } else if (const int err = read_memory_of(p.pid, reinterpret_cast<const void*>(address),
+                                            target->data, len);
+             err != 0) {
+    failed = read_failure(p, err, len);
+    complete(*target, failed);
+  } else {
+    complete(*target);
+  }
+  // Consuming the descriptor tells the sender its buffer is free again.
+  in.tail += fp;
+  in.ctl->tail.store(in.tail, std::memory_order_release);
+  ring_doorbell(*p.segment.header());
+  // A read that failed leaves the sender's send unfinished in truth: the job cannot go on.
+  if (!failed.ok()) abort(failed);
+  return true;
+}
+
+bool ShmTransport::pump_in(Peer& p, bool read_lent) {
   InRing& in = p.in;
   const std::uint64_t piece = piece_limit(in.capacity);
   bool moved = false;
@@ -117,6 +181,12 @@ bool ShmTransport::pump_in(Peer& p) {
       }
       std::uint64_t len = 0;
       copy_from_ring(in.data, in.capacity, in.tail, reinterpret_cast<char*>(&len), sizeof len);
+      if ((len & kLentBit) != 0 && (len & ~kLentBit) <= kMaxMessageBytes) {
+        if (!read_lent || !take_lent(p, len & ~kLentBit, in.recvs.front())) break;
+        moved = true;
+        if (!aborted_.ok()) return true;
+        continue;
+      }
       if (len > kMaxMessageBytes) {
         abort(protocol_error(fmt::format(
             "shm: rank {}'s ring to rank {} holds a message header of {} bytes (corrupted)", p.rank,
@@ -131,10 +201,7 @@ bool ShmTransport::pump_in(Peer& p) {
       in.tail += kMessageHeaderBytes;
       in.target = r;
       if (r->bytes != len) {
-        complete(*r, protocol_error(fmt::format(
-                         "shm: rank {} sent a message of {} bytes but the matching receive on "
-                         "rank {} expects {} bytes",
-                         p.rank, len, rank_, r->bytes)));
+        complete(*r, length_mismatch(p.rank, len, rank_, r->bytes));
         in.target = nullptr;
       }
       moved = true;
@@ -234,6 +301,11 @@ void ShmTransport::close_peer(Peer& p, const Status& why) {
   p.closed = why;
   for (Request* r : p.out.sends) complete(*r, why);
   p.out.sends.clear();
+  // What the peer read before it left is delivered; a lent buffer it has not read by now it
+  // never will.
+  release_lent(p);
+  for (const OutRing::Lent& l : p.out.lent) complete(*l.req, why);
+  p.out.lent.clear();
   for (Request* r : p.in.recvs) complete(*r, why);
   p.in.recvs.clear();
   if (p.in.target != nullptr) complete(*p.in.target, why);

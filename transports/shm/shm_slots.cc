@@ -110,15 +110,19 @@ Status ShmTransport::read_peer(int peer, const void* remote, void* local, std::s
   if (!p.closed.ok()) return p.closed;
   const int err = read_memory_of(p.pid, remote, local, bytes);
   if (err == 0) return Status::success();
+  return read_failure(p, err, bytes);
+}
+
+Status ShmTransport::read_failure(const Peer& p, int err, std::size_t bytes) {
   // A peer that aborted (for another rank's fault, say) posted its cause here before it let
   // its buffers go or exited: that cause is why the read failed, and the one to report.
   if (std::optional<Status> cause = posted_abort(*own_header_, "shm")) return *cause;
   if (err == ESRCH)
-    return peer_lost(fmt::format("shm: rank {} (pid {}) exited while rank {} read its memory", peer,
-                                 p.pid, rank_));
+    return peer_lost(fmt::format("shm: rank {} (pid {}) exited while rank {} read its memory",
+                                 p.rank, p.pid, rank_));
   return errno_error(fmt::format("shm: rank {} reading {} bytes of rank {}'s memory (pid {}) "
                                  "with process_vm_readv",
-                                 rank_, bytes, peer, p.pid),
+                                 rank_, bytes, p.rank, p.pid),
                      err);
 }
 

@@ -29,11 +29,15 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segmen
       by_rank_(static_cast<std::size_t>(size), nullptr) {
   for (auto& p : peers_) by_rank_[static_cast<std::size_t>(p->rank)] = p.get();
   spin_ = options.spin;
+  read_bytes_ = options.read_bytes;
+  // Every rank wrote its verdict before the set-up's last store wait ended.
+  for (auto& p : peers_)
+    p->reads_us =
+        p->segment.header()->reads_peers.load(std::memory_order_acquire) == kReadsPeers;
   if (own_header_->slot_bytes > 0 && peers_.size() + 1 == static_cast<std::size_t>(size_)) {
     slot_bytes_ = own_header_->slot_bytes;
     for (auto& p : peers_)
       for (int i = 0; i < 2; ++i) p->slots[i] = p->segment.slot(i);
-    // Every rank has written its verdict before the set-up's last store wait ended.
     reads_peers_ = own_header_->reads_peers.load(std::memory_order_acquire) == kReadsPeers;
     for (auto& p : peers_)
       reads_peers_ = reads_peers_ && p->segment.header()->reads_peers.load(
@@ -84,10 +88,18 @@ void ShmTransport::complete(Request& req, const Status& why) {
   if (req.status.ok()) req.status = why;
 }
 
+bool ShmTransport::lends(const Peer& p, std::uint64_t bytes) const {
+  if (read_bytes_ == 0 || bytes < read_bytes_ || !p.reads_us) return false;
+  return std::any_of(peers_.begin(), peers_.end(), [](const std::unique_ptr<Peer>& q) {
+    return !q->in.recvs.empty() || q->in.target != nullptr;
+  });
+}
+
 Result<RequestId> ShmTransport::send(int peer, const void* data, std::size_t bytes) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes));
   const RequestId id = add_request(peer, true, data, bytes);
   Request& req = requests_[id];
+  req.lent = lends(*p, bytes);
   if (!p->closed.ok()) {
     complete(req, p->closed);
     return id;
@@ -114,7 +126,7 @@ Result<RequestId> ShmTransport::recv(int peer, void* data, std::size_t bytes) {
     return id;
   }
   p->in.recvs.push_back(&req);
-  if (p->in.recvs.size() == 1 && !p->in.in_message) pump_in(*p);
+  if (p->in.recvs.size() == 1 && !p->in.in_message) pump_in(*p, /*read_lent=*/false);
   return id;
 }
 
@@ -131,6 +143,7 @@ void ShmTransport::abort(const Status& cause) {
   }
   for (auto& p : peers_) {
     p->out.sends.clear();
+    p->out.lent.clear();
     p->in.recvs.clear();
     p->in.target = nullptr;
     post_abort(*p->segment.header(), rank_, aborted_);

@@ -11,7 +11,14 @@
 // each, so the receiver copies one piece out while the next goes in and a message of any size
 // passes through a ring of any size. A message waits in the ring until its receive is posted:
 // the ring is the only buffer, and a sender whose ring is full waits. A message costs two memcpy
-// and no system call.
+// and no system call. From read_bytes up (HOOP_SHM_READ_BYTES, 8 KiB), where the receiver can
+// read the sender's memory and the sender has a receive of its own posted (an exchange, which
+// keeps both ranks copying anyway; a rank that only sends shares the copying through the ring
+// instead), a message goes by single copy: the ring carries its length
+// with the top bit set and the payload's address, and the receiver reads the payload with
+// process_vm_readv straight into its receive buffer, then consumes the descriptor. The send
+// completes once the receiver's tail has passed it, so the sender's buffer stays untouched
+// while it is read; as in the rings, a receive of another length fails and the stream goes on.
 //
 // Shared slots (hoop::SharedSlots, shm_slots.cc), where every rank of the job is on this host:
 // each segment also holds two slots of its owner, which the peers read in place; publish stores
@@ -67,6 +74,10 @@ struct ShmOptions {
   /// bytes more for a header), offered when every rank of the job is a peer here; 0: none.
   /// HOOP_SHM_SLOT_BYTES.
   std::size_t slot_bytes = std::size_t{256} << 10;
+  /// A message of at least this many bytes goes by single copy where the receiver can read the
+  /// sender's memory (cross-memory attach): the ring carries only its address and the receiver
+  /// reads the payload where it lies; 0: every message through the rings. HOOP_SHM_READ_BYTES.
+  std::size_t read_bytes = std::size_t{8} << 10;
   /// How long wait() keeps polling after bytes last moved before it sleeps; HOOP_SPIN_US.
   std::chrono::microseconds spin{200};
   /// Deadline for the whole set-up, store look-ups included; HOOP_START_TIMEOUT.
@@ -76,8 +87,8 @@ struct ShmOptions {
   std::string key_prefix = "hoop/shm";
 };
 
-/// Options from HOOP_SHM_RING_BYTES, HOOP_SHM_SLOT_BYTES, HOOP_SPIN_US and HOOP_START_TIMEOUT; invalid_argument
-/// naming a malformed variable (or a ring under 64 KiB).
+/// Options from HOOP_SHM_RING_BYTES, HOOP_SHM_SLOT_BYTES, HOOP_SHM_READ_BYTES, HOOP_SPIN_US and
+/// HOOP_START_TIMEOUT; invalid_argument naming a malformed variable (or a ring under 64 KiB).
 Result<ShmOptions> shm_options_from_env();
 
 /// Connects rank `rank` of a `size`-rank job to the ranks in `peers` (global rank numbers, all

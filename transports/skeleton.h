@@ -25,6 +25,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/cpu_relax.h"
 #include "core/requests.h"
 #include "hoop/transport.h"
 
@@ -33,6 +34,8 @@ namespace hoop::transports {
 /// How often a waiting transport looks at its peers (and how long it sleeps at most at once,
 /// so that a peer that died without a word is noticed).
 inline constexpr std::chrono::milliseconds kPeerCheckInterval{10};
+/// Progress passes between two clock reads of a wait that polls alone on its core.
+inline constexpr unsigned kPollsPerClockRead = 64;
 
 /// What every transport keeps per request; a transport's Request adds its own fields.
 struct RequestBase {
@@ -72,6 +75,9 @@ class Skeleton : public Transport {
   virtual bool spin_once() { return progress(); }
   /// True while a wait must poll rather than sleep (work that no peer will signal the end of).
   virtual bool must_poll() const { return false; }
+  /// Whether this rank may share its core with a peer it waits for (then a waiting rank yields
+  /// the core between polls); true unless the transport knows better.
+  virtual bool shares_core() const { return true; }
   /// The longest single sleep of a wait or poll.
   virtual Clock::duration sleep_slice() const { return kPeerCheckInterval; }
   /// A peer as messages name it.
@@ -122,10 +128,24 @@ Status Skeleton<Request>::wait(std::span<const RequestId> ids, Deadline deadline
   // Polling goes on while bytes keep moving and for spin_ after they stop: a sleep costs a
   // scheduler wake-up, which is longer than most transfers between ranks of one host.
   auto spin_until = Clock::now() + spin_;
-  while (true) {
+  // Alone on its core, a waiting rank polls between clock reads instead of yielding: both a
+  // clock read and a sched_yield cost about as much as a message between two ranks of a host.
+  const bool alone = !shares_core();
+  bool moved = false;
+  for (unsigned turn = 1;; ++turn) {
     while (next < ids.size() && finished(requests_.at(ids[next]))) ++next;
     if (next == ids.size()) break;
+    if (alone && turn % kPollsPerClockRead != 0) {
+      if (spin_once()) {
+        moved = true;
+      } else {
+        cpu_relax();
+      }
+      continue;
+    }
     const auto now = Clock::now();
+    if (moved) spin_until = now + spin_;
+    moved = false;
     if (now >= deadline) {
       progress();
       if (!finished(requests_.at(ids[next]))) return timed_out(ids);

@@ -100,8 +100,9 @@ INSTANTIATE_TEST_SUITE_P(Ranks, P2pRing, ::testing::Values(2, 3, 4, 7),
 
 struct Mismatch {
   const char* name;
-  RecvOptions change;  // what rank 1 expects instead of {count 8, f32, tag 3}
+  RecvOptions change;  // what rank 1 expects instead of {count `sent`, f32, tag 3}
   const char* names;   // in the error
+  std::size_t sent = 8;
 };
 
 TEST(P2pErrors, AReceiveMeetingADifferentSendFailsOnBothRanksNamingTheField) {
@@ -111,12 +112,25 @@ TEST(P2pErrors, AReceiveMeetingADifferentSendFailsOnBothRanksNamingTheField) {
        {.count = 8, .dtype = DataType::kI32, .peer = 0, .tag = 3},
        "dtype f32 against i32"},
       {"count", {.count = 9, .dtype = DataType::kF32, .peer = 0, .tag = 3}, "count 8 against 9"},
+      // Past the 256 bytes that travel inside the header's frame on one side only.
+      {"count, larger than a frame",
+       {.count = 100, .dtype = DataType::kF32, .peer = 0, .tag = 3},
+       "at most 256 bytes against 400 bytes (100 f32, tag 3)"},
+      {"count, within a frame",
+       {.count = 8, .dtype = DataType::kF32, .peer = 0, .tag = 3},
+       "more than 256 bytes against 32 bytes (8 f32, tag 3)",
+       100},
+      {"count, both larger than a frame",
+       {.count = 101, .dtype = DataType::kF32, .peer = 0, .tag = 3},
+       "count 100 against 101",
+       100},
   };
   for (const Mismatch& m : cases) {
     const auto statuses = on_ranks_p2p(2, [&](Communicator& comm) -> Status {
-      std::vector<float> buf(16, 1.0f);
+      std::vector<float> buf(128, 1.0f);
       if (comm.rank() == 0) {
-        HOOP_RETURN_IF_ERROR(send(comm, {.data = buf.data(), .count = 8, .peer = 1, .tag = 3}));
+        HOOP_RETURN_IF_ERROR(
+            send(comm, {.data = buf.data(), .count = m.sent, .peer = 1, .tag = 3}));
         return barrier(comm);  // the receiver's abort reaches the sender here at the latest
       }
       RecvOptions o = m.change;

@@ -131,6 +131,7 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   /// Sleeps on the own doorbell up to `timeout_us`, unless progress() moves something after
   /// the sleeping flag is raised (then returns true at once).
   bool sleep(Clock::duration max, bool stop_on_wake) override;
+  bool shares_core() const override { return crowded_; }
   /// Whether a ring holds bytes this rank has not taken or a peer posted an abort; reads only
   /// what the peers write and what this rank publishes, so any thread may ask.
   bool activity_waiting() const;

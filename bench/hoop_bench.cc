@@ -46,6 +46,7 @@ struct Flags {
   std::string transport;  // empty: HOOP_TRANSPORT
   int ngpus = 0;          // -g [N]: buffers on this rank's CUDA device (N must be 1); 0: host
   double timeout_s = 0;   // -T: each collective's deadline; 0: HOOP_TIMEOUT_SECONDS
+  bool nonblocking = false;  // --nonblocking: the i-forms and their waits
 };
 
 // This process's rank for its messages, before a communicator exists: what the launcher says
@@ -107,6 +108,9 @@ std::optional<int> parse_flags(int argc, char** argv, Flags& flags) {
                  "thread: 1, since every rank drives one GPU (start one rank per GPU)")
       ->expected(0, 1)
       ->default_str("1");
+  app.add_flag("--nonblocking", flags.nonblocking,
+               "Time the non-blocking forms (iallreduce, ...) each followed by its wait: the "
+               "cost of handing a call to the communicator's thread and back");
   app.add_option("-T,--timeout", flags.timeout_s,
                  "Seconds each collective may take before every rank fails naming the ranks "
                  "it waited for [default: HOOP_TIMEOUT_SECONDS]")
@@ -162,7 +166,7 @@ int run(int argc, char** argv) {
         std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(flags.timeout_s * 1000)));
   Result<std::unique_ptr<Communicator>> comm = Communicator::create(comm_options);
   if (!comm.ok()) return exit_code(comm.status(), launcher_rank());
-  HoopPeer peer(std::move(*comm), algorithm, device);
+  HoopPeer peer(std::move(*comm), algorithm, device, flags.nonblocking);
 
   std::int64_t wrong = 0;
   for (const BenchCollective collective : collectives) {

@@ -9,8 +9,16 @@
 
 namespace hoop::bench {
 
-HoopPeer::HoopPeer(std::unique_ptr<Communicator> comm, Algorithm algorithm, int device)
-    : comm_(std::move(comm)), algorithm_(algorithm), device_(device) {}
+HoopPeer::HoopPeer(std::unique_ptr<Communicator> comm, Algorithm algorithm, int device,
+                   bool nonblocking)
+    : comm_(std::move(comm)), algorithm_(algorithm), device_(device), nonblocking_(nonblocking) {}
+
+template <typename Options>
+Status HoopPeer::call(Status (*blocking)(Communicator&, const Options&),
+                      Request (*nonblocking)(Communicator&, const Options&), const Options& o) {
+  if (!nonblocking_) return blocking(*comm_, o);
+  return nonblocking(*comm_, o).wait();
+}
 
 int HoopPeer::rank() const { return comm_->rank(); }
 
@@ -23,7 +31,9 @@ std::string HoopPeer::describe(const std::string& what) const {
                                  ? std::string()
                                  : fmt::format(", buffers on cuda:{} (HOOP_GPU_BACKEND={})",
                                                device_, backend != nullptr ? backend : "auto");
-  return fmt::format("hoop {}, transport {}{}", what, comm_->transport().name(), memory);
+  return fmt::format("hoop {}{}, transport {}{}", what,
+                     nonblocking_ ? " (non-blocking form and its wait)" : "",
+                     comm_->transport().name(), memory);
 }
 
 std::string HoopPeer::description() const {
@@ -51,54 +61,65 @@ Status HoopPeer::allreduce(const void* send, void* recv, std::size_t count, Data
   o.dtype = dtype;
   o.op = op;
   o.algorithm = algorithm_;
-  return hoop::allreduce(*comm_, o);
+  return call(&hoop::allreduce, &hoop::iallreduce, o);
 }
 
 Status HoopPeer::run(const CollectiveCall& c) {
-  Communicator& comm = *comm_;
   switch (c.collective) {
     case BenchCollective::kAllreduce:
       return allreduce(c.input, c.output, c.count, c.dtype, c.op);
     case BenchCollective::kBroadcast:
       // The root's input is its buffer (the same as its output in place); the others receive.
-      return hoop::broadcast(comm, {.buffer = rank() == c.root ? c.input : c.output,
+      return call(&hoop::broadcast, &hoop::ibroadcast,
+                  BroadcastOptions{.buffer = rank() == c.root ? c.input : c.output,
+                                   .count = c.count,
+                                   .dtype = c.dtype,
+                                   .root = c.root});
+    case BenchCollective::kAllgather:
+      return call(
+          &hoop::allgather, &hoop::iallgather,
+          AllgatherOptions{.input = c.input, .output = c.output, .count = c.count, .dtype = c.dtype});
+    case BenchCollective::kReduceScatter:
+      return call(&hoop::reduce_scatter, &hoop::ireduce_scatter,
+                  ReduceScatterOptions{.input = c.input,
+                                       .output = c.output,
+                                       .count = c.count,
+                                       .dtype = c.dtype,
+                                       .op = c.op});
+    case BenchCollective::kAlltoall:
+      return call(
+          &hoop::alltoall, &hoop::ialltoall,
+          AlltoallOptions{.input = c.input, .output = c.output, .count = c.count, .dtype = c.dtype});
+    case BenchCollective::kReduce:
+      return call(&hoop::reduce, &hoop::ireduce,
+                  RootReduceOptions{.input = c.input,
+                                    .output = c.output,
                                     .count = c.count,
                                     .dtype = c.dtype,
+                                    .op = c.op,
                                     .root = c.root});
-    case BenchCollective::kAllgather:
-      return hoop::allgather(
-          comm, {.input = c.input, .output = c.output, .count = c.count, .dtype = c.dtype});
-    case BenchCollective::kReduceScatter:
-      return hoop::reduce_scatter(
-          comm,
-          {.input = c.input, .output = c.output, .count = c.count, .dtype = c.dtype, .op = c.op});
-    case BenchCollective::kAlltoall:
-      return hoop::alltoall(
-          comm, {.input = c.input, .output = c.output, .count = c.count, .dtype = c.dtype});
-    case BenchCollective::kReduce:
-      return hoop::reduce(comm, {.input = c.input,
-                                 .output = c.output,
-                                 .count = c.count,
-                                 .dtype = c.dtype,
-                                 .op = c.op,
-                                 .root = c.root});
     case BenchCollective::kGather:
-      return hoop::gather(comm, {.input = c.input,
+      return call(&hoop::gather, &hoop::igather,
+                  GatherOptions{.input = c.input,
+                                .output = c.output,
+                                .count = c.count,
+                                .dtype = c.dtype,
+                                .root = c.root});
+    case BenchCollective::kScatter:
+      return call(&hoop::scatter, &hoop::iscatter,
+                  ScatterOptions{.input = c.input,
                                  .output = c.output,
                                  .count = c.count,
                                  .dtype = c.dtype,
                                  .root = c.root});
-    case BenchCollective::kScatter:
-      return hoop::scatter(comm, {.input = c.input,
-                                  .output = c.output,
-                                  .count = c.count,
-                                  .dtype = c.dtype,
-                                  .root = c.root});
     case BenchCollective::kSendrecv: {
       const int n = size();
-      return hoop::sendrecv(
-          comm, {.data = c.input, .count = c.count, .dtype = c.dtype, .peer = (rank() + 1) % n},
-          {.data = c.output, .count = c.count, .dtype = c.dtype, .peer = (rank() + n - 1) % n});
+      const SendOptions to{
+          .data = c.input, .count = c.count, .dtype = c.dtype, .peer = (rank() + 1) % n};
+      const RecvOptions from{
+          .data = c.output, .count = c.count, .dtype = c.dtype, .peer = (rank() + n - 1) % n};
+      if (nonblocking_) return hoop::isendrecv(*comm_, to, from).wait();
+      return hoop::sendrecv(*comm_, to, from);
     }
   }
   return invalid_argument("hoop-bench: unknown collective");

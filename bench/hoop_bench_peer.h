@@ -15,8 +15,11 @@ namespace hoop::bench {
 class HoopPeer final : public CollectivePeer {
  public:
   /// `algorithm` is passed to every timed allreduce; kAuto leaves the choice to hoop. The
-  /// benchmark's buffers live on CUDA device `device`, or in host memory for kCpuDevice.
-  HoopPeer(std::unique_ptr<Communicator> comm, Algorithm algorithm, int device = kCpuDevice);
+  /// benchmark's buffers live on CUDA device `device`, or in host memory for kCpuDevice. With
+  /// `nonblocking`, each timed call is the non-blocking form (iallreduce, ...) and its wait, so
+  /// that the table shows what handing a call to the communicator's thread costs.
+  HoopPeer(std::unique_ptr<Communicator> comm, Algorithm algorithm, int device = kCpuDevice,
+           bool nonblocking = false);
 
   int rank() const override;
   int size() const override;
@@ -35,10 +38,15 @@ class HoopPeer final : public CollectivePeer {
  private:
   /// "hoop <what>, transport tcp[, buffers on cuda:0]": the table header's implementation line.
   std::string describe(const std::string& what) const;
+  /// `blocking(comm, o)`, or with --nonblocking `nonblocking(comm, o)` and its wait.
+  template <typename Options>
+  Status call(Status (*blocking)(Communicator&, const Options&),
+              Request (*nonblocking)(Communicator&, const Options&), const Options& o);
 
   std::unique_ptr<Communicator> comm_;
   Algorithm algorithm_;
   int device_;
+  bool nonblocking_;
 };
 
 }  // namespace hoop::bench

@@ -184,18 +184,28 @@ void add_bench_flags(CLI::App& app, BenchOptions& options) {
   bytes_flag("-b,--minbytes", options.min_bytes, "Smallest message size in bytes (K/M/G suffix)");
   bytes_flag("-e,--maxbytes", options.max_bytes, "Largest message size in bytes (K/M/G suffix)");
   CLI::Option* factor =
-      app.add_option("-f,--stepfactor", options.step_factor, "Multiply the size by this each step")
-          ->capture_default_str();
+      app.add_option_function<double>(
+             "-f,--stepfactor",
+             [&options](double f) {
+               options.step_factor = f;
+               // As in nccl-tests, a factor above 1 wins over --stepbytes.
+               if (f > 1.0) options.step_bytes = 0;
+             },
+             "Multiply the size by this each step; above 1 it wins over --stepbytes, as in "
+             "nccl-tests")
+          ->default_str(fmt::format("{:g}", options.step_factor));
   app.add_option_function<std::string>(
-         "-i,--stepbytes",
-         [&options](const std::string& text) {
-           const auto value = parse_bytes(text);
-           if (!value || *value == 0)
-             throw CLI::ValidationError("--stepbytes", "expected a positive byte count such as 1M");
-           options.step_bytes = *value;
-         },
-         "Add this many bytes each step instead of multiplying (K/M/G suffix)")
-      ->excludes(factor);
+      "-i,--stepbytes",
+      [&options, factor](const std::string& text) {
+        const auto value = parse_bytes(text);
+        if (!value || *value == 0)
+          throw CLI::ValidationError("--stepbytes", "expected a positive byte count such as 1M");
+        // CLI11 runs the callbacks in the order the options are declared, so -f's is done.
+        if (factor->count() > 0 && options.step_factor > 1.0) return;
+        options.step_bytes = *value;
+      },
+      "Add this many bytes each step instead of multiplying (K/M/G suffix; a --stepfactor "
+      "above 1 given with it wins)");
   app.add_option("-n,--iters", options.iters, "Timed iterations per size")
       ->check(CLI::Range(1, 1 << 30).description("POSITIVE"))
       ->capture_default_str();

@@ -77,10 +77,17 @@ TEST(BenchTable, NcclTestsFlagsKeepTheirMeaning) {
   EXPECT_EQ(o.root, -1);  // every root in turn
   EXPECT_EQ(o.dtypes.size(), 8u);
   EXPECT_EQ(parse_nccl({}).average, Average::kMax);  // hoop's default: the slowest rank
-  // -i and -f are one or the other, as nccl-tests says.
+  // -i and -f together: as in nccl-tests, a factor above 1 wins, in either order; a factor
+  // of 1 leaves the step in bytes.
+  for (const auto& args : {std::vector<std::string>{"-b", "1K", "-e", "64K", "-i", "1M", "-f", "4"},
+                           std::vector<std::string>{"-b", "1K", "-e", "64K", "-f", "4", "-i", "1M"}}) {
+    const BenchOptions both = parse_nccl(args);
+    EXPECT_TRUE(validate(both).ok()) << validate(both).to_string();
+    EXPECT_EQ(message_sizes(both, 4), (std::vector<std::size_t>{1024, 4096, 16384, 65536}));
+  }
+  const BenchOptions bytes = parse_nccl({"-b", "1K", "-e", "3K", "-f", "1", "-i", "1K"});
+  EXPECT_EQ(message_sizes(bytes, 4), (std::vector<std::size_t>{1024, 2048, 3072}));
   std::string error;
-  parse_nccl({"-i", "1K", "-f", "2"}, &error);
-  EXPECT_NE(error.find("excludes"), std::string::npos) << error;
   // What a process with one thread, and host calls, cannot do is an error saying why.
   Status threads = validate(parse_nccl({"-t", "2"}));
   EXPECT_NE(threads.message().find("one thread"), std::string::npos) << threads.to_string();

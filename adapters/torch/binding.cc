@@ -284,7 +284,8 @@ void define_job(py::module_& m) {
       "Finishes the work in flight and stops the runtime.");
   m.def("is_initialized", &hoop::is_initialized, "Whether init() succeeded and shutdown() has not run.");
   m.def("cuda_built", &hoop::cuda_built, "Whether this build takes CUDA tensors.");
-  m.def("nccl_built", &hoop::nccl_built, "Whether this build has the NCCL device backend.");
+  m.def("nccl_built", &hoop::nccl_version_code,
+        "NCCL_VERSION_CODE of the NCCL device backend this build has, 0 without one (as Horovod).");
   m.def("mpi_built", &hoop::mpi_built, "Whether this build has the MPI transport.");
   m.def("rank", [] { return guarded(hoop::rank); });
   m.def("size", [] { return guarded(hoop::size); });

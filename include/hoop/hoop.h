@@ -129,6 +129,10 @@ bool is_initialized();
 bool cuda_built();
 /// Whether this build has the NCCL device backend (HOOP_GPU_BACKEND=nccl).
 bool nccl_built();
+/// The NCCL_VERSION_CODE of the NCCL this build's device backend was compiled against (2.21.5:
+/// 22105), or 0 without one; Horovod's nccl_built() returns the same, and scripts compare it
+/// with a version.
+int nccl_version_code();
 /// Whether this build has the MPI transport (HOOP_TRANSPORT=mpi, for jobs mpirun starts).
 bool mpi_built();
 /// The number of CUDA devices this process can use: 0 without a CUDA build, driver or device.

@@ -1,5 +1,8 @@
 // The public runtime API (hoop/hoop.h): the job-wide state, argument checks, and the hand-off
 // of each call to its process set's Controller.
+#ifdef HOOP_BUILT_NCCL
+#include <nccl.h>  // NCCL_VERSION_CODE
+#endif
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -346,11 +349,13 @@ bool mpi_built() {
 #endif
 }
 
-bool nccl_built() {
+bool nccl_built() { return nccl_version_code() != 0; }
+
+int nccl_version_code() {
 #ifdef HOOP_BUILT_NCCL
-  return true;
+  return NCCL_VERSION_CODE;
 #else
-  return false;
+  return 0;
 #endif
 }
 

@@ -44,6 +44,12 @@ def check_basics():
     # The build's own answer (CMake's HOOP_HAVE_MPI), not the binding's echo of itself.
     built_mpi = os.environ.get("HOOP_TEST_MPI_BUILT") == "1"
     check(hvd.mpi_built() == built_mpi, f"mpi_built() is {hvd.mpi_built()}, the build says {built_mpi}")
+    # Horovod's nccl_built() is NCCL_VERSION_CODE (0 without NCCL), which scripts compare with
+    # versions (its own tests skip alltoall below 2700).
+    built_nccl = os.environ.get("HOOP_TEST_NCCL_BUILT") == "1"
+    code = hvd.nccl_built()
+    check(type(code) is int and (code >= 2700 if built_nccl else code == 0),
+          f"nccl_built() is {code!r}, the build says NCCL {built_nccl}")
     check(hvd.global_process_set.ranks == list(range(N)), "global set ranks")
     check(hoop.__version__ == "0.1.0" and hvd.HorovodInternalError is hoop.HoopError, "exports")
     ok("basics")

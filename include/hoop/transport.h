@@ -81,6 +81,12 @@ class Transport {
   /// Starts sending `bytes` bytes at `data` to `peer` (!= rank()). The buffer must stay valid
   /// and unchanged until the request completes. Zero-byte messages are allowed and ordered.
   virtual Result<RequestId> send(int peer, const void* data, std::size_t bytes) = 0;
+  /// As send(), and another send to `peer` follows at once: the transport may hold this one
+  /// back to write both together (TCP: one system call for a header and its data). Any later
+  /// send, wait, test or poll puts it on its way.
+  virtual Result<RequestId> send_more(int peer, const void* data, std::size_t bytes) {
+    return send(peer, data, bytes);
+  }
   /// Starts receiving exactly `bytes` bytes from `peer` into `data`, which must stay valid
   /// until the request completes.
   virtual Result<RequestId> recv(int peer, void* data, std::size_t bytes) = 0;

@@ -36,6 +36,10 @@ TEST_P(TcpSocketsTest, EmptyMessagesInARowComplete) {
             [](int rank, Transport& t) { empty_messages_in_a_row(rank, 4, t); });
 }
 
+TEST_P(TcpSocketsTest, HeldSendsGoOutWithTheNextOrAlone) {
+  run_ranks(2, loopback_options(GetParam()), held_sends_go_out);
+}
+
 INSTANTIATE_TEST_SUITE_P(SocketsPerPeer, TcpSocketsTest, ::testing::Values(1, 3));
 
 TEST_P(TcpSocketsTest, LengthMismatchFailsTheReceiveNamingPeerAndLengthsAndTheStreamGoesOn) {

@@ -175,6 +175,50 @@ inline void length_mismatch_then_stream_goes_on(int rank, Transport& t) {
   EXPECT_EQ(pattern_mismatch(next, 0, 1, 1), -1);
 }
 
+/// send_more's promise: a send held back for the next one goes out with it, in order, and
+/// alone once a wait or a test comes instead.
+inline void held_sends_go_out(int rank, Transport& t) {
+  std::vector<std::uint8_t> a(100), b(5000), c(7), d(9);
+  if (rank == 0) {
+    fill_pattern(a, 0, 1, 1);
+    fill_pattern(b, 0, 1, 2);
+    fill_pattern(c, 0, 1, 3);
+    fill_pattern(d, 0, 1, 4);
+    auto x = t.send_more(1, a.data(), a.size());
+    auto y = t.send(1, b.data(), b.size());
+    ASSERT_TRUE(x.ok() && y.ok());
+    const RequestId ids[] = {*x, *y};
+    EXPECT_TRUE(t.wait(ids, test_deadline()).ok());
+    auto z = t.send_more(1, c.data(), c.size());  // then only waited for
+    ASSERT_TRUE(z.ok());
+    EXPECT_TRUE(wait_one(t, *z, test_deadline()).ok());
+    auto w = t.send_more(1, d.data(), d.size());  // then only tested
+    ASSERT_TRUE(w.ok());
+    const Deadline deadline = test_deadline();
+    bool done = false;
+    while (!done && Clock::now() < deadline) {
+      const Result<bool> r = t.test(*w);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      done = *r;
+    }
+    EXPECT_TRUE(done);
+    return;
+  }
+  std::vector<std::uint8_t> ia(a.size()), ib(b.size()), ic(c.size()), id(d.size());
+  auto ra = t.recv(0, ia.data(), ia.size());
+  auto rb = t.recv(0, ib.data(), ib.size());
+  auto rc = t.recv(0, ic.data(), ic.size());
+  auto rd = t.recv(0, id.data(), id.size());
+  ASSERT_TRUE(ra.ok() && rb.ok() && rc.ok() && rd.ok());
+  const RequestId ids[] = {*ra, *rb, *rc, *rd};
+  const Status s = t.wait(ids, test_deadline());
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(pattern_mismatch(ia, 0, 1, 1), -1);
+  EXPECT_EQ(pattern_mismatch(ib, 0, 1, 2), -1);
+  EXPECT_EQ(pattern_mismatch(ic, 0, 1, 3), -1);
+  EXPECT_EQ(pattern_mismatch(id, 0, 1, 4), -1);
+}
+
 /// Rank 0 sends a 40 MiB message (larger than any ring or socket buffer) and a 1-byte one at
 /// once; rank 1 posts its receives 300 ms later and gets both intact.
 inline void big_message_long_before_its_receive(int rank, Transport& t) {

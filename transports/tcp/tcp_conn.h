@@ -80,7 +80,8 @@ struct Conn {
   std::size_t stage_begin = 0;
   std::size_t stage_end = 0;
   bool goodbye_received = false;
-  bool paused = false;  // not read until a receive takes buffered data off it
+  bool paused = false;
+  bool held = false;  // its sends wait for the next one (send_more), not yet written  // not read until a receive takes buffered data off it
   Status closed;        // not ok once the socket is unusable
   std::uint32_t epoll_events = 0;
   bool registered = false;
@@ -98,7 +99,12 @@ class TcpTransport final : public transports::Skeleton<Request> {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   bool accepts_device_memory() const override { return false; }
-  Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
+  Result<RequestId> send(int peer, const void* data, std::size_t bytes) override {
+    return post_send(peer, data, bytes, false);
+  }
+  Result<RequestId> send_more(int peer, const void* data, std::size_t bytes) override {
+    return post_send(peer, data, bytes, true);
+  }
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
   void wake() override;
   bool await_activity(std::chrono::microseconds timeout, bool messages) override;
@@ -131,6 +137,10 @@ class TcpTransport final : public transports::Skeleton<Request> {
   /// Waits up to `timeout_ms` for socket events and moves bytes for every ready socket;
   /// true when some socket was ready.
   bool progress(int timeout_ms);
+  /// send() and send_more(): with `hold`, an idle connection's write waits for the next send.
+  Result<RequestId> post_send(int peer, const void* data, std::size_t bytes, bool hold);
+  /// Writes what send_more() held back.
+  void flush_held();
   bool progress() override { return progress(0); }
   /// Writes as much of `c`'s queue as the socket takes now.
   Status flush_conn(Conn& c);
@@ -164,6 +174,7 @@ class TcpTransport final : public transports::Skeleton<Request> {
   std::uint64_t io_calls_ = 0;  // sendmsg and readv calls that moved bytes
   Fd epoll_;
   Fd wake_;                                   // an eventfd in the epoll set: wake() ends a poll()
+  bool any_held_ = false;  // some connection holds sends back (send_more)
   std::vector<std::unique_ptr<Conn>> conns_;  // peer-major: conns_[slot_[peer] * k + index]
   std::vector<int> slot_;                     // peer -> its connections' slot, -1: none
   RequestId next_id_ = 1;

@@ -29,7 +29,17 @@ constexpr int kMaxEvents = 64;
 
 }  // namespace
 
+void TcpTransport::flush_held() {
+  any_held_ = false;
+  for (const auto& c : conns_) {
+    if (!c->held) continue;
+    c->held = false;
+    on_conn_result(*c, flush_conn(*c));
+  }
+}
+
 bool TcpTransport::progress(int timeout_ms) {
+  if (any_held_) flush_held();
   epoll_event events[kMaxEvents];
   const int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, timeout_ms);
   for (int i = 0; i < n; ++i) {

@@ -150,7 +150,8 @@ void TcpTransport::fail_part(Request& req, const Status& why) {
   --req.parts_left;
 }
 
-Result<RequestId> TcpTransport::send(int peer, const void* data, std::size_t bytes) {
+Result<RequestId> TcpTransport::post_send(int peer, const void* data, std::size_t bytes,
+                                          bool hold) {
   HOOP_RETURN_IF_ERROR(check_peer(peer, data, bytes));
   const RequestId id = add_request(peer, true, data, bytes);
   Request& req = requests_[id];
@@ -169,8 +170,17 @@ Result<RequestId> TcpTransport::send(int peer, const void* data, std::size_t byt
     piece.len = part.size;
     const bool was_idle = c->sends.empty();
     c->sends.push_back(std::move(piece));
-    // Eager: try the socket now; a busy one is written from wait().
-    if (was_idle) on_conn_result(*c, flush_conn(*c));
+    if (hold && was_idle) {
+      c->held = true;
+      any_held_ = true;
+      continue;
+    }
+    // Eager: try the socket now (with what an earlier send_more held back); a busy one is
+    // written from wait().
+    if (was_idle || c->held) {
+      c->held = false;
+      on_conn_result(*c, flush_conn(*c));
+    }
   }
   return id;
 }

@@ -70,6 +70,10 @@ struct Context {
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) {
     return transport.send(peer, data, bytes);
   }
+  /// Posts a send to `peer` that another send to it follows at once (Transport::send_more).
+  Result<RequestId> send_more(int peer, const void* data, std::size_t bytes) {
+    return transport.send_more(peer, data, bytes);
+  }
   /// Posts a receive from `peer` (byte count).
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) {
     return transport.recv(peer, data, bytes);

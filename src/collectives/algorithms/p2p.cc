@@ -75,7 +75,7 @@ Status post_send(Context& ctx, const SendOptions& o, Posted& p) {
     HOOP_ASSIGN_OR_RETURN(p.ids[p.n++], ctx.send(o.peer, &p.frame, sizeof(Frame)));
     return Status::success();
   }
-  HOOP_ASSIGN_OR_RETURN(p.ids[p.n++], ctx.send(o.peer, &p.frame.header, sizeof(Header)));
+  HOOP_ASSIGN_OR_RETURN(p.ids[p.n++], ctx.send_more(o.peer, &p.frame.header, sizeof(Header)));
   HOOP_ASSIGN_OR_RETURN(p.ids[p.n++], ctx.send(o.peer, o.data, bytes));
   return Status::success();
 }

@@ -164,7 +164,7 @@ Result<RequestId> CheckedTransport::send(int peer, const void* data, std::size_t
     if (bytes > 0) std::memcpy(s + kHeaderBytes, data, bytes);
     return base_.send(peer, s, kHeaderBytes + bytes);
   }
-  HOOP_ASSIGN_OR_RETURN(RequestId header, base_.send(peer, s, kHeaderBytes));
+  HOOP_ASSIGN_OR_RETURN(RequestId header, base_.send_more(peer, s, kHeaderBytes));
   HOOP_ASSIGN_OR_RETURN(RequestId id, base_.send(peer, data, bytes));
   state_.actions_.push_back({id, header, false, peer, nullptr, 0, false});
   return id;

@@ -56,10 +56,18 @@ int launcher_rank() {
   return info.ok() ? info->rank : 0;
 }
 
+// "[rank] " before this rank's own messages; nothing under hooprun, which labels every line of
+// a rank's output already.
+std::string rank_prefix(int rank) {
+  const Result<BootstrapInfo> info = bootstrap_from_env();
+  if (info.ok() && info->launcher == "hooprun") return "";
+  return fmt::format("[{}] ", rank);
+}
+
 // Every rank finds the same argument error (they all see the same argv) and says so with its
 // own label: the launcher's last line then quotes a rank whose stderr explains the failure.
 int usage_error(const std::string& message) {
-  fmt::print(stderr, "[{}] {}: {}\n", launcher_rank(), kProgram, message);
+  fmt::print(stderr, "{}{}: {}\n", rank_prefix(launcher_rank()), kProgram, message);
   return 2;
 }
 
@@ -135,7 +143,7 @@ std::optional<int> parse_flags(int argc, char** argv, Flags& flags) {
 int exit_code(const Status& status, int rank) {
   // Every rank says what it found, with its own label (bad arguments are found alike on every
   // rank; anything else may differ between them).
-  fmt::print(stderr, "[{}] {}: {}\n", rank, kProgram, status.to_string());
+  fmt::print(stderr, "{}{}: {}\n", rank_prefix(rank), kProgram, status.to_string());
   return status.code() == StatusCode::kInvalidArgument ? 2 : 1;
 }
 

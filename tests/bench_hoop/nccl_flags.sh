@@ -24,7 +24,8 @@ echo "$out"
 roots=$(echo "$out" | grep -E '^\[0\] +8 +2 +f32' | awk '{print $6}' | tr '\n' ' ')
 [ "$roots" = "0 1 " ] || fail "-r all: expected rows for roots 0 and 1, got '$roots'"
 
-# Layout flags that do not fit: exit 2, and every rank says why under its own label.
+# Layout flags that do not fit: exit 2, and every rank says why under its own label (hooprun's:
+# the program adds none of its own under hooprun).
 for args in "-t 2" "-G 1" "-g 2" "-d uint64"; do
   # shellcheck disable=SC2086
   out=$("$hooprun" -np 2 "$bench" -b 8 -e 8 $args 2>&1)
@@ -32,8 +33,9 @@ for args in "-t 2" "-G 1" "-g 2" "-d uint64"; do
   echo "$out"
   [ "$rc" = 2 ] || fail "$args: expected exit status 2, got $rc"
   for r in 0 1; do
-    echo "$out" | grep -q "^\[$r\] \[$r\] hoop-bench: " ||
+    echo "$out" | grep -q "^\[$r\] hoop-bench: " ||
       fail "$args: rank $r did not report the error under its own label"
+    echo "$out" | grep -q "^\[$r\] \[$r\] " && fail "$args: rank $r's label is doubled"
   done
 done
 echo "nccl-tests flags: ok"

@@ -25,4 +25,8 @@ function(hoop_target_defaults target)
     target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>")
   endif()
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR})
+  if(HOOP_NO_BUILD_TYPE_FLAGS)
+    target_compile_options(${target} PRIVATE
+                           "$<$<COMPILE_LANGUAGE:C,CXX>:${HOOP_NO_BUILD_TYPE_FLAGS}>")
+  endif()
 endfunction()

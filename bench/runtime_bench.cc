@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/cli_parse.h"
 #include "hoop/communicator.h"
 #include "hoop/hoop.h"
 #include "hoop/version.h"
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
   bool runtime_only = false;
   app.add_flag("--runtime-only", runtime_only,
                "Time the runtime alone (for a profiler); the other columns read 0");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto code = hoop::bench::parse_command_line(app, argc, argv)) return *code;
   try {
     hoop::init();
     auto comm = hoop::Communicator::create().value();

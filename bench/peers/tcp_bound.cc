@@ -37,6 +37,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench/common/cli_parse.h"
 #include "bench/common/bench_table.h"
 #include "core/fd.h"
 #include "hoop/version.h"
@@ -324,7 +325,7 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 30).description("NONNEGATIVE"))
       ->capture_default_str();
   app.add_option("--json", settings.json_path, "Also write the results as JSON to this file");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto code = hoop::bench::parse_command_line(app, argc, argv)) return *code;
   if (const Status s = validate(settings.sizes); !s.ok()) {
     fmt::print(stderr, "tcp_bound: {}\n", s.message());
     return 2;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/cli_parse.h"
 #include "hoop/version.h"
 #include "plan.h"
 
@@ -238,7 +239,7 @@ int main(int argc, char** argv) {
   app.add_flag("--csv", f.csv,
                "one row per batch, workers and strategy: step and communication ms, samples/s, "
                "speedup, efficiency, limit");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto code = hoop::bench::parse_command_line(app, argc, argv)) return *code;
   if (f.batches.size() > 1 && f.compute_ms >= 0) {
     std::fprintf(stderr,
                  "hoop-plan: --compute-ms describes one batch size; pass one --batch-size\n");

@@ -429,7 +429,14 @@ int main(int argc, char** argv) {
       ->check(positive);
   app.add_option("--progress", f.progress, "progress bar: auto or off")
       ->check(CLI::IsMember({"auto", "off"}));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;  // a usage error, as every hoop program exits on one
+  }
   try {
     return run(f);
   } catch (const std::exception& e) {

@@ -65,7 +65,9 @@ class HelpFormatter : public CLI::Formatter {
 // checks for -np.
 struct EnvTableRequested {};
 struct CheckBuildRequested {};
-struct VersionRequested {};
+struct VersionRequested {
+  bool alone = false;  // -v: the version alone, as horovodrun -v prints it
+};
 
 ParsedCommandLine usage_error(std::string_view message) {
   return {std::nullopt, kExitUsage,
@@ -151,10 +153,13 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
                 return fmt::format("expected seconds in (0, {}], got {}", kMaxStartTimeoutS, value);
               },
               "SECONDS"));
-  // horovodrun's -v is its version, so it is hooprun's too.
+  // horovodrun's -v is its version alone (scripts read it), so hooprun's is too; --version is
+  // "hooprun (hoop) VERSION", as every program of hoop's prints it.
   app.add_flag_callback(
-      "-v,--version", [] { throw VersionRequested{}; },
-      "Print hooprun's version (hoop's) and exit");
+      "-v", [] { throw VersionRequested{true}; }, "Print the version alone and exit");
+  app.add_flag_callback(
+      "--version", [] { throw VersionRequested{false}; },
+      "Print \"hooprun (hoop) VERSION\" and exit");
   app.add_flag("--verbose", options.verbose,
                "Print the launch plan and how each rank ended to stderr (hooprun's own "
                "messages only: the ranks' HOOP_LOG_LEVEL stays as it is)");
@@ -248,8 +253,9 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
     return {std::nullopt, kExitSuccess, app.help()};
   } catch (const EnvTableRequested&) {
     return {std::nullopt, kExitSuccess, config::markdown_table()};
-  } catch (const VersionRequested&) {
-    return {std::nullopt, kExitSuccess, hoop::version_line("hooprun") + "\n"};
+  } catch (const VersionRequested& v) {
+    return {std::nullopt, kExitSuccess,
+            (v.alone ? std::string(hoop::version()) : hoop::version_line("hooprun")) + "\n"};
   } catch (const CheckBuildRequested&) {
     LaunchOptions check;
     check.check_build = true;

@@ -26,15 +26,17 @@ TEST(ParseCommandLineTest, ReadsOptionsAndCommand) {
   EXPECT_THAT(p.options->command, ElementsAre("python3", "-c", "print(1)"));
 }
 
-TEST(ParseCommandLineTest, DashVIsTheVersionAsInHorovodrun) {
+TEST(ParseCommandLineTest, DashVIsTheVersionAloneAsInHorovodrun) {
   for (const char* flag : {"-v", "--version"}) {
     const ParsedCommandLine p = parse({flag});
     EXPECT_FALSE(p.options) << flag;
     EXPECT_EQ(p.exit_code, kExitSuccess) << flag;
-    EXPECT_EQ(p.message, "hooprun (hoop) " + version_text() + "\n") << flag;
   }
+  // horovodrun -v prints "0.28.1"; --version names the program as every hoop program does.
+  EXPECT_EQ(parse({"-v"}).message, version_text() + "\n");
+  EXPECT_EQ(parse({"--version"}).message, "hooprun (hoop) " + version_text() + "\n");
   // Even after other options: no "-np is required".
-  EXPECT_THAT(parse({"-np", "2", "-v"}).message, HasSubstr("hooprun (hoop) "));
+  EXPECT_EQ(parse({"-np", "2", "-v"}).message, version_text() + "\n");
 }
 
 TEST(ParseCommandLineTest, HorovodrunsRuntimeFlagsSetTheirHoopVariables) {

@@ -87,6 +87,13 @@ class Transport {
   virtual Result<RequestId> send_more(int peer, const void* data, std::size_t bytes) {
     return send(peer, data, bytes);
   }
+  /// As send(), for one side of an exchange: the peer posts the matching receive without first
+  /// waiting for this send to complete (both sides post their receives, then wait for all).
+  /// The transport may then complete the send only once the peer has taken the data: shm lets
+  /// the receiver read it where it lies (one copy). A plain send() completes without the peer.
+  virtual Result<RequestId> send_lent(int peer, const void* data, std::size_t bytes) {
+    return send(peer, data, bytes);
+  }
   /// Starts receiving exactly `bytes` bytes from `peer` into `data`, which must stay valid
   /// until the request completes.
   virtual Result<RequestId> recv(int peer, void* data, std::size_t bytes) = 0;

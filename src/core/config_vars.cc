@@ -177,9 +177,10 @@ constexpr Var kVars[] = {
      "",
      kBytes,
      "8K",
-     "Shared-memory transport: a message of at least this many bytes is read by the receiver "
-     "straight from the sender's memory (one copy, process_vm_readv) where the system allows "
-     "it, instead of passing through the ring (two copies); 0 keeps every message in the rings.",
+     "Shared-memory transport: an exchange's send (sendrecv, the collectives' pairwise "
+     "exchanges) of at least this many bytes is read by the receiver straight from the sender's "
+     "memory (one copy, process_vm_readv) where the system allows it, instead of passing through "
+     "the ring (two copies); 0 keeps every message in the rings.",
      {},
      0,
      kGiB},

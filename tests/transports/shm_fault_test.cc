@@ -88,8 +88,8 @@ TEST(ShmProcessTest, WhereCrossMemoryAttachIsRefusedEveryRankAgreesAndMessagesSt
     SharedSlots* slots = t->shared_slots();
     if (slots == nullptr) report(out, "no shared slots");
     if (slots->can_read_peers()) report(out, "can read its peers");
-    // A small message and one past the single-copy threshold: a sender lends its buffer only
-    // to a receiver that can read it (rank 2 here), the rest go through the rings.
+    // A small message and an exchange's past the single-copy threshold: a sender lends its
+    // buffer only to a receiver that can read it (rank 2 here), the rest go through the rings.
     const int from = (rank + kRanks - 1) % kRanks;
     int v = rank;
     int got = -1;
@@ -97,7 +97,7 @@ TEST(ShmProcessTest, WhereCrossMemoryAttachIsRefusedEveryRankAgreesAndMessagesSt
     fill_pattern(big, rank, 1, 2);
     auto a = t->send((rank + 1) % kRanks, &v, sizeof v);
     auto b = t->recv(from, &got, sizeof got);
-    auto c = t->send((rank + 1) % kRanks, big.data(), big.size());
+    auto c = t->send_lent((rank + 1) % kRanks, big.data(), big.size());
     auto d = t->recv(from, big_in.data(), big_in.size());
     const RequestId ids[] = {*a, *b, *c, *d};
     const Status s = t->wait(ids, test_deadline());
@@ -156,11 +156,9 @@ TEST(ShmProcessTest, ALentSendWhoseSenderIsKilledFailsTheReceiveNamingRankAndPid
     std::unique_ptr<Transport> t = join_shm(port, rank, 2, job_id, out);
     std::vector<std::uint8_t> buf(std::size_t{1} << 20, 1);
     if (rank == 1) {
-      // Past the single-copy threshold, while receiving: only the address goes into rank 0's
-      // ring.
-      int never = 0;
-      if (!t->recv(0, &never, sizeof never).ok()) report(out, "recv refused");
-      if (!t->send(0, buf.data(), buf.size()).ok()) report(out, "send refused");
+      // An exchange's send past the single-copy threshold: only the address goes into rank
+      // 0's ring.
+      if (!t->send_lent(0, buf.data(), buf.size()).ok()) report(out, "send refused");
       say_ready(out);
       while (true) ::pause();
     }

@@ -22,8 +22,9 @@ namespace {
 using std::chrono::milliseconds;
 
 // Ring sizes: the smallest allowed (every large message wraps many times) and the default;
-// each with every message through the rings (read_bytes 0) and with single copy from 4 KiB
-// (these threads share one process, which can always read its own memory).
+// each with every message through the rings (read_bytes 0) and with the exchanges' sends
+// (send_lent) by single copy from 4 KiB (these threads share one process, which can always
+// read its own memory).
 struct RingCase {
   std::size_t ring_bytes;
   std::size_t read_bytes;
@@ -43,8 +44,9 @@ TEST_P(ShmRingTest, PingPongOfEverySizeArrivesIntact) {
 }
 
 TEST_P(ShmRingTest, AllPairsWithManyMessagesInFlightKeepOrder) {
+  const bool lend = GetParam().read_bytes > 0;
   run_shm_ranks(5, options(),
-                [](int rank, Transport& t) { all_pairs_keep_order(rank, 5, t, 40); });
+                [lend](int rank, Transport& t) { all_pairs_keep_order(rank, 5, t, 40, lend); });
 }
 
 TEST_P(ShmRingTest, LengthMismatchFailsTheReceiveNamingPeerAndLengthsAndTheStreamGoesOn) {
@@ -71,10 +73,11 @@ INSTANTIATE_TEST_SUITE_P(
                                            : fmt::format("read_from{}", r.read_bytes));
     });
 
-// A single-copy send (one posted while its sender receives too) completes only once its
-// receiver has read it: until the receive is posted, the sender's buffer is lent, and what the
-// sender writes afterwards (once the send completed) never reaches the receiver. Single-copy
-// and ring messages keep their order, and a receive of the wrong length fails alone.
+// A single-copy send (send_lent) completes only once its receiver has read it: until the
+// receive is posted, the sender's buffer is lent, and what the sender writes afterwards (once
+// the send completed) never reaches the receiver. Single-copy and ring messages keep their
+// order, and a receive of the wrong length fails alone. A plain send() of the same size goes
+// through the ring and completes at once.
 TEST_F(ShmTest, LentSendsCompleteOnceReadKeepOrderAndFailOnlyTheMismatchedReceive) {
   shm::ShmOptions o = shm_test_options(64 << 10);
   o.read_bytes = 4096;
@@ -85,14 +88,18 @@ TEST_F(ShmTest, LentSendsCompleteOnceReadKeepOrderAndFailOnlyTheMismatchedReceiv
       fill_pattern(big, 0, 1, 5);
       fill_pattern(other, 0, 1, 6);
       fill_pattern(small, 0, 1, 7);
-      auto in = t.recv(1, &token, sizeof token);  // receiving: the sends below are lent
-      auto a = t.send(1, big.data(), big.size());
-      auto b = t.send(1, other.data(), other.size());
-      auto c = t.send(1, small.data(), small.size());
+      auto in = t.recv(1, &token, sizeof token);
+      auto a = t.send_lent(1, big.data(), big.size());
+      auto b = t.send_lent(1, other.data(), other.size());
+      auto c = t.send_lent(1, small.data(), small.size());
       ASSERT_TRUE(in.ok() && a.ok() && b.ok() && c.ok());
       const Result<bool> done = t.test(*a);
       ASSERT_TRUE(done.ok()) << done.status().to_string();
       ASSERT_FALSE(*done) << "a lent send completed before its receive was posted";
+      std::vector<std::uint8_t> eager(1 << 20, 3);
+      auto e = t.send(1, eager.data(), eager.size());
+      ASSERT_TRUE(e.ok());
+      EXPECT_TRUE(wait_one(t, *e, test_deadline()).ok()) << "a plain send waited for its peer";
       const RequestId ids[] = {*in, *a, *b, *c};
       EXPECT_TRUE(t.wait(ids, test_deadline()).ok());
       std::fill(big.begin(), big.end(), std::uint8_t{0xee});
@@ -111,6 +118,11 @@ TEST_F(ShmTest, LentSendsCompleteOnceReadKeepOrderAndFailOnlyTheMismatchedReceiv
     EXPECT_NE(s.message().find("300000"), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("299999"), std::string::npos) << s.message();
     EXPECT_TRUE(wait_one(t, *c, test_deadline()).ok());
+    std::vector<std::uint8_t> eager(1 << 20);
+    auto e = t.recv(0, eager.data(), eager.size());
+    ASSERT_TRUE(e.ok());
+    EXPECT_TRUE(wait_one(t, *e, test_deadline()).ok());
+    EXPECT_EQ(eager[12345], 3);
     EXPECT_EQ(pattern_mismatch(big, 0, 1, 5), -1);
     EXPECT_EQ(pattern_mismatch(small, 0, 1, 7), -1);
     token = 9;

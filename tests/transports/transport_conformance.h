@@ -61,8 +61,10 @@ inline void ping_pong_every_size(int rank, Transport& t) {
 /// Every rank of `size` sends `messages` messages of mixed sizes (empty ones too) to every
 /// other rank and receives theirs, all in flight at once, twice; every byte and the order are
 /// checked. Even ranks post their sends first, odd ranks their receives, so that messages meet
-/// both a posted receive and none.
-inline void all_pairs_keep_order(int rank, int size, Transport& t, std::size_t messages) {
+/// both a posted receive and none. With `lend`, the sends are send_lent() (every rank posts all
+/// its receives before it waits, as an exchange does).
+inline void all_pairs_keep_order(int rank, int size, Transport& t, std::size_t messages,
+                                 bool lend = false) {
   auto size_of = [](int src, int dst, std::size_t m) -> std::size_t {
     const std::size_t sizes[] = {0, 1, 13, 4096, 70000, 300001};
     return sizes[(src + dst + m) % 6];
@@ -82,7 +84,8 @@ inline void all_pairs_keep_order(int rank, int size, Transport& t, std::size_t m
           if (sending) {
             outs.emplace_back(size_of(rank, peer, m));
             fill_pattern(outs.back(), rank, peer, m + round);
-            id = t.send(peer, outs.back().data(), outs.back().size());
+            id = lend ? t.send_lent(peer, outs.back().data(), outs.back().size())
+                      : t.send(peer, outs.back().data(), outs.back().size());
           } else {
             ins.emplace_back(size_of(peer, rank, m));
             in_tags.emplace_back(peer, m);

@@ -86,7 +86,12 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   bool accepts_device_memory() const override { return false; }
-  Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
+  Result<RequestId> send(int peer, const void* data, std::size_t bytes) override {
+    return post_send(peer, data, bytes, false);
+  }
+  Result<RequestId> send_lent(int peer, const void* data, std::size_t bytes) override {
+    return post_send(peer, data, bytes, true);
+  }
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
   void wake() override;
   bool await_activity(std::chrono::microseconds timeout, bool messages) override;
@@ -114,12 +119,17 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   /// With `read_lent` false it stops at a single-copy message: recv() leaves that read to the
   /// wait, so that a sendrecv's own send is posted (and read by the peer) meanwhile.
   bool pump_in(Peer& p, bool read_lent = true);
-  /// Whether a send of `bytes` to `p` posted now goes by single copy (its address through the
-  /// ring): one the receiver can read, from read_bytes up, while this rank receives too. A rank
-  /// that only sends would sit idle while its peer made the one copy alone; through the ring
-  /// the two share the copying, which is faster on a host whose cores are not all busy
-  /// (broadcast, gather: up to 2x at 64 MiB), and an exchange keeps both busy either way.
-  bool lends(const Peer& p, std::uint64_t bytes) const;
+  /// send() and send_lent().
+  Result<RequestId> post_send(int peer, const void* data, std::size_t bytes, bool lend);
+  /// Whether a send_lent() of `bytes` to `p` goes by single copy (its address through the
+  /// ring): from read_bytes up, to a receiver that can read this rank's memory. Only an
+  /// exchange's sends may wait for their receiver: code that sends and waits before it posts
+  /// its own receives relies on the ring taking the send at once. And a rank that only sends
+  /// would sit idle while its peer made the one copy alone, where through the ring the two
+  /// share the copying (a one-way 64 MiB broadcast: 7.9 ms through the ring, 13.9 ms lent).
+  bool lends(const Peer& p, std::uint64_t bytes) const {
+    return read_bytes_ > 0 && bytes >= read_bytes_ && p.reads_us;
+  }
   /// Completes the single-copy sends to `p` that the receiver has read; true if any.
   bool release_lent(Peer& p);
   /// Takes a single-copy descriptor of `len` bytes at the ring's tail for `target`: reads the

@@ -88,18 +88,12 @@ void ShmTransport::complete(Request& req, const Status& why) {
   if (req.status.ok()) req.status = why;
 }
 
-bool ShmTransport::lends(const Peer& p, std::uint64_t bytes) const {
-  if (read_bytes_ == 0 || bytes < read_bytes_ || !p.reads_us) return false;
-  return std::any_of(peers_.begin(), peers_.end(), [](const std::unique_ptr<Peer>& q) {
-    return !q->in.recvs.empty() || q->in.target != nullptr;
-  });
-}
-
-Result<RequestId> ShmTransport::send(int peer, const void* data, std::size_t bytes) {
+Result<RequestId> ShmTransport::post_send(int peer, const void* data, std::size_t bytes,
+                                          bool lend) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes));
   const RequestId id = add_request(peer, true, data, bytes);
   Request& req = requests_[id];
-  req.lent = lends(*p, bytes);
+  req.lent = lend && lends(*p, bytes);
   if (!p->closed.ok()) {
     complete(req, p->closed);
     return id;

@@ -11,14 +11,14 @@
 // each, so the receiver copies one piece out while the next goes in and a message of any size
 // passes through a ring of any size. A message waits in the ring until its receive is posted:
 // the ring is the only buffer, and a sender whose ring is full waits. A message costs two memcpy
-// and no system call. From read_bytes up (HOOP_SHM_READ_BYTES, 8 KiB), where the receiver can
-// read the sender's memory and the sender has a receive of its own posted (an exchange, which
-// keeps both ranks copying anyway; a rank that only sends shares the copying through the ring
-// instead), a message goes by single copy: the ring carries its length
-// with the top bit set and the payload's address, and the receiver reads the payload with
-// process_vm_readv straight into its receive buffer, then consumes the descriptor. The send
-// completes once the receiver's tail has passed it, so the sender's buffer stays untouched
-// while it is read; as in the rings, a receive of another length fails and the stream goes on.
+// and no system call. A send_lent() (one side of an exchange, whose receiver posts its receive
+// without waiting on the send) of read_bytes or more (HOOP_SHM_READ_BYTES, 8 KiB), to a
+// receiver that can read the sender's memory, goes by single copy instead: the ring carries
+// its length with the top bit set and the payload's address, and the receiver reads the
+// payload with process_vm_readv straight into its receive buffer, then consumes the
+// descriptor. The send completes once the receiver's tail has passed it, so the sender's
+// buffer stays untouched while it is read; as in the rings, a receive of another length fails
+// and the stream goes on.
 //
 // Shared slots (hoop::SharedSlots, shm_slots.cc), where every rank of the job is on this host:
 // each segment also holds two slots of its owner, which the peers read in place; publish stores

@@ -154,9 +154,10 @@ std::byte* CheckedTransport::slot(int peer, int which) {
   return s.get();
 }
 
-Result<RequestId> CheckedTransport::send(int peer, const void* data, std::size_t bytes) {
+Result<RequestId> CheckedTransport::post_send(int peer, const void* data, std::size_t bytes,
+                                              bool lend) {
   if (peer < 0 || peer >= size() || peer == rank() || state_.sent_in_[peer] == seq_)
-    return base_.send(peer, data, bytes);
+    return lend ? base_.send_lent(peer, data, bytes) : base_.send(peer, data, bytes);
   state_.sent_in_[peer] = seq_;
   std::byte* s = slot(peer, 0);
   std::memcpy(s, header_, kHeaderBytes);
@@ -165,7 +166,8 @@ Result<RequestId> CheckedTransport::send(int peer, const void* data, std::size_t
     return base_.send(peer, s, kHeaderBytes + bytes);
   }
   HOOP_ASSIGN_OR_RETURN(RequestId header, base_.send_more(peer, s, kHeaderBytes));
-  HOOP_ASSIGN_OR_RETURN(RequestId id, base_.send(peer, data, bytes));
+  HOOP_ASSIGN_OR_RETURN(RequestId id,
+                        lend ? base_.send_lent(peer, data, bytes) : base_.send(peer, data, bytes));
   state_.actions_.push_back({id, header, false, peer, nullptr, 0, false});
   return id;
 }

@@ -99,7 +99,12 @@ class CheckedTransport final : public Transport {
   int rank() const override { return base_.rank(); }
   int size() const override { return base_.size(); }
   bool accepts_device_memory() const override { return base_.accepts_device_memory(); }
-  Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
+  Result<RequestId> send(int peer, const void* data, std::size_t bytes) override {
+    return post_send(peer, data, bytes, false);
+  }
+  Result<RequestId> send_lent(int peer, const void* data, std::size_t bytes) override {
+    return post_send(peer, data, bytes, true);
+  }
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
   Status wait(std::span<const RequestId> ids, Deadline deadline) override;
   Result<bool> test(RequestId id) override;
@@ -111,6 +116,8 @@ class CheckedTransport final : public Transport {
   void abort(const Status& cause) override { base_.abort(cause); }
 
  private:
+  /// send() and send_lent(): the call's header in front of the first message to each peer.
+  Result<RequestId> post_send(int peer, const void* data, std::size_t bytes, bool lend);
   std::byte* slot(int peer, int which);
   /// Finishes the action of a completed request `id` (copy out, compare); ok when it has none.
   Status finish(RequestId id);

@@ -67,7 +67,8 @@ Status Context::exchange(int to, const void* send_data, std::size_t send_bytes, 
   // The receive goes first so that a peer's early data lands in place rather than in the
   // transport's unexpected-message buffer.
   HOOP_ASSIGN_OR_RETURN(RequestId r, recv(from, recv_data, recv_bytes));
-  Result<RequestId> s = send(to, send_data, send_bytes);
+  // Every rank of an exchange posts its receive before it waits: the send may be lent.
+  Result<RequestId> s = send_lent(to, send_data, send_bytes);
   if (!s.ok()) return s.status();
   const RequestId ids[2] = {r, *s};
   return wait(ids);

@@ -74,6 +74,10 @@ struct Context {
   Result<RequestId> send_more(int peer, const void* data, std::size_t bytes) {
     return transport.send_more(peer, data, bytes);
   }
+  /// Posts one side of an exchange's send to `peer` (Transport::send_lent).
+  Result<RequestId> send_lent(int peer, const void* data, std::size_t bytes) {
+    return transport.send_lent(peer, data, bytes);
+  }
   /// Posts a receive from `peer` (byte count).
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) {
     return transport.recv(peer, data, bytes);

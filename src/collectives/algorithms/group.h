@@ -57,6 +57,12 @@ class GroupTransport final : public Transport {
     if (!r.ok()) return renumbered(r.status());
     return r;
   }
+  Result<RequestId> send_lent(int peer, const void* data, std::size_t bytes) override {
+    HOOP_RETURN_IF_ERROR(check(peer));
+    Result<RequestId> r = base_.send_lent(members_[peer], data, bytes);
+    if (!r.ok()) return renumbered(r.status());
+    return r;
+  }
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override {
     HOOP_RETURN_IF_ERROR(check(peer));
     Result<RequestId> r = base_.recv(members_[peer], data, bytes);

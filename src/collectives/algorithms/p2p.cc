@@ -66,7 +66,8 @@ struct Posted {
 /// sides know, whatever memory either side's buffer is in (device data is copied).
 bool framed(std::size_t bytes) { return bytes <= kInlineBytes; }
 
-Status post_send(Context& ctx, const SendOptions& o, Posted& p) {
+/// With `lend`, the data goes as one side of an exchange (sendrecv: Transport::send_lent).
+Status post_send(Context& ctx, const SendOptions& o, Posted& p, bool lend) {
   const std::size_t bytes = o.count * dtype_size(o.dtype);
   p.frame.header = Header{o.tag, static_cast<std::uint32_t>(o.dtype), o.count};
   p.framed = framed(bytes);
@@ -76,7 +77,8 @@ Status post_send(Context& ctx, const SendOptions& o, Posted& p) {
     return Status::success();
   }
   HOOP_ASSIGN_OR_RETURN(p.ids[p.n++], ctx.send_more(o.peer, &p.frame.header, sizeof(Header)));
-  HOOP_ASSIGN_OR_RETURN(p.ids[p.n++], ctx.send(o.peer, o.data, bytes));
+  HOOP_ASSIGN_OR_RETURN(p.ids[p.n++], lend ? ctx.send_lent(o.peer, o.data, bytes)
+                                            : ctx.send(o.peer, o.data, bytes));
   return Status::success();
 }
 
@@ -159,7 +161,7 @@ Status send(Communicator& comm, const SendOptions& o) {
   const Staged staged{o.data, o.count * dtype_size(o.dtype), nullptr, 0};
   return run_p2p_call(comm, o, &send, staged, what, [&](Context& ctx) -> Status {
     Posted p;
-    HOOP_RETURN_IF_ERROR(post_send(ctx, o, p));
+    HOOP_RETURN_IF_ERROR(post_send(ctx, o, p, /*lend=*/false));
     return ctx.wait(p.requests());
   });
 }
@@ -201,7 +203,8 @@ Status sendrecv(Communicator& comm, const SendOptions& to, const RecvOptions& fr
   return collectives::run_p2p(comm, what, [&](Context& ctx) -> Status {
     Posted sent, got;
     HOOP_RETURN_IF_ERROR(post_recv(ctx, from, got));
-    HOOP_RETURN_IF_ERROR(post_send(ctx, to, sent));
+    // sendrecv's peer posts its receive without waiting on this send (as MPI_Sendrecv's may).
+    HOOP_RETURN_IF_ERROR(post_send(ctx, to, sent, /*lend=*/true));
     std::array<RequestId, 4> posted{};
     std::size_t n = 0;
     for (RequestId id : got.requests()) posted[n++] = id;

@@ -78,7 +78,8 @@ Status HoopPeer::run(const CollectiveCall& c) {
     case BenchCollective::kAllgather:
       return call(
           &hoop::allgather, &hoop::iallgather,
-          AllgatherOptions{.input = c.input, .output = c.output, .count = c.count, .dtype = c.dtype});
+          AllgatherOptions{
+              .input = c.input, .output = c.output, .count = c.count, .dtype = c.dtype});
     case BenchCollective::kReduceScatter:
       return call(&hoop::reduce_scatter, &hoop::ireduce_scatter,
                   ReduceScatterOptions{.input = c.input,
@@ -89,7 +90,8 @@ Status HoopPeer::run(const CollectiveCall& c) {
     case BenchCollective::kAlltoall:
       return call(
           &hoop::alltoall, &hoop::ialltoall,
-          AlltoallOptions{.input = c.input, .output = c.output, .count = c.count, .dtype = c.dtype});
+          AlltoallOptions{
+              .input = c.input, .output = c.output, .count = c.count, .dtype = c.dtype});
     case BenchCollective::kReduce:
       return call(&hoop::reduce, &hoop::ireduce,
                   RootReduceOptions{.input = c.input,

@@ -79,8 +79,9 @@ TEST(BenchTable, NcclTestsFlagsKeepTheirMeaning) {
   EXPECT_EQ(parse_nccl({}).average, Average::kMax);  // hoop's default: the slowest rank
   // -i and -f together: as in nccl-tests, a factor above 1 wins, in either order; a factor
   // of 1 leaves the step in bytes.
-  for (const auto& args : {std::vector<std::string>{"-b", "1K", "-e", "64K", "-i", "1M", "-f", "4"},
-                           std::vector<std::string>{"-b", "1K", "-e", "64K", "-f", "4", "-i", "1M"}}) {
+  using Args = std::vector<std::string>;
+  for (const Args& args : {Args{"-b", "1K", "-e", "64K", "-i", "1M", "-f", "4"},
+                           Args{"-b", "1K", "-e", "64K", "-f", "4", "-i", "1M"}}) {
     const BenchOptions both = parse_nccl(args);
     EXPECT_TRUE(validate(both).ok()) << validate(both).to_string();
     EXPECT_EQ(message_sizes(both, 4), (std::vector<std::size_t>{1024, 4096, 16384, 65536}));

@@ -80,8 +80,8 @@ struct Conn {
   std::size_t stage_begin = 0;
   std::size_t stage_end = 0;
   bool goodbye_received = false;
-  bool paused = false;
-  bool held = false;  // its sends wait for the next one (send_more), not yet written  // not read until a receive takes buffered data off it
+  bool paused = false;  // not read until a receive takes buffered data off it
+  bool held = false;    // its queued sends wait for the next one (send_more)
   Status closed;        // not ok once the socket is unusable
   std::uint32_t epoll_events = 0;
   bool registered = false;

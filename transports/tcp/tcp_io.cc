@@ -31,11 +31,8 @@ constexpr int kMaxEvents = 64;
 
 void TcpTransport::flush_held() {
   any_held_ = false;
-  for (const auto& c : conns_) {
-    if (!c->held) continue;
-    c->held = false;
-    on_conn_result(*c, flush_conn(*c));
-  }
+  for (const auto& c : conns_)
+    if (c->held) on_conn_result(*c, flush_conn(*c));
 }
 
 bool TcpTransport::progress(int timeout_ms) {
@@ -90,6 +87,7 @@ bool TcpTransport::await_activity(std::chrono::microseconds timeout, bool messag
 }
 
 Status TcpTransport::flush_conn(Conn& c) {
+  c.held = false;  // whatever writes the queue writes what send_more() held back with it
   while (c.closed.ok() && !c.sends.empty()) {
     iovec iov[kMaxIov];
     int n = 0;

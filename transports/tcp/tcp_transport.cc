@@ -177,10 +177,7 @@ Result<RequestId> TcpTransport::post_send(int peer, const void* data, std::size_
     }
     // Eager: try the socket now (with what an earlier send_more held back); a busy one is
     // written from wait().
-    if (was_idle || c->held) {
-      c->held = false;
-      on_conn_result(*c, flush_conn(*c));
-    }
+    if (was_idle || c->held) on_conn_result(*c, flush_conn(*c));
   }
   return id;
 }

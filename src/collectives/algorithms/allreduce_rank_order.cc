@@ -1,7 +1,7 @@
 // The rank-order reduce-scatter and allreduce: each rank owns one chunk (patterns::Partition),
 // receives every other rank's piece of it, and combines the pieces of ranks 0, 1, ..., n-1 in
-// that order (dividing last for kAvg); the allreduce's ring then gathers the chunks. It moves what the ring moves,
-// 2(n-1)/n of the buffer per rank, in two phases instead of a pipeline.
+// that order (dividing last for kAvg); the allreduce's ring then gathers the chunks. It moves
+// what the ring moves, 2(n-1)/n of the buffer per rank, in two phases instead of a pipeline.
 //
 // Why it exists: on one host the host path reduces in rank order (the shared slots and the
 // single-copy reads, one_host.cc). Where the order of the operations changes the bits (f16 and

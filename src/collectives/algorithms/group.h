@@ -46,28 +46,16 @@ class GroupTransport final : public Transport {
   int size() const override { return static_cast<int>(members_.size()); }
   bool accepts_device_memory() const override { return base_.accepts_device_memory(); }
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) override {
-    HOOP_RETURN_IF_ERROR(check(peer));
-    Result<RequestId> r = base_.send(members_[peer], data, bytes);
-    if (!r.ok()) return renumbered(r.status());
-    return r;
+    return on_base(&Transport::send, peer, data, bytes);
   }
   Result<RequestId> send_more(int peer, const void* data, std::size_t bytes) override {
-    HOOP_RETURN_IF_ERROR(check(peer));
-    Result<RequestId> r = base_.send_more(members_[peer], data, bytes);
-    if (!r.ok()) return renumbered(r.status());
-    return r;
+    return on_base(&Transport::send_more, peer, data, bytes);
   }
   Result<RequestId> send_lent(int peer, const void* data, std::size_t bytes) override {
-    HOOP_RETURN_IF_ERROR(check(peer));
-    Result<RequestId> r = base_.send_lent(members_[peer], data, bytes);
-    if (!r.ok()) return renumbered(r.status());
-    return r;
+    return on_base(&Transport::send_lent, peer, data, bytes);
   }
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override {
-    HOOP_RETURN_IF_ERROR(check(peer));
-    Result<RequestId> r = base_.recv(members_[peer], data, bytes);
-    if (!r.ok()) return renumbered(r.status());
-    return r;
+    return on_base(&Transport::recv, peer, data, bytes);
   }
   Status wait(std::span<const RequestId> ids, Deadline deadline) override {
     return renumbered(base_.wait(ids, deadline));
@@ -88,6 +76,15 @@ class GroupTransport final : public Transport {
   }
 
  private:
+  /// `post` on the base for the group's rank `peer`, its errors in the group's numbering.
+  template <typename Buffer>
+  Result<RequestId> on_base(Result<RequestId> (Transport::*post)(int, Buffer, std::size_t),
+                            int peer, Buffer data, std::size_t bytes) {
+    HOOP_RETURN_IF_ERROR(check(peer));
+    Result<RequestId> r = (base_.*post)(members_[peer], data, bytes);
+    if (!r.ok()) return renumbered(r.status());
+    return r;
+  }
   static bool numbered_as_base(const std::vector<int>& members, int base_size) {
     if (static_cast<int>(members.size()) != base_size) return false;
     for (std::size_t i = 0; i < members.size(); ++i)

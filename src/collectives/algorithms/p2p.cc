@@ -2,9 +2,11 @@
 // receive that meets a different send fails naming both sides instead of reading wrong bytes.
 // Up to kInlineBytes of data travel in one frame with the header (one message instead of two:
 // half the transport's work for the small messages that dominate p2p latency); larger data
-// travel as a second message posted with the header (the transport keeps them in order), and a receive posts both of its receives at once too. The
-// frame has one fixed size, so that two ranks whose counts differ within it still meet and
-// the header names the difference.
+// travel as a second message posted with the header (the transport keeps them in order), and
+// a receive posts both of its receives at once too. The frame has one fixed size, so that two
+// ranks whose counts differ within it still meet and the header names the difference. (The
+// collectives' call check inlines small payloads too, at their own length: it compares whole
+// fingerprints, where a receive here must read the sender's header to name its fields.)
 #include <fmt/format.h>
 
 #include <array>
@@ -52,8 +54,8 @@ struct Frame {
   std::byte payload[kInlineBytes];
 };
 
-/// One side of an exchange in flight: its requests, the header (and for small host data the
-/// payload) it sends or receives, and whether it went as one frame.
+/// One side of an exchange in flight: its requests, the header (and for small data the payload)
+/// it sends or receives, and whether it went as one frame.
 struct Posted {
   std::array<RequestId, 2> ids{};
   std::size_t n = 0;

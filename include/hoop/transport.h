@@ -94,6 +94,15 @@ class Transport {
   virtual Result<RequestId> send_lent(int peer, const void* data, std::size_t bytes) {
     return send(peer, data, bytes);
   }
+  /// As send(), for a one-way hop (a tree's or chain's, a gather's or scatter's message) whose
+  /// receiver posts the matching receive without first waiting for this send to complete: the
+  /// transport may hold the data back until then (TCP leaves a large one in the socket, so the
+  /// receiver reads it once, straight into its buffer, instead of staging it). Unlike
+  /// send_lent(), this rank receives nothing meanwhile, so the receiver should not be left to
+  /// copy alone (shm keeps such sends in its rings, where both sides copy).
+  virtual Result<RequestId> send_awaited(int peer, const void* data, std::size_t bytes) {
+    return send(peer, data, bytes);
+  }
   /// Starts receiving exactly `bytes` bytes from `peer` into `data`, which must stay valid
   /// until the request completes.
   virtual Result<RequestId> recv(int peer, void* data, std::size_t bytes) = 0;

@@ -57,22 +57,35 @@ Status RoutedTransport::check_peer(int peer) const {
   return Status::success();
 }
 
-Result<RequestId> RoutedTransport::send(int peer, const void* data, std::size_t bytes) {
+template <typename Data>
+Result<RequestId> RoutedTransport::post(Result<RequestId> (Transport::*how)(int, Data, std::size_t),
+                                        int peer, Data data, std::size_t bytes) {
   HOOP_RETURN_IF_ERROR(check_peer(peer));
   const int p = route_[peer];
   idle_slice_ = kSlice;
-  HOOP_ASSIGN_OR_RETURN(RequestId id, parts_[p]->send(peer, data, bytes));
+  HOOP_ASSIGN_OR_RETURN(RequestId id, (parts_[p].get()->*how)(peer, data, bytes));
   ++pending_[p];
   return outer(p, id);
 }
 
+Result<RequestId> RoutedTransport::send(int peer, const void* data, std::size_t bytes) {
+  return post(&Transport::send, peer, data, bytes);
+}
+
+Result<RequestId> RoutedTransport::send_more(int peer, const void* data, std::size_t bytes) {
+  return post(&Transport::send_more, peer, data, bytes);
+}
+
+Result<RequestId> RoutedTransport::send_lent(int peer, const void* data, std::size_t bytes) {
+  return post(&Transport::send_lent, peer, data, bytes);
+}
+
+Result<RequestId> RoutedTransport::send_awaited(int peer, const void* data, std::size_t bytes) {
+  return post(&Transport::send_awaited, peer, data, bytes);
+}
+
 Result<RequestId> RoutedTransport::recv(int peer, void* data, std::size_t bytes) {
-  HOOP_RETURN_IF_ERROR(check_peer(peer));
-  const int p = route_[peer];
-  idle_slice_ = kSlice;
-  HOOP_ASSIGN_OR_RETURN(RequestId id, parts_[p]->recv(peer, data, bytes));
-  ++pending_[p];
-  return outer(p, id);
+  return post(&Transport::recv, peer, data, bytes);
 }
 
 bool RoutedTransport::others_idle(int part) const {

@@ -24,6 +24,9 @@ class RoutedTransport final : public Transport {
   int size() const override { return parts_.front()->size(); }
   bool accepts_device_memory() const override;
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) override;
+  Result<RequestId> send_more(int peer, const void* data, std::size_t bytes) override;
+  Result<RequestId> send_lent(int peer, const void* data, std::size_t bytes) override;
+  Result<RequestId> send_awaited(int peer, const void* data, std::size_t bytes) override;
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
   /// Waits in the one part when all of `ids` belong to it and no other part has requests
   /// pending; otherwise polls the parts in turn, so that every pending request moves (a rank
@@ -49,6 +52,10 @@ class RoutedTransport final : public Transport {
   static int part_of(RequestId id) { return static_cast<int>(id & ((1u << kPartBits) - 1)); }
   static RequestId inner(RequestId id) { return id >> kPartBits; }
   Status check_peer(int peer) const;
+  /// Posts through the part serving `peer` (`how`: its send, send_more, ..., or recv).
+  template <typename Data>
+  Result<RequestId> post(Result<RequestId> (Transport::*how)(int, Data, std::size_t), int peer,
+                         Data data, std::size_t bytes);
 
   std::vector<std::unique_ptr<Transport>> parts_;
   std::vector<int> route_;

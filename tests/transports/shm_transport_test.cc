@@ -136,6 +136,10 @@ TEST_F(ShmTest, HeldSendsGoOutWithTheNextOrAlone) {
   run_shm_ranks(2, shm_test_options(), held_sends_go_out);
 }
 
+TEST_F(ShmTest, AwaitedSendsArriveInOrder) {
+  run_shm_ranks(2, shm_test_options(), awaited_sends_keep_order);
+}
+
 TEST_F(ShmTest, TestPollsWithoutBlockingAndConsumes) {
   run_shm_ranks(2, shm_test_options(), test_polls_without_blocking_and_consumes);
 }

@@ -40,6 +40,10 @@ TEST_P(TcpSocketsTest, HeldSendsGoOutWithTheNextOrAlone) {
   run_ranks(2, loopback_options(GetParam()), held_sends_go_out);
 }
 
+TEST_P(TcpSocketsTest, AwaitedSendsLeftInTheSocketArriveInOrder) {
+  run_ranks(2, loopback_options(GetParam()), awaited_sends_keep_order);
+}
+
 INSTANTIATE_TEST_SUITE_P(SocketsPerPeer, TcpSocketsTest, ::testing::Values(1, 3));
 
 TEST_P(TcpSocketsTest, LengthMismatchFailsTheReceiveNamingPeerAndLengthsAndTheStreamGoesOn) {

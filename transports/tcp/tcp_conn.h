@@ -81,6 +81,7 @@ struct Conn {
   std::size_t stage_end = 0;
   bool goodbye_received = false;
   bool paused = false;  // not read until a receive takes buffered data off it
+  bool awaited = false;  // the frame being read is kAwaited
   bool held = false;    // its queued sends wait for the next one (send_more)
   Status closed;        // not ok once the socket is unusable
   std::uint32_t epoll_events = 0;
@@ -104,6 +105,12 @@ class TcpTransport final : public transports::Skeleton<Request> {
   }
   Result<RequestId> send_more(int peer, const void* data, std::size_t bytes) override {
     return post_send(peer, data, bytes, true);
+  }
+  Result<RequestId> send_lent(int peer, const void* data, std::size_t bytes) override {
+    return post_send(peer, data, bytes, false, true);
+  }
+  Result<RequestId> send_awaited(int peer, const void* data, std::size_t bytes) override {
+    return post_send(peer, data, bytes, false, true);
   }
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
   void wake() override;
@@ -137,8 +144,10 @@ class TcpTransport final : public transports::Skeleton<Request> {
   /// Waits up to `timeout_ms` for socket events and moves bytes for every ready socket;
   /// true when some socket was ready.
   bool progress(int timeout_ms);
-  /// send() and send_more(): with `hold`, an idle connection's write waits for the next send.
-  Result<RequestId> post_send(int peer, const void* data, std::size_t bytes, bool hold);
+  /// send(), send_more(), send_lent() and send_awaited(): with `hold`, an idle connection's
+  /// write waits for the next send; `awaited` frames it as kAwaited.
+  Result<RequestId> post_send(int peer, const void* data, std::size_t bytes, bool hold,
+                              bool awaited = false);
   /// Writes what send_more() held back.
   void flush_held();
   bool progress() override { return progress(0); }
@@ -155,6 +164,9 @@ class TcpTransport final : public transports::Skeleton<Request> {
   /// Fails every piece on `c` with `why` and stops using its socket.
   void close_conn(Conn& c, const Status& why);
   void update_epoll(Conn& c);
+  /// Whether `c` must stop reading: the frame being read has no receive yet and either the
+  /// unexpected bytes have reached the cap or it is a large kAwaited one (left in the socket).
+  bool must_pause(const Conn& c) const;
   void resume_if_drained(Conn& c);
   /// A buffer for an unexpected frame, reused from earlier ones so that large messages that
   /// arrive early do not fault in fresh pages on every call.

@@ -151,7 +151,7 @@ void TcpTransport::fail_part(Request& req, const Status& why) {
 }
 
 Result<RequestId> TcpTransport::post_send(int peer, const void* data, std::size_t bytes,
-                                          bool hold) {
+                                          bool hold, bool awaited) {
   HOOP_RETURN_IF_ERROR(check_peer(peer, data, bytes));
   const RequestId id = add_request(peer, true, data, bytes);
   Request& req = requests_[id];
@@ -164,7 +164,8 @@ Result<RequestId> TcpTransport::post_send(int peer, const void* data, std::size_
     const wire::Part part = wire::stripe_part(bytes, c->index, sockets_per_peer_);
     SendPiece piece;
     piece.req = &req;
-    wire::encode_frame_header(wire::FrameType::kData, bytes, piece.header.data());
+    wire::encode_frame_header(awaited ? wire::FrameType::kAwaited : wire::FrameType::kData,
+                              bytes, piece.header.data());
     piece.header_len = wire::kFrameHeaderBytes;
     piece.data = static_cast<const char*>(data) + part.offset;
     piece.len = part.size;

@@ -15,7 +15,12 @@
 //
 // Frames that arrive before their receive is posted are buffered (up to 4 x
 // socket_buffer_bytes per socket, then the socket is left unread until a receive is posted),
-// so ABORT and GOODBYE frames behind unclaimed data are still noticed.
+// so ABORT and GOODBYE frames behind unclaimed data are still noticed. The exception is a
+// kAwaited frame (send_awaited, send_lent) whose part is 64 KiB or more: its receiver posts the
+// receive without waiting for the sender, so the socket is left unread from its header until
+// then, and the payload is read once, straight into the receive buffer (what follows it is
+// read then too). Each sendmsg and readv moves at most 256 KiB, and a rank that both sends and
+// receives alternates between the two.
 //
 // Failure rules:
 //  - a peer whose connection ends without a GOODBYE (crash, SIGKILL, reset, network loss) or

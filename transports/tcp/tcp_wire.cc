@@ -151,6 +151,7 @@ Result<FrameHeader> decode_frame_header(const char* bytes) {
   }
   switch (static_cast<FrameType>(type)) {
     case FrameType::kData:
+    case FrameType::kAwaited:
       break;
     case FrameType::kAbort:
       if (h.length == 0 || h.length > kMaxAbortPayload) {

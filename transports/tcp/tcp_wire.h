@@ -26,6 +26,10 @@
 //
 //   kData    : one part of a message; `length` is the whole message's length, the payload is
 //              this socket's part of it (see stripe_part)
+//   kAwaited : as kData, for a message whose receiver posts its receive without waiting for
+//              the send (Transport::send_awaited, send_lent): a large one that arrives before
+//              its receive is left in the socket until the receive is posted, so that it is
+//              read once, into the receive buffer, and the sender is held back meanwhile
 //   kAbort   : u8 status code | cause text (at most kMaxAbortPayload bytes): the sender has
 //              failed with this cause
 //   kGoodbye : empty; the sender shut its transport down in order, so the end of the stream
@@ -53,7 +57,7 @@ inline constexpr std::size_t kFrameHeaderBytes = 16;
 inline constexpr std::size_t kMaxAbortPayload = 64 << 10;
 
 enum class HandshakeType : std::uint8_t { kHello = 1, kClientHello = 2, kProof = 3, kRefuse = 4 };
-enum class FrameType : std::uint8_t { kData = 1, kAbort = 2, kGoodbye = 3 };
+enum class FrameType : std::uint8_t { kData = 1, kAbort = 2, kGoodbye = 3, kAwaited = 4 };
 
 /// The server's first message.
 struct Hello {

@@ -24,7 +24,7 @@ Status broadcast_binomial(Context& ctx, std::byte* buffer, std::size_t bytes, in
   }
   std::vector<RequestId> sends;
   for (int child : tree.children(ctx.rank)) {
-    HOOP_ASSIGN_OR_RETURN(RequestId s, ctx.send(child, buffer, bytes));
+    HOOP_ASSIGN_OR_RETURN(RequestId s, ctx.send_awaited(child, buffer, bytes));
     sends.push_back(s);
   }
   return ctx.wait(sends);
@@ -50,7 +50,7 @@ Status broadcast_chain(Context& ctx, std::byte* buffer, std::size_t bytes, int r
     if (prev >= 0) HOOP_RETURN_IF_ERROR(wait_one(ctx.transport, recvs[j], ctx.deadline));
     if (next < 0) continue;
     const patterns::Range s = patterns::slice(whole, kSliceBytes, j);
-    HOOP_ASSIGN_OR_RETURN(RequestId id, ctx.send(next, buffer + s.offset, s.length));
+    HOOP_ASSIGN_OR_RETURN(RequestId id, ctx.send_awaited(next, buffer + s.offset, s.length));
     sends.push_back(id);
   }
   return ctx.wait(sends);

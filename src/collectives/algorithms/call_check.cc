@@ -155,9 +155,9 @@ std::byte* CheckedTransport::slot(int peer, int which) {
 }
 
 Result<RequestId> CheckedTransport::post_send(int peer, const void* data, std::size_t bytes,
-                                              bool lend) {
+                                              Post how) {
   if (peer < 0 || peer >= size() || peer == rank() || state_.sent_in_[peer] == seq_)
-    return lend ? base_.send_lent(peer, data, bytes) : base_.send(peer, data, bytes);
+    return (base_.*how)(peer, data, bytes);
   state_.sent_in_[peer] = seq_;
   std::byte* s = slot(peer, 0);
   std::memcpy(s, header_, kHeaderBytes);
@@ -166,8 +166,7 @@ Result<RequestId> CheckedTransport::post_send(int peer, const void* data, std::s
     return base_.send(peer, s, kHeaderBytes + bytes);
   }
   HOOP_ASSIGN_OR_RETURN(RequestId header, base_.send_more(peer, s, kHeaderBytes));
-  HOOP_ASSIGN_OR_RETURN(RequestId id,
-                        lend ? base_.send_lent(peer, data, bytes) : base_.send(peer, data, bytes));
+  HOOP_ASSIGN_OR_RETURN(RequestId id, (base_.*how)(peer, data, bytes));
   state_.actions_.push_back({id, header, false, peer, nullptr, 0, false});
   return id;
 }

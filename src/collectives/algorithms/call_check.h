@@ -100,10 +100,13 @@ class CheckedTransport final : public Transport {
   int size() const override { return base_.size(); }
   bool accepts_device_memory() const override { return base_.accepts_device_memory(); }
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) override {
-    return post_send(peer, data, bytes, false);
+    return post_send(peer, data, bytes, &Transport::send);
   }
   Result<RequestId> send_lent(int peer, const void* data, std::size_t bytes) override {
-    return post_send(peer, data, bytes, true);
+    return post_send(peer, data, bytes, &Transport::send_lent);
+  }
+  Result<RequestId> send_awaited(int peer, const void* data, std::size_t bytes) override {
+    return post_send(peer, data, bytes, &Transport::send_awaited);
   }
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override;
   Status wait(std::span<const RequestId> ids, Deadline deadline) override;
@@ -116,8 +119,10 @@ class CheckedTransport final : public Transport {
   void abort(const Status& cause) override { base_.abort(cause); }
 
  private:
-  /// send() and send_lent(): the call's header in front of the first message to each peer.
-  Result<RequestId> post_send(int peer, const void* data, std::size_t bytes, bool lend);
+  /// send(), send_lent() and send_awaited() (`how`, the base's): the call's header in front of
+  /// the first message to each peer.
+  using Post = Result<RequestId> (Transport::*)(int, const void*, std::size_t);
+  Result<RequestId> post_send(int peer, const void* data, std::size_t bytes, Post how);
   std::byte* slot(int peer, int which);
   /// Finishes the action of a completed request `id` (copy out, compare); ok when it has none.
   Status finish(RequestId id);

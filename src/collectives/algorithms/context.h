@@ -78,6 +78,10 @@ struct Context {
   Result<RequestId> send_lent(int peer, const void* data, std::size_t bytes) {
     return transport.send_lent(peer, data, bytes);
   }
+  /// Posts a one-way hop's send to `peer` (Transport::send_awaited).
+  Result<RequestId> send_awaited(int peer, const void* data, std::size_t bytes) {
+    return transport.send_awaited(peer, data, bytes);
+  }
   /// Posts a receive from `peer` (byte count).
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) {
     return transport.recv(peer, data, bytes);

@@ -54,6 +54,9 @@ class GroupTransport final : public Transport {
   Result<RequestId> send_lent(int peer, const void* data, std::size_t bytes) override {
     return on_base(&Transport::send_lent, peer, data, bytes);
   }
+  Result<RequestId> send_awaited(int peer, const void* data, std::size_t bytes) override {
+    return on_base(&Transport::send_awaited, peer, data, bytes);
+  }
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override {
     return on_base(&Transport::recv, peer, data, bytes);
   }

@@ -52,7 +52,7 @@ Status reduce_binomial(Context& ctx, const std::byte* input, std::byte* work, st
   }
   const int parent = tree.parent(ctx.rank);
   if (parent >= 0) {
-    HOOP_ASSIGN_OR_RETURN(RequestId s, ctx.send(parent, work, bytes));
+    HOOP_ASSIGN_OR_RETURN(RequestId s, ctx.send_awaited(parent, work, bytes));
     return wait_one(ctx.transport, s, ctx.deadline);
   }
   return op == ReduceOp::kAvg ? ctx.divide(work, count, dtype, ctx.size) : Status::success();
@@ -68,7 +68,7 @@ Status reduce_ring(Context& ctx, const std::byte* input, std::byte* work, std::s
   std::vector<RequestId> ids;
   if (ctx.rank != root) {
     const patterns::Range c = chunks.chunk(ctx.rank);
-    HOOP_ASSIGN_OR_RETURN(RequestId s, ctx.send(root, work + c.offset * es, c.length * es));
+    HOOP_ASSIGN_OR_RETURN(RequestId s, ctx.send_awaited(root, work + c.offset * es, c.length * es));
     ids.push_back(s);
   } else {
     for (int r = 0; r < ctx.size; ++r) {
@@ -91,7 +91,7 @@ Status move_blocks(Context& ctx, bool gather, std::byte* blocks, std::byte* mine
   std::vector<RequestId> ids;
   auto post = [&](int peer, std::byte* data, std::size_t bytes) -> Status {
     HOOP_ASSIGN_OR_RETURN(RequestId id, gather == (me == root) ? ctx.recv(peer, data, bytes)
-                                                               : ctx.send(peer, data, bytes));
+                                                               : ctx.send_awaited(peer, data, bytes));
     ids.push_back(id);
     return Status::success();
   };

@@ -39,22 +39,48 @@ constexpr std::size_t kReduceRingBytes = std::size_t{256} << 10;
 
 Status reduce_binomial(Context& ctx, const std::byte* input, std::byte* work, std::size_t count,
                        DataType dtype, ReduceOp op, int root) {
-  const std::size_t bytes = count * dtype_size(dtype);
-  HOOP_RETURN_IF_ERROR(copy_in(ctx, work, input, bytes));
-  HOOP_ASSIGN_OR_RETURN(std::byte * tmp, ctx.scratch_buffer(1, bytes));
+  const std::size_t es = dtype_size(dtype);
+  HOOP_ASSIGN_OR_RETURN(std::byte * tmp, ctx.scratch_buffer(1, count * es));
   const patterns::BinomialTree tree(ctx.size, root);
   const std::vector<int> children = tree.children(ctx.rank);
+  // A large buffer travels in slices (the same on both sides of each hop), each reduced as soon
+  // as it is here while the next ones arrive: received whole and then reduced, a 2-rank reduce
+  // of 1-64 MiB over TCP took 1.35-1.76x Open MPI's time, which pipelines its segments.
+  const patterns::Range whole{0, count};
+  const std::size_t max_slice = std::max<std::size_t>(1, collectives::kSliceBytes / es);
+  const std::size_t slices = std::max<std::size_t>(1, patterns::slice_count(whole, max_slice));
+  auto piece = [&](std::size_t j) {
+    return slices == 1 ? whole : patterns::slice(whole, max_slice, j);
+  };
+  std::vector<RequestId> ids(slices);
+  // This rank's partial result: its input until the first child's part is added into work (a
+  // leaf sends its input as it is, with no copy).
+  const std::byte* acc = input != nullptr ? input : work;
   // Nearest child first: its subtree is the shallowest, so its sum is ready first.
   for (auto it = children.rbegin(); it != children.rend(); ++it) {
-    HOOP_ASSIGN_OR_RETURN(RequestId r, ctx.recv(*it, tmp, bytes));
-    HOOP_RETURN_IF_ERROR(wait_one(ctx.transport, r, ctx.deadline));
-    HOOP_RETURN_IF_ERROR(ctx.reduce_into(work, tmp, count, dtype, op));
+    for (std::size_t j = 0; j < slices; ++j) {
+      const patterns::Range s = piece(j);
+      HOOP_ASSIGN_OR_RETURN(ids[j], ctx.recv(*it, tmp + s.offset * es, s.length * es));
+    }
+    for (std::size_t j = 0; j < slices; ++j) {
+      const patterns::Range s = piece(j);
+      const std::size_t at = s.offset * es;
+      HOOP_RETURN_IF_ERROR(wait_one(ctx.transport, ids[j], ctx.deadline));
+      HOOP_RETURN_IF_ERROR(acc == work
+                               ? ctx.reduce_into(work + at, tmp + at, s.length, dtype, op)
+                               : ctx.reduce(work + at, acc + at, tmp + at, s.length, dtype, op));
+    }
+    acc = work;
   }
   const int parent = tree.parent(ctx.rank);
   if (parent >= 0) {
-    HOOP_ASSIGN_OR_RETURN(RequestId s, ctx.send_awaited(parent, work, bytes));
-    return wait_one(ctx.transport, s, ctx.deadline);
+    for (std::size_t j = 0; j < slices; ++j) {
+      const patterns::Range s = piece(j);
+      HOOP_ASSIGN_OR_RETURN(ids[j], ctx.send_awaited(parent, acc + s.offset * es, s.length * es));
+    }
+    return ctx.wait(ids);
   }
+  HOOP_RETURN_IF_ERROR(copy_in(ctx, work, acc == work ? nullptr : acc, count * es));
   return op == ReduceOp::kAvg ? ctx.divide(work, count, dtype, ctx.size) : Status::success();
 }
 

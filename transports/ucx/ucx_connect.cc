@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/host_id.h"
 #include "transports/ucx/ucx_conn.h"
+#include "transports/ucx/ucx_signals.h"
 
 namespace hoop::ucx {
 namespace {
@@ -188,6 +189,8 @@ Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
                                            std::span<const int> peers, const std::string& job_id,
                                            const UcxOptions& options) {
   HOOP_RETURN_IF_ERROR(check_arguments(rank, size, peers, job_id, options));
+  // A job that uses UCX gets UCX's crash reports back (ucx_signals.h); a probe does not.
+  restore_error_handlers();
   const Deadline deadline = Clock::now() + options.connect_timeout;
   HOOP_ASSIGN_OR_RETURN(std::unique_ptr<Ucp> ucp, open_worker(peers.size()));
   Record own;

@@ -105,6 +105,12 @@ Status alltoall_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* 
 /// copies win.
 bool reads_take_moves(CommImpl& impl, std::size_t block, bool root_reads_all);
 
+/// Whether a broadcast of `bytes` (or an allgather of `bytes` blocks: `read_all`) has its
+/// ranks read what they need where it lies (move_by_reading): a host whose ranks can read each
+/// other's memory, from the size where one read beats the slots' two copies up to where the
+/// messages, whose senders and receivers share the copying, win.
+bool reads_take_copies(CommImpl& impl, std::size_t bytes, bool read_all);
+
 /// The single-copy form of the collectives that only move bytes: every rank publishes the
 /// address of its buffer `mine` in the slots, body(slots, addresses) reads what this rank
 /// needs from the others with slots.read_peer, and a last meet keeps every buffer unchanged

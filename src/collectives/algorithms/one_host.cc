@@ -98,6 +98,50 @@ bool reads_take_allreduce(CommImpl& impl, std::size_t bytes) {
          s->slot_bytes() >= kSlotOverhead + sizeof(Buffers);
 }
 
+namespace {
+
+/// Elements `range` of every rank's input (rank r's at address inputs[r], this rank's at
+/// `input`), reduced in rank order into `output` (and divided for kAvg), piece by piece so that
+/// the pieces stay in the L2 cache. `output` may be `input`.
+Status reduce_by_reading_range(CommImpl& impl, std::span<const std::uint64_t> inputs,
+                               const std::byte* input, std::byte* output, patterns::Range range,
+                               DataType dtype, ReduceOp op) {
+  SharedSlots& slots = *impl.slots();
+  const int n = impl.size();
+  const int me = impl.rank();
+  const std::size_t es = dtype_size(dtype);
+  const std::size_t piece = std::max<std::size_t>(1, kReadPieceBytes / es);
+  std::byte* scratch = impl.scratch().get(0, 3 * piece * es);
+  std::byte* got[2] = {scratch + piece * es, scratch + 2 * piece * es};
+  // The result goes straight into the output unless that is this rank's input and ranks before
+  // this one are added into it first (in place, rank 2 and up): then through `scratch`.
+  const bool direct = me < 2 || output != input;
+  for (std::size_t first = 0; first < range.length; first += piece) {
+    const std::size_t count = std::min(piece, range.length - first);
+    const std::size_t offset = (range.offset + first) * es;
+    const std::size_t len = count * es;
+    auto operand = [&](int r, std::byte* buf) -> Result<const std::byte*> {
+      if (r == me) return input + offset;
+      HOOP_RETURN_IF_ERROR(
+          slots.read_peer(r, reinterpret_cast<const void*>(inputs[r] + offset), buf, len));
+      return static_cast<const std::byte*>(buf);
+    };
+    std::byte* dst = direct ? output + offset : scratch;
+    HOOP_ASSIGN_OR_RETURN(const std::byte* a, operand(0, got[0]));
+    HOOP_ASSIGN_OR_RETURN(const std::byte* b, operand(1, got[1]));
+    HOOP_RETURN_IF_ERROR(reduce(dst, a, b, count, dtype, op));
+    for (int r = 2; r < n; ++r) {
+      HOOP_ASSIGN_OR_RETURN(const std::byte* c, operand(r, got[0]));
+      HOOP_RETURN_IF_ERROR(reduce_into(dst, c, count, dtype, op));
+    }
+    if (op == ReduceOp::kAvg) HOOP_RETURN_IF_ERROR(divide(dst, count, dtype, n));
+    if (!direct) std::memcpy(output + offset, dst, len);
+  }
+  return Status::success();
+}
+
+}  // namespace
+
 Status allreduce_by_reading(CommImpl& impl, const AllreduceOptions& o,
                             const std::function<std::string()>& what) {
   impl.async().drain();
@@ -122,30 +166,10 @@ Status allreduce_by_reading(CommImpl& impl, const AllreduceOptions& o,
       return reinterpret_cast<const void*>(base + offset);
     };
     // Phase 1: this rank's chunk, reduced from every rank's input in rank order.
-    const patterns::Range own = part.chunk(me);
-    const std::size_t piece = std::max<std::size_t>(1, kReadPieceBytes / es);
-    std::byte* sum = impl.scratch().get(0, piece * es);
-    std::byte* got = impl.scratch().get(1, piece * es);
-    for (std::size_t first = 0; first < own.length; first += piece) {
-      const std::size_t count = std::min(piece, own.length - first);
-      const std::size_t offset = (own.offset + first) * es;
-      const std::size_t len = count * es;
-      for (int r = 0; r < n; ++r) {
-        const std::byte* from = input + offset;
-        if (r != me) {
-          HOOP_RETURN_IF_ERROR(
-              slots.read_peer(r, remote(at[r].input, offset), r == 0 ? sum : got, len));
-          from = r == 0 ? sum : got;
-        }
-        if (r == 0) {
-          if (from != sum) std::memcpy(sum, from, len);
-        } else {
-          HOOP_RETURN_IF_ERROR(reduce_into(sum, from, count, o.dtype, o.op));
-        }
-      }
-      if (o.op == ReduceOp::kAvg) HOOP_RETURN_IF_ERROR(divide(sum, count, o.dtype, n));
-      std::memcpy(output + offset, sum, len);
-    }
+    std::vector<std::uint64_t> inputs(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) inputs[r] = at[r].input;
+    HOOP_RETURN_IF_ERROR(reduce_by_reading_range(impl, inputs, input, output, part.chunk(me),
+                                                 o.dtype, o.op));
     // Every chunk is final and no rank reads an input any more.
     HOOP_RETURN_IF_ERROR(meet_in_slots(impl, fp, nullptr, 0, deadline));
     // Phase 2: the other ranks' chunks, read from their outputs.
@@ -156,6 +180,39 @@ Status allreduce_by_reading(CommImpl& impl, const AllreduceOptions& o,
                                            output + c.offset * es, c.length * es));
     }
     // No rank returns (and lets its caller change the output) while another still reads it.
+    return meet_in_slots(impl, fp, nullptr, 0, deadline);
+  };
+  Status status = run();
+  if (status.ok()) return status;
+  return fail_call(impl, impl.transport(), std::move(status), call, what);
+}
+
+bool reads_take_reduce(CommImpl& impl, std::size_t bytes) {
+  return impl.size() == 2 && reads_take_allreduce(impl, bytes);
+}
+
+Status reduce_by_reading(CommImpl& impl, const RootReduceOptions& o,
+                         const std::function<std::string()>& what) {
+  impl.async().drain();
+  const std::uint64_t call = impl.next_call();
+  const Deadline deadline = Clock::now() + impl.timeout();
+  const CallFingerprint fp{
+      .kind = Collective::kReduce, .dtype = o.dtype, .op = o.op, .root = o.root, .count = o.count};
+  const int n = impl.size();
+  const auto* input = static_cast<const std::byte*>(o.input != nullptr ? o.input : o.output);
+  auto run = [&]() -> Status {
+    const auto mine = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(input));
+    HOOP_RETURN_IF_ERROR(meet_in_slots(impl, fp, &mine, sizeof mine, deadline));
+    if (impl.rank() == o.root) {
+      // The slots are rewritten by the next meet: keep the addresses.
+      std::vector<std::uint64_t> inputs(static_cast<std::size_t>(n));
+      for (int r = 0; r < n; ++r)
+        std::memcpy(&inputs[r], impl.slot_payloads()[r], sizeof(std::uint64_t));
+      HOOP_RETURN_IF_ERROR(reduce_by_reading_range(impl, inputs, input,
+                                                   static_cast<std::byte*>(o.output),
+                                                   patterns::Range{0, o.count}, o.dtype, o.op));
+    }
+    // No rank returns (and lets its caller change its input) while the root still reads it.
     return meet_in_slots(impl, fp, nullptr, 0, deadline);
   };
   Status status = run();

@@ -65,6 +65,17 @@ bool reads_take_allreduce(CommImpl& impl, std::size_t bytes);
 Status allreduce_by_reading(CommImpl& impl, const AllreduceOptions& o,
                             const std::function<std::string()>& what);
 
+/// Whether a reduce of `bytes` goes through the root reading the other rank's input where it
+/// lies (reduce_by_reading): two ranks on a host whose ranks can read each other's memory, at
+/// the sizes where allreduce reads too. With more ranks the root alone would read every input.
+bool reads_take_reduce(CommImpl& impl, std::size_t bytes);
+
+/// The single-copy reduce: the ranks publish their inputs' addresses in the slots, the root
+/// reduces every rank's input in rank order into its output, piece by piece, reading the
+/// others' where they lie, and a last meet keeps the inputs unchanged until it has.
+Status reduce_by_reading(CommImpl& impl, const RootReduceOptions& o,
+                         const std::function<std::string()>& what);
+
 /// The one-step forms of the collectives (`bytes`: the payload of this rank's slot).
 Status allreduce_in_slots(CommImpl& impl, const AllreduceOptions& o, std::size_t bytes,
                           const std::function<std::string()>& what);

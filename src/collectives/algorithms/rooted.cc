@@ -296,6 +296,12 @@ Status reduce(Communicator& comm, const RootReduceOptions& given) {
                                          {{o.input, "input"}, {is_root ? o.output : nullptr,
                                                                "output"}}))
     return collectives::reduce_in_slots(*impl, o, bytes, what);
+  // Past the slots, two ranks on one host: the root reads the other's input where it lies.
+  if (auto* impl = collectives::in_slots(comm, 0, false,
+                                         {{o.input, "input"}, {is_root ? o.output : nullptr,
+                                                               "output"}});
+      impl != nullptr && collectives::reads_take_reduce(*impl, bytes))
+    return collectives::reduce_by_reading(*impl, o, what);
   collectives::DevicePart* part = nullptr;
   const Staged staged{o.input, bytes, is_root ? o.output : nullptr, is_root ? bytes : 0};
   const CallFingerprint fp{

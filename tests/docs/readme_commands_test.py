@@ -8,7 +8,7 @@ one of the SKIPS below, which say why it cannot run inside the suite. A SKIPS en
 longer matches any command is an error too, so the list cannot go stale. Blocks fenced with a
 bare ``` are output, usage lines or commands for other machines (ssh hosts, Kubernetes) and
 are not run. Every relative link of the project's Markdown files must name a file inside the
-repository.
+repository, and none of them may name a development machine's directories.
 
 Usage: readme_commands_test.py SOURCE_DIR BUILD_DIR
 """
@@ -118,6 +118,28 @@ def broken_links(source):
     return out
 
 
+def machine_paths(source, build):
+    """Absolute paths of a development machine in the project's Markdown files: this checkout's
+    and build's directories, and home or work directories of any machine (a report written on
+    one machine names its own; committed docs name directories by role, e.g. <build>)."""
+    out = []
+    mine = [p for p in {os.path.realpath(source), os.path.realpath(build)} if p != "/"]
+    generic = re.compile(r"(?:^|[^\w.~<])(/(?:home|root|work|Users)/[\w.-]+)")
+    for folder, dirs, files in os.walk(source):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not d.startswith("build")]
+        for name in files:
+            if not name.endswith(".md"):
+                continue
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, source)
+            with open(path) as f:
+                for number, line in enumerate(f, 1):
+                    hits = [p for p in mine if p in line] + generic.findall(line)
+                    if hits:
+                        out.append(f"{rel}:{number}: names a machine path ({hits[0]})")
+    return out
+
+
 def main():
     source, build = sys.argv[1], sys.argv[2]
     found = commands(os.path.join(source, "README.md"))
@@ -165,6 +187,7 @@ def main():
         if not re.search(r"\b" + re.escape(name) + r"\b", readme):
             failures.append(f"{bin_dir}/{name} is in build/bin but the README never names it")
     failures += broken_links(source)
+    failures += machine_paths(source, build)
     for pattern, why in SKIPS:
         if pattern not in used:
             failures.append(f"the skip rule /{pattern}/ ({why}) matches no README command: "

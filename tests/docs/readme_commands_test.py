@@ -91,30 +91,35 @@ def with_build_dir(command, build_dir):
     return re.sub(r"(^|[\s=])build/", lambda m: m.group(1) + build_dir.rstrip("/") + "/", command)
 
 
+def markdown_files(source):
+    """The project's Markdown files (not in hidden or build directories)."""
+    for folder, dirs, files in os.walk(source):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not d.startswith("build")]
+        for name in files:
+            if name.endswith(".md"):
+                yield os.path.join(folder, name)
+
+
 def broken_links(source):
     """Relative links of the project's Markdown files that name no file inside the repository
     (a link outside it is broken in every clone)."""
     out = []
     link = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
     root = os.path.realpath(source)
-    for folder, dirs, files in os.walk(source):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and not d.startswith("build")]
-        for name in files:
-            if not name.endswith(".md"):
+    for path in markdown_files(source):
+        folder = os.path.dirname(path)
+        with open(path) as f:
+            text = f.read()
+        for target in link.findall(text):
+            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
                 continue
-            path = os.path.join(folder, name)
-            with open(path) as f:
-                text = f.read()
-            for target in link.findall(text):
-                if re.match(r"^[a-z]+:", target) or target.startswith("#"):
-                    continue
-                file_part = target.split("#", 1)[0]
-                resolved = os.path.realpath(os.path.join(folder, file_part))
-                rel = os.path.relpath(path, source)
-                if not resolved.startswith(root + os.sep) and resolved != root:
-                    out.append(f"{rel}: the link ({target}) leaves the repository")
-                elif not os.path.exists(resolved):
-                    out.append(f"{rel}: the link ({target}) names no file")
+            file_part = target.split("#", 1)[0]
+            resolved = os.path.realpath(os.path.join(folder, file_part))
+            rel = os.path.relpath(path, source)
+            if not resolved.startswith(root + os.sep) and resolved != root:
+                out.append(f"{rel}: the link ({target}) leaves the repository")
+            elif not os.path.exists(resolved):
+                out.append(f"{rel}: the link ({target}) names no file")
     return out
 
 
@@ -125,18 +130,13 @@ def machine_paths(source, build):
     out = []
     mine = [p for p in {os.path.realpath(source), os.path.realpath(build)} if p != "/"]
     generic = re.compile(r"(?:^|[^\w.~<])(/(?:home|root|work|Users)/[\w.-]+)")
-    for folder, dirs, files in os.walk(source):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and not d.startswith("build")]
-        for name in files:
-            if not name.endswith(".md"):
-                continue
-            path = os.path.join(folder, name)
-            rel = os.path.relpath(path, source)
-            with open(path) as f:
-                for number, line in enumerate(f, 1):
-                    hits = [p for p in mine if p in line] + generic.findall(line)
-                    if hits:
-                        out.append(f"{rel}:{number}: names a machine path ({hits[0]})")
+    for path in markdown_files(source):
+        rel = os.path.relpath(path, source)
+        with open(path) as f:
+            for number, line in enumerate(f, 1):
+                hits = [p for p in mine if p in line] + generic.findall(line)
+                if hits:
+                    out.append(f"{rel}:{number}: names a machine path ({hits[0]})")
     return out
 
 

@@ -82,6 +82,7 @@ struct Conn {
   bool goodbye_received = false;
   bool paused = false;  // not read until a receive takes buffered data off it
   bool awaited = false;  // the frame being read is kAwaited
+  bool draining = false;  // lost: read everything left, parking nothing (on_conn_result)
   bool held = false;    // its queued sends wait for the next one (send_more)
   Status closed;        // not ok once the socket is unusable
   std::uint32_t epoll_events = 0;

@@ -274,7 +274,7 @@ Status TcpTransport::start_frame(Conn& c, const wire::FrameHeader& h) {
     }
   } else {
     // A part left in the socket needs no buffer.
-    const bool parks = c.awaited && c.part_len >= kParkMin;
+    const bool parks = c.awaited && c.part_len >= kParkMin && !c.draining;
     c.unexpected.push_back(
         Unexpected{h.length, c.part_len, parks ? std::string() : take_buffer(c.part_len)});
     c.sink = Sink::kUnexpected;
@@ -318,7 +318,15 @@ void TcpTransport::on_conn_result(Conn& c, const Status& result) {
   if (aborted_.ok() && c.closed.ok()) {
     // A write can fail before the frames already received on the socket are read; one of
     // them may be the peer's ABORT carrying the first cause, which beats "connection closed".
-    (void)read_conn(c);
+    // So everything the socket holds is read now, past read_conn's per-call budget and into
+    // buffers for a payload that would otherwise stay parked (the connection is lost anyway):
+    // behind 1 MiB of data, a peer's ABORT went unread and the wrong rank was blamed.
+    c.draining = true;
+    c.paused = false;
+    for (std::uint64_t before = ~io_calls_; before != io_calls_ && c.closed.ok() && !c.paused;) {
+      before = io_calls_;
+      if (!read_conn(c).ok()) break;
+    }
   }
   if (c.goodbye_received && result.code() == StatusCode::kPeerLost) {
     // An orderly shutdown: only what was still expected on this socket fails.
@@ -403,7 +411,8 @@ void TcpTransport::recycle(std::string&& buffer) {
 
 bool TcpTransport::must_pause(const Conn& c) const {
   return c.sink == Sink::kUnexpected &&
-         (c.unexpected_bytes >= unexpected_cap_ || (c.awaited && c.part_len >= kParkMin));
+         (c.unexpected_bytes >= unexpected_cap_ ||
+          (c.awaited && c.part_len >= kParkMin && !c.draining));
 }
 
 void TcpTransport::resume_if_drained(Conn& c) {

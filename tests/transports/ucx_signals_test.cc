@@ -36,6 +36,7 @@ Crash crash_in_child(const std::vector<std::string>& env) {
     ::unsetenv("UCX_HANDLE_ERRORS");
     ::unsetenv("HOOP_TRANSPORT");
     for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    ::alarm(60);  // kept across exec: a child that fails to crash ends anyway (SIGALRM)
     ::execl("/proc/self/exe", "ucx_signals_child", "--gtest_filter=UcxSignals.CrashHere",
             static_cast<char*>(nullptr));
     ::_exit(127);

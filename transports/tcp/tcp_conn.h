@@ -81,7 +81,6 @@ struct Conn {
   std::size_t stage_end = 0;
   bool goodbye_received = false;
   bool paused = false;  // not read until a receive takes buffered data off it
-  bool awaited = false;  // the frame being read is kAwaited
   bool draining = false;  // lost: read everything left, parking nothing (on_conn_result)
   bool held = false;    // its queued sends wait for the next one (send_more)
   Status closed;        // not ok once the socket is unusable
@@ -166,7 +165,8 @@ class TcpTransport final : public transports::Skeleton<Request> {
   void close_conn(Conn& c, const Status& why);
   void update_epoll(Conn& c);
   /// Whether `c` must stop reading: the frame being read has no receive yet and either the
-  /// unexpected bytes have reached the cap or it is a large kAwaited one (left in the socket).
+  /// unexpected bytes have reached the cap or it is a large kAwaited one (left in the socket,
+  /// unless the connection is being drained after a failure).
   bool must_pause(const Conn& c) const;
   void resume_if_drained(Conn& c);
   /// A buffer for an unexpected frame, reused from earlier ones so that large messages that

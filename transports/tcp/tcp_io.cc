@@ -26,6 +26,11 @@ constexpr std::size_t kDirectReadMin = 4096;
 // pass over the bytes (a 2-rank 1 MiB broadcast over loopback took twice Open MPI's time so),
 // where a smaller one is cheaper staged than read later by a syscall of its own.
 constexpr std::size_t kParkMin = 64 << 10;
+
+/// Whether the data frame `c` is reading stays in the socket until its receive is posted.
+bool parks(const Conn& c) {
+  return c.type == wire::FrameType::kAwaited && c.part_len >= kParkMin && !c.draining;
+}
 // Reads per socket per call, so that one busy peer cannot starve the others.
 constexpr int kMaxReadsPerCall = 64;
 // Bytes one sendmsg or readv moves at most, and one call of flush_conn or read_conn before it
@@ -238,7 +243,6 @@ Status TcpTransport::consume_stage(Conn& c) {
 
 Status TcpTransport::start_frame(Conn& c, const wire::FrameHeader& h) {
   c.type = h.type;
-  c.awaited = h.type == wire::FrameType::kAwaited;
   c.total = h.length;
   c.got = 0;
   c.part_len = 0;
@@ -274,9 +278,8 @@ Status TcpTransport::start_frame(Conn& c, const wire::FrameHeader& h) {
     }
   } else {
     // A part left in the socket needs no buffer.
-    const bool parks = c.awaited && c.part_len >= kParkMin && !c.draining;
     c.unexpected.push_back(
-        Unexpected{h.length, c.part_len, parks ? std::string() : take_buffer(c.part_len)});
+        Unexpected{h.length, c.part_len, parks(c) ? std::string() : take_buffer(c.part_len)});
     c.sink = Sink::kUnexpected;
   }
   if (c.part_len == 0) finish_frame(c);
@@ -410,9 +413,7 @@ void TcpTransport::recycle(std::string&& buffer) {
 }
 
 bool TcpTransport::must_pause(const Conn& c) const {
-  return c.sink == Sink::kUnexpected &&
-         (c.unexpected_bytes >= unexpected_cap_ ||
-          (c.awaited && c.part_len >= kParkMin && !c.draining));
+  return c.sink == Sink::kUnexpected && (c.unexpected_bytes >= unexpected_cap_ || parks(c));
 }
 
 void TcpTransport::resume_if_drained(Conn& c) {

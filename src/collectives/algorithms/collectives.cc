@@ -156,20 +156,20 @@ Status broadcast(Communicator& comm, const BroadcastOptions& o) {
   };
   const CallFingerprint fp{
       .kind = Collective::kBroadcast, .dtype = o.dtype, .root = o.root, .count = o.count};
+  auto* one_host = in_slots(comm, 0, false, {{o.buffer, "buffer"}});
   // On one host the receivers read a mid-sized buffer where it lies (one copy each, as Open
   // MPI's vader does), before the slots would copy it twice.
-  if (auto* impl = in_slots(comm, 0, false, {{o.buffer, "buffer"}});
-      impl != nullptr && collectives::reads_take_copies(*impl, bytes, false)) {
+  if (one_host != nullptr && collectives::reads_take_copies(*one_host, bytes, false)) {
     return collectives::move_by_reading(
-        *impl, fp, o.buffer, what,
+        *one_host, fp, o.buffer, what,
         [&](SharedSlots& slots, std::span<const std::uint64_t> at) -> Status {
           if (comm.rank() == o.root) return Status::success();
           return slots.read_peer(o.root, reinterpret_cast<const void*>(at[o.root]), o.buffer,
                                  bytes);
         });
   }
-  if (auto* impl = in_slots(comm, bytes, false, {{o.buffer, "buffer"}}))
-    return collectives::broadcast_in_slots(*impl, o, bytes, what);
+  if (one_host != nullptr && collectives::slots_for(*one_host, bytes, false) != nullptr)
+    return collectives::broadcast_in_slots(*one_host, o, bytes, what);
   collectives::DevicePart* part = nullptr;
   if (auto done =
           run_on_device(comm, o, collectives::route_call_of(Collective::kBroadcast, o.dtype, bytes),
@@ -193,16 +193,17 @@ Status allgather(Communicator& comm, const AllgatherOptions& o) {
   block_layout(counts, dtype_size(o.dtype), offsets, lengths);
   auto what = [&] { return fmt::format("allgather of {} {}", o.count, dtype_name(o.dtype)); };
   const CallFingerprint fp{.kind = Collective::kAllgather, .dtype = o.dtype, .count = o.count};
+  auto* one_host = in_slots(comm, 0, false, {{o.input, "input"}, {o.output, "output"}});
   // On one host mid-sized blocks are read where they lie, one copy each (as for broadcast).
-  if (auto* impl = in_slots(comm, 0, false, {{o.input, "input"}, {o.output, "output"}});
-      impl != nullptr && collectives::reads_take_copies(*impl, block, true)) {
+  if (one_host != nullptr && collectives::reads_take_copies(*one_host, block, true)) {
     auto* out = bytes_of(o.output);
     const int me = comm.rank();
     const void* mine = o.input != nullptr ? o.input : out + block * me;
     return collectives::move_by_reading(
-        *impl, fp, mine, what,
+        *one_host, fp, mine, what,
         [&](SharedSlots& slots, std::span<const std::uint64_t> at) -> Status {
-          if (o.input != nullptr) std::memcpy(out + block * me, o.input, block);
+          // memmove: an input given as this rank's block of the output is in place.
+          if (o.input != nullptr) std::memmove(out + block * me, o.input, block);
           for (int r = 0; r < comm.size(); ++r) {
             if (r == me) continue;
             HOOP_RETURN_IF_ERROR(slots.read_peer(r, reinterpret_cast<const void*>(at[r]),
@@ -211,8 +212,8 @@ Status allgather(Communicator& comm, const AllgatherOptions& o) {
           return Status::success();
         });
   }
-  if (auto* impl = in_slots(comm, block, true, {{o.input, "input"}, {o.output, "output"}}))
-    return collectives::allgather_in_slots(*impl, o, block, what);
+  if (one_host != nullptr && collectives::slots_for(*one_host, block, true) != nullptr)
+    return collectives::allgather_in_slots(*one_host, o, block, what);
   collectives::DevicePart* part = nullptr;
   if (auto done =
           run_on_device(comm, o, collectives::route_call_of(Collective::kAllgather, o.dtype, block),

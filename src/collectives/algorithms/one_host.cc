@@ -193,31 +193,16 @@ bool reads_take_reduce(CommImpl& impl, std::size_t bytes) {
 
 Status reduce_by_reading(CommImpl& impl, const RootReduceOptions& o,
                          const std::function<std::string()>& what) {
-  impl.async().drain();
-  const std::uint64_t call = impl.next_call();
-  const Deadline deadline = Clock::now() + impl.timeout();
   const CallFingerprint fp{
       .kind = Collective::kReduce, .dtype = o.dtype, .op = o.op, .root = o.root, .count = o.count};
-  const int n = impl.size();
   const auto* input = static_cast<const std::byte*>(o.input != nullptr ? o.input : o.output);
-  auto run = [&]() -> Status {
-    const auto mine = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(input));
-    HOOP_RETURN_IF_ERROR(meet_in_slots(impl, fp, &mine, sizeof mine, deadline));
-    if (impl.rank() == o.root) {
-      // The slots are rewritten by the next meet: keep the addresses.
-      std::vector<std::uint64_t> inputs(static_cast<std::size_t>(n));
-      for (int r = 0; r < n; ++r)
-        std::memcpy(&inputs[r], impl.slot_payloads()[r], sizeof(std::uint64_t));
-      HOOP_RETURN_IF_ERROR(reduce_by_reading_range(impl, inputs, input,
-                                                   static_cast<std::byte*>(o.output),
-                                                   patterns::Range{0, o.count}, o.dtype, o.op));
-    }
-    // No rank returns (and lets its caller change its input) while the root still reads it.
-    return meet_in_slots(impl, fp, nullptr, 0, deadline);
-  };
-  Status status = run();
-  if (status.ok()) return status;
-  return fail_call(impl, impl.transport(), std::move(status), call, what);
+  return move_by_reading(impl, fp, input, what,
+                         [&](SharedSlots&, std::span<const std::uint64_t> inputs) -> Status {
+                           if (impl.rank() != o.root) return Status::success();
+                           return reduce_by_reading_range(
+                               impl, inputs, input, static_cast<std::byte*>(o.output),
+                               patterns::Range{0, o.count}, o.dtype, o.op);
+                         });
 }
 
 Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,

@@ -47,8 +47,9 @@ Status reduce_binomial(Context& ctx, const std::byte* input, std::byte* work, st
   const patterns::BinomialTree tree(ctx.size, root);
   const std::vector<int> children = tree.children(ctx.rank);
   // A large buffer travels in slices (the ring's: about a quarter of it, 64-512 KiB; the same on
-  // both sides of each hop), each reduced as soon as it is here while the next ones arrive: received whole and then reduced, a 2-rank reduce
-  // of 1-64 MiB over TCP took 1.35-1.76x Open MPI's time, which pipelines its segments.
+  // both sides of each hop), each reduced as soon as it is here while the next ones arrive.
+  // Received whole and then reduced, a 2-rank reduce of 1-64 MiB over TCP took 1.35-1.76x Open
+  // MPI's time, which pipelines its segments.
   const patterns::Range whole{0, count};
   const std::size_t max_slice =
       count * es < kReduceSliceMin
@@ -100,7 +101,8 @@ Status reduce_ring(Context& ctx, const std::byte* input, std::byte* work, std::s
   std::vector<RequestId> ids;
   if (ctx.rank != root) {
     const patterns::Range c = chunks.chunk(ctx.rank);
-    HOOP_ASSIGN_OR_RETURN(RequestId s, ctx.send_awaited(root, work + c.offset * es, c.length * es));
+    HOOP_ASSIGN_OR_RETURN(RequestId s,
+                          ctx.send_awaited(root, work + c.offset * es, c.length * es));
     ids.push_back(s);
   } else {
     for (int r = 0; r < ctx.size; ++r) {
@@ -122,8 +124,9 @@ Status move_blocks(Context& ctx, bool gather, std::byte* blocks, std::byte* mine
   const int me = ctx.rank;
   std::vector<RequestId> ids;
   auto post = [&](int peer, std::byte* data, std::size_t bytes) -> Status {
-    HOOP_ASSIGN_OR_RETURN(RequestId id, gather == (me == root) ? ctx.recv(peer, data, bytes)
-                                                               : ctx.send_awaited(peer, data, bytes));
+    HOOP_ASSIGN_OR_RETURN(RequestId id, gather == (me == root)
+                                            ? ctx.recv(peer, data, bytes)
+                                            : ctx.send_awaited(peer, data, bytes));
     ids.push_back(id);
     return Status::success();
   };
@@ -291,17 +294,14 @@ Status reduce(Communicator& comm, const RootReduceOptions& given) {
     return fmt::format("reduce of {} {} ({}) to rank {}", o.count, dtype_name(o.dtype),
                        op_name(o.op), o.root);
   };
+  auto* one_host = collectives::in_slots(
+      comm, 0, false, {{o.input, "input"}, {is_root ? o.output : nullptr, "output"}});
   // On one host a small reduce is one step: the root reduces every rank's slot in rank order.
-  if (auto* impl = collectives::in_slots(comm, bytes, true,
-                                         {{o.input, "input"}, {is_root ? o.output : nullptr,
-                                                               "output"}}))
-    return collectives::reduce_in_slots(*impl, o, bytes, what);
+  if (one_host != nullptr && collectives::slots_for(*one_host, bytes, true) != nullptr)
+    return collectives::reduce_in_slots(*one_host, o, bytes, what);
   // Past the slots, two ranks on one host: the root reads the other's input where it lies.
-  if (auto* impl = collectives::in_slots(comm, 0, false,
-                                         {{o.input, "input"}, {is_root ? o.output : nullptr,
-                                                               "output"}});
-      impl != nullptr && collectives::reads_take_reduce(*impl, bytes))
-    return collectives::reduce_by_reading(*impl, o, what);
+  if (one_host != nullptr && collectives::reads_take_reduce(*one_host, bytes))
+    return collectives::reduce_by_reading(*one_host, o, what);
   collectives::DevicePart* part = nullptr;
   const Staged staged{o.input, bytes, is_root ? o.output : nullptr, is_root ? bytes : 0};
   const CallFingerprint fp{

@@ -82,6 +82,7 @@ struct Conn {
   bool goodbye_received = false;
   bool paused = false;  // not read until a receive takes buffered data off it
   bool draining = false;  // lost: read everything left, parking nothing (on_conn_result)
+  bool dropping = false;  // aborted: what arrives is read off unparsed (drop_input)
   bool held = false;    // its queued sends wait for the next one (send_more)
   Status closed;        // not ok once the socket is unusable
   std::uint32_t epoll_events = 0;
@@ -155,6 +156,11 @@ class TcpTransport final : public transports::Skeleton<Request> {
   Status flush_conn(Conn& c);
   /// Reads everything `c`'s socket holds now, delivering frames.
   Status read_conn(Conn& c);
+  /// After abort(): reads what `c`'s socket holds now and drops it, frames unparsed.
+  Status drop_input(Conn& c);
+  /// abort()'s last step: writes the queued frames (the ABORTs) for a bounded time, dropping
+  /// what arrives meanwhile.
+  void push_out_aborts();
   Status consume_stage(Conn& c);
   Status start_frame(Conn& c, const wire::FrameHeader& h);
   void deliver(Conn& c, const char* src, std::size_t n);

@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
+#include "core/socket.h"
 #include "transports/tcp/tcp_conn.h"
 
 namespace hoop::tcp {
@@ -39,6 +41,8 @@ constexpr int kMaxReadsPerCall = 64;
 // 1 MiB calls ran at half the throughput of 256 KiB ones on the 2-core test machine (tcp_bound
 // --io-size: 385 us against 205 us), and Open MPI's TCP transport writes 128 KiB fragments.
 constexpr std::size_t kMaxIoBytes = std::size_t{256} << 10;
+// How long abort() spends pushing its ABORT frames out (push_out_aborts).
+constexpr std::chrono::milliseconds kAbortFlushTimeout{250};
 // iovecs per sendmsg: a batch of small frames leaves in one syscall.
 constexpr int kMaxIov = 64;
 constexpr int kMaxEvents = 64;
@@ -157,6 +161,7 @@ Status TcpTransport::flush_conn(Conn& c) {
 
 Status TcpTransport::read_conn(Conn& c) {
   if (!c.closed.ok() || c.paused) return Status::success();
+  if (c.dropping) return drop_input(c);
   if (c.stage.empty()) c.stage.resize(kStageBytes);
   // A read that fills less than it asked for has emptied the socket: reading again would only
   // return EAGAIN, a syscall per message; epoll is level-triggered, so later bytes are not lost.
@@ -210,6 +215,46 @@ Status TcpTransport::read_conn(Conn& c) {
   // The last round's bytes are still staged, and the socket may hold nothing more to wake the
   // reader for them.
   return consume_stage(c);
+}
+
+Status TcpTransport::drop_input(Conn& c) {
+  char sink[16384];
+  for (std::size_t read = 0; read < kMaxIoBytes;) {
+    const ssize_t r = ::recv(c.fd.get(), sink, sizeof sink, MSG_DONTWAIT);
+    if (r > 0) {
+      read += static_cast<std::size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return peer_lost(fmt::format("tcp: {} closed the connection", peer_name(c.peer)));
+  }
+  return Status::success();
+}
+
+void TcpTransport::push_out_aborts() {
+  const auto deadline = net::deadline_after(kAbortFlushTimeout);
+  std::vector<pollfd> fds;
+  std::vector<Conn*> which;
+  while (net::Clock::now() < deadline) {
+    fds.clear();
+    which.clear();
+    for (auto& c : conns_) {
+      if (!c->closed.ok() || c->sends.empty()) continue;
+      fds.push_back({c->fd.get(), POLLOUT | POLLIN, 0});
+      which.push_back(c.get());
+    }
+    if (fds.empty()) return;
+    if (::poll(fds.data(), fds.size(), static_cast<int>(net::remaining(deadline).count())) <= 0)
+      continue;
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      Conn& c = *which[i];
+      Status s;
+      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) s = drop_input(c);
+      if (s.ok() && (fds[i].revents & POLLOUT) != 0) s = flush_conn(c);
+      if (!s.ok()) close_conn(c, s);
+    }
+  }
 }
 
 Status TcpTransport::consume_stage(Conn& c) {

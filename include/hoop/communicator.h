@@ -137,6 +137,29 @@ Status allreduce(Communicator& comm, const AllreduceOptions& options);
 Algorithm allreduce_algorithm(Communicator& comm, std::size_t bytes,
                               Algorithm requested = Algorithm::kAuto);
 
+/// One buffer of allreduce_list: `count` elements reduced from `input` (null: in place) into
+/// `output`.
+struct AllreduceBuffer {
+  const void* input = nullptr;
+  void* output = nullptr;
+  std::size_t count = 0;
+};
+/// An allreduce of host buffers as if they were one, their concatenation in order. The ranks'
+/// totals must match; their lists may split them differently.
+struct AllreduceListOptions {
+  std::span<const AllreduceBuffer> buffers;
+  DataType dtype = DataType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+};
+/// Allreduce of a list of host buffers in one call, with auto's algorithm; the same result,
+/// bit for bit, as allreduce of their concatenation. Where allreduce_list_reads() says so, each
+/// rank reads the others' buffers where they lie (no copy into one buffer and out again);
+/// elsewhere the buffers go through one buffer of the total.
+Status allreduce_list(Communicator& comm, const AllreduceListOptions& options);
+/// Whether allreduce_list of `bytes` in all reads the buffers where they lie: ranks on one host
+/// that can read each other's memory, at the sizes where allreduce reads them too.
+bool allreduce_list_reads(Communicator& comm, std::size_t bytes);
+
 /// The constants of the alpha-beta-gamma cost model with which allreduce picks its algorithm,
 /// for tools that predict what a job would cost (hoop-plan): alpha, the latency of one message;
 /// beta, the transfer time per byte; gamma, the reduction time per byte.

@@ -33,6 +33,12 @@ using Deadline = Clock::time_point;
 /// Identifies a posted send or receive until it has been waited for.
 using RequestId = std::uint64_t;
 
+/// `bytes` bytes at `address`, in this process or (read_peer_pieces) a peer's.
+struct MemoryPiece {
+  std::uintptr_t address = 0;
+  std::size_t bytes = 0;
+};
+
 /// Memory that every rank of a transport reads directly (shared memory on one host), for small
 /// collectives that need no messages: each rank writes its own slot, publishes it, and reads
 /// the other ranks' slots where they are. A rank has two slots and uses them in turn, so a slot
@@ -63,6 +69,10 @@ class SharedSlots {
   /// Copies `bytes` bytes at `remote`, an address in `peer`'s memory that the peer published
   /// and keeps unchanged meanwhile, into `local`, in one copy (Linux cross-memory attach).
   virtual Status read_peer(int peer, const void* remote, void* local, std::size_t bytes) = 0;
+  /// read_peer for memory in pieces: copies `remote` (`peer`'s pieces, in order) into `local`
+  /// (this rank's, in order), which cover the same number of bytes, in one copy.
+  virtual Status read_peer_pieces(int peer, std::span<const MemoryPiece> remote,
+                                  std::span<const MemoryPiece> local) = 0;
 };
 
 /// One rank's connections to all the other ranks of a job over one fabric.

@@ -116,7 +116,16 @@ Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entr
     return s;
   }
   std::size_t total = 0;
-  for (const Request& t : resp.tensors) total += bytes_of(t);
+  bool scaled = false;
+  for (const Request& t : resp.tensors) {
+    total += bytes_of(t);
+    scaled = scaled || t.prescale != 1.0 || t.postscale != 1.0;
+  }
+  // Every rank decides alike, from the response: its joined ranks then reduce zeros in the
+  // same collective.
+  if (!mem.on_device() && !scaled && algorithm_ == Algorithm::kAuto &&
+      allreduce_list_reads(comm_, total))
+    return allreduce_where_they_lie(resp, entries, total);
   HOOP_ASSIGN_OR_RETURN(std::byte * fusion, fusion_.get(mem, total));
   const std::size_t es = dtype_size(first.dtype);
   // The bytes [lo, hi) of the fusion buffer, to or from the tensors they belong to.
@@ -190,6 +199,37 @@ Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entr
   const std::size_t last = chunks > 0 ? (chunks - 1) * chunk : 0;
   s = copy_out(last, total);
   if (s.ok()) s = mem.sync(deadline());
+  end(resp);
+  return s;
+}
+
+Status Executor::allreduce_where_they_lie(const Response& resp,
+                                          const std::vector<Entry*>& entries,
+                                          std::size_t total) {
+  std::vector<AllreduceBuffer> list(resp.tensors.size());
+  std::byte* zeros = nullptr;  // a joined rank's stand-ins, in the fusion buffer
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::size_t b = bytes_of(resp.tensors[i]);
+    list[i].count = resp.tensors[i].count();
+    if (entries[i] != nullptr) {
+      list[i].input = entries[i]->input.data;
+      list[i].output = entries[i]->output.data;
+    } else {
+      if (zeros == nullptr) {
+        HOOP_ASSIGN_OR_RETURN(zeros, fusion_.get(Memory(), total));
+      }
+      std::memset(zeros + at, 0, b);
+      list[i].output = zeros + at;
+    }
+    at += b;
+  }
+  AllreduceListOptions o;
+  o.buffers = list;
+  o.dtype = resp.tensors.front().dtype;
+  o.op = resp.tensors.front().op;
+  begin(resp, "ALLREDUCE");
+  Status s = allreduce_list(comm_, o);
   end(resp);
   return s;
 }

@@ -61,6 +61,10 @@ class Executor {
 
  private:
   Status allreduce(const Response& resp, const std::vector<Entry*>& entries);
+  /// A fused host allreduce without fusion copies (allreduce_list): the ranks read each
+  /// other's tensors where they lie.
+  Status allreduce_where_they_lie(const Response& resp, const std::vector<Entry*>& entries,
+                                  std::size_t total);
   Status allgather(const Response& resp, Entry* e);
   Status broadcast(const Response& resp, Entry* e);
   Status alltoall(const Response& resp, Entry* e);

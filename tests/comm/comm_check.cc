@@ -17,6 +17,7 @@
 // hierarchical allreduce to its algorithms.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -74,6 +75,40 @@ int run_check(Communicator& comm, const std::vector<Algorithm>& algos,
   std::uint64_t id = 0;
   const std::size_t kBig = (std::size_t{1} << 20) + 3;
 
+  // allreduce_list over the same inputs, split at points that differ between the ranks (empty
+  // buffers included): the same bits as allreduce's `expected`, over both of its paths.
+  auto allreduce_list_case = [&](DataType dt, ReduceOp op,
+                                 const std::vector<std::vector<std::byte>>& in,
+                                 const std::vector<std::byte>& expected, std::size_t count,
+                                 bool in_place, const std::string& what) {
+    const std::size_t es = hoop::dtype_size(dt);
+    std::vector<std::byte> out(count * es + 1);
+    if (in_place) std::memcpy(out.data(), in[me].data(), count * es);
+    std::vector<hoop::AllreduceBuffer> list;
+    std::uint64_t rng = id * 7919 + static_cast<std::uint64_t>(me) * 104729 + 1;
+    for (std::size_t at = 0; at < count || list.empty();) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      const std::size_t left = count - at;
+      std::size_t take = (rng >> 33) % (std::max<std::size_t>(left / 3, 2) + 1);
+      if (list.size() > 64) take = left;
+      take = std::min(take, left);
+      hoop::AllreduceBuffer b;
+      b.output = out.data() + at * es;
+      // In place: alternately the output itself and a null input.
+      b.input = in_place ? (list.size() % 2 == 0 ? b.output : nullptr) : in[me].data() + at * es;
+      b.count = take;
+      list.push_back(b);
+      at += take;
+    }
+    hoop::AllreduceListOptions l;
+    l.buffers = list;
+    l.dtype = dt;
+    l.op = op;
+    const std::string lwhat = "allreduce_list " + what.substr(what.find(' ') + 1);
+    if (auto s = hoop::allreduce_list(comm, l); !s.ok()) ck.fatal(lwhat, s);
+    ck.check_equal(lwhat, dt, expected.data(), out.data(), count);
+  };
+
   auto allreduce_case = [&](Algorithm algo, DataType dt, ReduceOp op, std::size_t count,
                             bool in_place) {
     ++id;
@@ -97,6 +132,7 @@ int run_check(Communicator& comm, const std::vector<Algorithm>& algos,
                                          hoop::op_name(op), count, in_place);
     if (auto s = hoop::allreduce(comm, o); !s.ok()) ck.fatal(what, s);
     ck.check_reduced(what, dt, op, in, 0, out.data(), count);
+    if (algo == Algorithm::kAuto) allreduce_list_case(dt, op, in, out, count, in_place, what);
   };
 
   for (Algorithm algo : algos) {

@@ -166,6 +166,27 @@ TEST(Validation, BadArgumentsNameTheArgument) {
   EXPECT_EQ(reduce_scatter(*comm, rs).code(), StatusCode::kInvalidArgument);
 }
 
+TEST(Validation, AllreduceListNamesTheBuffer) {
+  auto comm = solo();
+  float x[4] = {1, 2, 3, 4};
+  std::vector<AllreduceBuffer> list = {{nullptr, x, 2}, {nullptr, nullptr, 2}};
+  AllreduceListOptions o;
+  o.buffers = list;
+  Status s = allreduce_list(*comm, o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("buffers[1].output"), std::string::npos) << s.message();
+  list[1] = {nullptr, x + 2, SIZE_MAX - 1};
+  EXPECT_EQ(allreduce_list(*comm, o).code(), StatusCode::kInvalidArgument);
+  o.op = static_cast<ReduceOp>(9);
+  list[1].count = 2;
+  EXPECT_NE(allreduce_list(*comm, o).message().find("op"), std::string::npos);
+  // One rank: the buffers keep their values; none of them, nothing to do.
+  o.op = ReduceOp::kSum;
+  ASSERT_TRUE(allreduce_list(*comm, o).ok());
+  EXPECT_EQ(x[3], 4.0f);
+  EXPECT_TRUE(allreduce_list(*comm, AllreduceListOptions{}).ok());
+}
+
 TEST(Communicator, OneRankCollectivesCopyTheInput) {
   auto comm = solo();
   const std::vector<float> in = {1, 2, 3};

@@ -319,6 +319,21 @@ int join_scenario() {
     }
     expect(get(a.bytes.data(), a.dtype, 0) == static_cast<float>(sum / n),
            fmt::format("step {}: {} ranks active, the average over all {}", step, active, n));
+    // Two tensors fused past the size where one host's ranks read them where they lie
+    // (allreduce_list): a joined rank's zeros stand in for both.
+    hoop::ReduceOptions summed;
+    summed.op = ReduceOp::kSum;
+    Buf x(DataType::kF32, {40009});
+    Buf y(DataType::kF32, {40013});
+    fill(x.bytes.data(), x.dtype, x.count(), [&](std::size_t i) { return me + 1.0 + i % 7; });
+    fill(y.bytes.data(), y.dtype, y.count(), [&](std::size_t) { return 2.0 * (me + 1); });
+    hoop::grouped_allreduce({fmt::format("x{}", step), fmt::format("y{}", step)},
+                            {x.tensor(), y.tensor()}, {x.tensor(), y.tensor()}, summed);
+    double xs = 0;
+    for (int r = 0; r < n; ++r) xs += step < r + 2 ? r + 1.0 : 0.0;
+    expect(get(x.bytes.data(), x.dtype, 40008) == static_cast<float>(xs + active * (40008 % 7)) &&
+               get(y.bytes.data(), y.dtype, 0) == static_cast<float>(2 * xs),
+           fmt::format("step {}: fused tensors summed over the {} active ranks", step, active));
   }
   const int last = hoop::join();
   fmt::print("rank {}: last joined {}\n", me, last);

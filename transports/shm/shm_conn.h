@@ -105,6 +105,8 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   Status gather(std::uint64_t seq, std::span<const std::byte*> slots, Deadline deadline) override;
   bool can_read_peers() const override { return reads_peers_; }
   Status read_peer(int peer, const void* remote, void* local, std::size_t bytes) override;
+  Status read_peer_pieces(int peer, std::span<const MemoryPiece> remote,
+                          std::span<const MemoryPiece> local) override;
 
  private:
   // shm_transport.cc
@@ -138,6 +140,8 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   bool take_lent(Peer& p, std::uint64_t len, Request* target);
   /// The cause of a failed read of `bytes` of `p`'s memory (errno `err`).
   Status read_failure(const Peer& p, int err, std::size_t bytes);
+  /// The peer a read_peer* call reads, or why it cannot.
+  Result<const Peer*> readable_peer(int peer) const;
   /// Sleeps on the own doorbell up to `timeout_us`, unless progress() moves something after
   /// the sleeping flag is raised (then returns true at once).
   bool sleep(Clock::duration max, bool stop_on_wake) override;

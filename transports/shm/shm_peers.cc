@@ -66,6 +66,62 @@ int read_memory_of(int pid, const void* remote, void* local, std::size_t bytes) 
   return 0;
 }
 
+namespace {
+
+/// A position in a list of pieces, filling iovecs from there.
+struct PieceCursor {
+  std::span<const MemoryPiece> pieces;
+  std::size_t index = 0;
+  std::size_t offset = 0;  // bytes of pieces[index] already copied
+
+  /// Fills up to `max` iovecs with what is left (empty pieces skipped); their count.
+  int fill(iovec* iov, int max) const {
+    int n = 0;
+    std::size_t off = offset;
+    for (std::size_t i = index; i < pieces.size() && n < max; ++i, off = 0) {
+      if (pieces[i].bytes == off) continue;
+      iov[n++] = iovec{reinterpret_cast<void*>(pieces[i].address + off), pieces[i].bytes - off};
+    }
+    return n;
+  }
+  void advance(std::size_t bytes) {
+    while (bytes > 0) {
+      const std::size_t step = std::min(bytes, pieces[index].bytes - offset);
+      offset += step;
+      bytes -= step;
+      if (offset == pieces[index].bytes) {
+        ++index;
+        offset = 0;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+int read_memory_of(int pid, std::span<const MemoryPiece> remote,
+                   std::span<const MemoryPiece> local) {
+  // The kernel takes at most IOV_MAX (1024) iovecs a side per call, and copies until either
+  // side ends.
+  constexpr int kMaxIov = 1024;
+  std::vector<iovec> r(kMaxIov);
+  std::vector<iovec> l(kMaxIov);
+  PieceCursor from{remote};
+  PieceCursor to{local};
+  while (true) {
+    const int nr = from.fill(r.data(), kMaxIov);
+    const int nl = to.fill(l.data(), kMaxIov);
+    if (nr == 0 || nl == 0) return 0;
+    const ssize_t n = ::process_vm_readv(pid, l.data(), static_cast<unsigned long>(nl), r.data(),
+                                         static_cast<unsigned long>(nr), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EFAULT;
+    from.advance(static_cast<std::size_t>(n));
+    to.advance(static_cast<std::size_t>(n));
+  }
+}
+
 bool can_read_memory_of(int pid, std::uint64_t address, std::uint64_t expect, std::string& why) {
   std::uint64_t got = 0;
   const int err = read_memory_of(pid, reinterpret_cast<const void*>(address), &got, sizeof got);

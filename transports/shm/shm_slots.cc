@@ -113,14 +113,29 @@ Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots
   }
 }
 
-Status ShmTransport::read_peer(int peer, const void* remote, void* local, std::size_t bytes) {
+Result<const Peer*> ShmTransport::readable_peer(int peer) const {
   if (!reads_peers_ || peer < 0 || peer >= size_ || peer == rank_)
     return invalid_argument(fmt::format("shm: rank {} cannot read rank {}'s memory", rank_, peer));
-  const Peer& p = *by_rank_[static_cast<std::size_t>(peer)];
-  if (!p.closed.ok()) return p.closed;
-  const int err = read_memory_of(p.pid, remote, local, bytes);
+  const Peer* p = by_rank_[static_cast<std::size_t>(peer)];
+  if (!p->closed.ok()) return p->closed;
+  return p;
+}
+
+Status ShmTransport::read_peer(int peer, const void* remote, void* local, std::size_t bytes) {
+  HOOP_ASSIGN_OR_RETURN(const Peer* p, readable_peer(peer));
+  const int err = read_memory_of(p->pid, remote, local, bytes);
   if (err == 0) return Status::success();
-  return read_failure(p, err, bytes);
+  return read_failure(*p, err, bytes);
+}
+
+Status ShmTransport::read_peer_pieces(int peer, std::span<const MemoryPiece> remote,
+                                      std::span<const MemoryPiece> local) {
+  HOOP_ASSIGN_OR_RETURN(const Peer* p, readable_peer(peer));
+  const int err = read_memory_of(p->pid, remote, local);
+  if (err == 0) return Status::success();
+  std::size_t bytes = 0;
+  for (const MemoryPiece& m : local) bytes += m.bytes;
+  return read_failure(*p, err, bytes);
 }
 
 Status ShmTransport::read_failure(const Peer& p, int err, std::size_t bytes) {

@@ -82,7 +82,9 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
       }
       if (collectives::reads_take_allreduce(*impl, bytes)) {
         trace.start("single-copy reads");
-        return collectives::allreduce_by_reading(*impl, o, one_host_what);
+        const AllreduceBuffer whole{o.input, o.output, o.count};
+        return collectives::allreduce_by_reading(*impl, {&whole, 1}, o.count, o.dtype, o.op,
+                                                 one_host_what);
       }
     }
   }

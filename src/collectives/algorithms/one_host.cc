@@ -34,19 +34,87 @@ constexpr std::size_t kRootReadsMax = std::size_t{2} << 20;
 // Elements reduced per pass: the running sum and one peer's piece stay in the L2 cache.
 constexpr std::size_t kReadPieceBytes = std::size_t{64} << 10;
 
-/// What a rank publishes for allreduce_by_reading: where its buffers are.
-struct Buffers {
+/// What a rank publishes for allreduce_by_reading: how many buffers it has and where their
+/// list is, and the one buffer itself when there is only one (no read of the list then).
+struct Published {
+  std::uint64_t buffers;
+  std::uint64_t list;
   std::uint64_t input;
   std::uint64_t output;
 };
 
+/// Where one rank's buffers of a single-copy call lie: the buffers in order (inputs resolved)
+/// and the element each begins at.
+class Layout {
+ public:
+  Layout() = default;
+  explicit Layout(std::vector<AllreduceBuffer> buffers) : buffers_(std::move(buffers)) {
+    starts_.reserve(buffers_.size() + 1);
+    std::size_t at = 0;
+    for (AllreduceBuffer& b : buffers_) {
+      if (b.input == nullptr) b.input = b.output;
+      starts_.push_back(at);
+      at += b.count;
+    }
+    starts_.push_back(at);
+  }
+
+  /// Whether some buffer is its own input.
+  bool in_place() const {
+    return std::any_of(buffers_.begin(), buffers_.end(),
+                       [](const AllreduceBuffer& b) { return b.input == b.output; });
+  }
+
+  /// Calls f(buffer, its first element in range, count, offset in range) for each part of the
+  /// elements [lo, hi), in order, until one fails.
+  template <class F>
+  Status parts(std::size_t lo, std::size_t hi, F&& f) const {
+    auto i = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), lo) -
+                                      starts_.begin() - 1);
+    for (; i < buffers_.size() && starts_[i] < hi; ++i) {
+      const std::size_t from = std::max(lo, starts_[i]);
+      const std::size_t to = std::min(hi, starts_[i + 1]);
+      if (from < to) HOOP_RETURN_IF_ERROR(f(buffers_[i], from - starts_[i], to - from, from - lo));
+    }
+    return Status::success();
+  }
+
+  /// The memory of elements [lo, hi) of the inputs (or the outputs), `es` bytes each, in order.
+  void memory(std::size_t lo, std::size_t hi, std::size_t es, bool outputs,
+              std::vector<MemoryPiece>& out) const {
+    out.clear();
+    (void)parts(lo, hi, [&](const AllreduceBuffer& b, std::size_t first, std::size_t count,
+                            std::size_t) {
+      const void* base = outputs ? b.output : b.input;
+      out.push_back({reinterpret_cast<std::uintptr_t>(base) + first * es, count * es});
+      return Status::success();
+    });
+  }
+
+ private:
+  std::vector<AllreduceBuffer> buffers_;
+  std::vector<std::size_t> starts_;
+};
+
+/// A rank's Layout from what it published (its list read from its memory when it has several
+/// buffers).
+Result<Layout> peer_layout(SharedSlots& slots, int peer, const Published& p, std::size_t count) {
+  if (p.buffers == 1)
+    return Layout({{reinterpret_cast<const void*>(p.input), reinterpret_cast<void*>(p.output),
+                    count}});
+  std::vector<AllreduceBuffer> list(p.buffers);
+  HOOP_RETURN_IF_ERROR(slots.read_peer(peer, reinterpret_cast<const void*>(p.list), list.data(),
+                                       list.size() * sizeof(AllreduceBuffer)));
+  return Layout(std::move(list));
+}
+
 /// Both one-host allreduces are auto's choice: a rank that named an algorithm took the messages.
-CallFingerprint allreduce_fingerprint(const AllreduceOptions& o) {
+CallFingerprint allreduce_fingerprint(std::size_t count, DataType dtype, ReduceOp op) {
   return CallFingerprint{.kind = Collective::kAllreduce,
-                         .dtype = o.dtype,
-                         .op = o.op,
+                         .dtype = dtype,
+                         .op = op,
                          .algorithm = Algorithm::kAuto,
-                         .count = o.count};
+                         .count = count};
 }
 
 }  // namespace
@@ -95,89 +163,119 @@ Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payl
 bool reads_take_allreduce(CommImpl& impl, std::size_t bytes) {
   SharedSlots* s = impl.slots();
   return s != nullptr && s->can_read_peers() && bytes >= kReadMin &&
-         s->slot_bytes() >= kSlotOverhead + sizeof(Buffers);
+         s->slot_bytes() >= kSlotOverhead + sizeof(Published);
 }
 
 namespace {
 
-/// Elements `range` of every rank's input (rank r's at address inputs[r], this rank's at
-/// `input`), reduced in rank order into `output` (and divided for kAvg), piece by piece so that
-/// the pieces stay in the L2 cache. `output` may be `input`.
-Status reduce_by_reading_range(CommImpl& impl, std::span<const std::uint64_t> inputs,
-                               const std::byte* input, std::byte* output, patterns::Range range,
+/// Elements `range` of every rank's input (rank r's laid out as at[r]), reduced in rank order
+/// into this rank's outputs (and divided for kAvg), piece by piece so that the pieces stay in
+/// the L2 cache.
+Status reduce_by_reading_range(CommImpl& impl, std::span<const Layout> at, patterns::Range range,
                                DataType dtype, ReduceOp op) {
   SharedSlots& slots = *impl.slots();
   const int n = impl.size();
   const int me = impl.rank();
+  const Layout& mine = at[static_cast<std::size_t>(me)];
   const std::size_t es = dtype_size(dtype);
   const std::size_t piece = std::max<std::size_t>(1, kReadPieceBytes / es);
   std::byte* scratch = impl.scratch().get(0, 3 * piece * es);
   std::byte* got[2] = {scratch + piece * es, scratch + 2 * piece * es};
-  // The result goes straight into the output unless that is this rank's input and ranks before
+  // The result goes straight into the outputs unless one is this rank's input and ranks before
   // this one are added into it first (in place, rank 2 and up): then through `scratch`.
-  const bool direct = me < 2 || output != input;
+  const bool direct = me < 2 || !mine.in_place();
+  std::vector<MemoryPiece> remote;
   for (std::size_t first = 0; first < range.length; first += piece) {
-    const std::size_t count = std::min(piece, range.length - first);
-    const std::size_t offset = (range.offset + first) * es;
-    const std::size_t len = count * es;
+    const std::size_t lo = range.offset + first;
+    const std::size_t hi = lo + std::min(piece, range.length - first);
+    // Rank r's elements [lo, hi): read into `buf` from another rank; null for this rank's own,
+    // taken where they lie.
     auto operand = [&](int r, std::byte* buf) -> Result<const std::byte*> {
-      if (r == me) return input + offset;
-      HOOP_RETURN_IF_ERROR(
-          slots.read_peer(r, reinterpret_cast<const void*>(inputs[r] + offset), buf, len));
+      if (r == me) return nullptr;
+      at[static_cast<std::size_t>(r)].memory(lo, hi, es, false, remote);
+      const MemoryPiece into{reinterpret_cast<std::uintptr_t>(buf), (hi - lo) * es};
+      HOOP_RETURN_IF_ERROR(slots.read_peer_pieces(r, remote, {&into, 1}));
       return static_cast<const std::byte*>(buf);
     };
-    std::byte* dst = direct ? output + offset : scratch;
+    auto at_offset = [&](const std::byte* read, const AllreduceBuffer& b, std::size_t i,
+                         std::size_t off) {
+      return read != nullptr ? read + off * es : static_cast<const std::byte*>(b.input) + i * es;
+    };
+    auto dst = [&](const AllreduceBuffer& b, std::size_t i, std::size_t off) {
+      return direct ? static_cast<std::byte*>(b.output) + i * es : scratch + off * es;
+    };
     HOOP_ASSIGN_OR_RETURN(const std::byte* a, operand(0, got[0]));
     HOOP_ASSIGN_OR_RETURN(const std::byte* b, operand(1, got[1]));
-    HOOP_RETURN_IF_ERROR(reduce(dst, a, b, count, dtype, op));
+    HOOP_RETURN_IF_ERROR(mine.parts(lo, hi, [&](const AllreduceBuffer& x, std::size_t i,
+                                                 std::size_t count, std::size_t off) {
+      return reduce(dst(x, i, off), at_offset(a, x, i, off), at_offset(b, x, i, off), count,
+                    dtype, op);
+    }));
     for (int r = 2; r < n; ++r) {
       HOOP_ASSIGN_OR_RETURN(const std::byte* c, operand(r, got[0]));
-      HOOP_RETURN_IF_ERROR(reduce_into(dst, c, count, dtype, op));
+      HOOP_RETURN_IF_ERROR(mine.parts(lo, hi, [&](const AllreduceBuffer& x, std::size_t i,
+                                                   std::size_t count, std::size_t off) {
+        return reduce_into(dst(x, i, off), at_offset(c, x, i, off), count, dtype, op);
+      }));
     }
-    if (op == ReduceOp::kAvg) HOOP_RETURN_IF_ERROR(divide(dst, count, dtype, n));
-    if (!direct) std::memcpy(output + offset, dst, len);
+    HOOP_RETURN_IF_ERROR(mine.parts(lo, hi, [&](const AllreduceBuffer& x, std::size_t i,
+                                                 std::size_t count, std::size_t off) {
+      Status s = op == ReduceOp::kAvg ? divide(dst(x, i, off), count, dtype, n)
+                                      : Status::success();
+      if (s.ok() && !direct)
+        std::memcpy(static_cast<std::byte*>(x.output) + i * es, dst(x, i, off), count * es);
+      return s;
+    }));
   }
   return Status::success();
 }
 
 }  // namespace
 
-Status allreduce_by_reading(CommImpl& impl, const AllreduceOptions& o,
+Status allreduce_by_reading(CommImpl& impl, std::span<const AllreduceBuffer> buffers,
+                            std::size_t count, DataType dtype, ReduceOp op,
                             const std::function<std::string()>& what) {
   impl.async().drain();
   const std::uint64_t call = impl.next_call();
   const Deadline deadline = Clock::now() + impl.timeout();
-  const CallFingerprint fp = allreduce_fingerprint(o);
+  const CallFingerprint fp = allreduce_fingerprint(count, dtype, op);
   SharedSlots& slots = *impl.slots();
   const int n = impl.size();
   const int me = impl.rank();
-  const std::size_t es = dtype_size(o.dtype);
-  const auto* input = static_cast<const std::byte*>(o.input != nullptr ? o.input : o.output);
-  auto* output = static_cast<std::byte*>(o.output);
-  const patterns::Partition part(o.count, n);
+  const std::size_t es = dtype_size(dtype);
+  const patterns::Partition part(count, n);
   auto run = [&]() -> Status {
-    const Buffers mine{reinterpret_cast<std::uintptr_t>(input),
-                       reinterpret_cast<std::uintptr_t>(output)};
+    const AllreduceBuffer one = buffers.size() == 1 ? buffers.front() : AllreduceBuffer{};
+    const Published mine{buffers.size(), reinterpret_cast<std::uintptr_t>(buffers.data()),
+                         reinterpret_cast<std::uintptr_t>(one.input != nullptr ? one.input
+                                                                               : one.output),
+                         reinterpret_cast<std::uintptr_t>(one.output)};
     HOOP_RETURN_IF_ERROR(meet_in_slots(impl, fp, &mine, sizeof mine, deadline));
-    // The slots are rewritten by the next meet: keep the addresses.
-    std::vector<Buffers> at(static_cast<std::size_t>(n));
-    for (int r = 0; r < n; ++r) std::memcpy(&at[r], impl.slot_payloads()[r], sizeof(Buffers));
-    auto remote = [](std::uint64_t base, std::size_t offset) {
-      return reinterpret_cast<const void*>(base + offset);
-    };
+    // The slots are rewritten by the next meet: keep what they say.
+    std::vector<Published> published(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r)
+      std::memcpy(&published[r], impl.slot_payloads()[r], sizeof(Published));
+    std::vector<Layout> at(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      if (r == me) {
+        at[r] = Layout(std::vector<AllreduceBuffer>(buffers.begin(), buffers.end()));
+      } else {
+        HOOP_ASSIGN_OR_RETURN(at[r], peer_layout(slots, r, published[r], count));
+      }
+    }
     // Phase 1: this rank's chunk, reduced from every rank's input in rank order.
-    std::vector<std::uint64_t> inputs(static_cast<std::size_t>(n));
-    for (int r = 0; r < n; ++r) inputs[r] = at[r].input;
-    HOOP_RETURN_IF_ERROR(reduce_by_reading_range(impl, inputs, input, output, part.chunk(me),
-                                                 o.dtype, o.op));
+    HOOP_RETURN_IF_ERROR(reduce_by_reading_range(impl, at, part.chunk(me), dtype, op));
     // Every chunk is final and no rank reads an input any more.
     HOOP_RETURN_IF_ERROR(meet_in_slots(impl, fp, nullptr, 0, deadline));
-    // Phase 2: the other ranks' chunks, read from their outputs.
+    // Phase 2: the other ranks' chunks, read from their outputs into this rank's.
+    std::vector<MemoryPiece> remote;
+    std::vector<MemoryPiece> local;
     for (int r = 0; r < n; ++r) {
       const patterns::Range c = part.chunk(r);
       if (r == me || c.length == 0) continue;
-      HOOP_RETURN_IF_ERROR(slots.read_peer(r, remote(at[r].output, c.offset * es),
-                                           output + c.offset * es, c.length * es));
+      at[r].memory(c.offset, c.offset + c.length, es, true, remote);
+      at[me].memory(c.offset, c.offset + c.length, es, true, local);
+      HOOP_RETURN_IF_ERROR(slots.read_peer_pieces(r, remote, local));
     }
     // No rank returns (and lets its caller change the output) while another still reads it.
     return meet_in_slots(impl, fp, nullptr, 0, deadline);
@@ -199,9 +297,15 @@ Status reduce_by_reading(CommImpl& impl, const RootReduceOptions& o,
   return move_by_reading(impl, fp, input, what,
                          [&](SharedSlots&, std::span<const std::uint64_t> inputs) -> Status {
                            if (impl.rank() != o.root) return Status::success();
-                           return reduce_by_reading_range(
-                               impl, inputs, input, static_cast<std::byte*>(o.output),
-                               patterns::Range{0, o.count}, o.dtype, o.op);
+                           std::vector<Layout> at;
+                           for (std::size_t r = 0; r < inputs.size(); ++r) {
+                             const bool me = static_cast<int>(r) == o.root;
+                             at.emplace_back(std::vector<AllreduceBuffer>{
+                                 {reinterpret_cast<const void*>(inputs[r]),
+                                  me ? o.output : nullptr, o.count}});
+                           }
+                           return reduce_by_reading_range(impl, at, patterns::Range{0, o.count},
+                                                          o.dtype, o.op);
                          });
 }
 
@@ -235,7 +339,7 @@ Status reduce_slots(void* out, std::span<const std::byte* const> in, std::size_t
 
 Status allreduce_in_slots(CommImpl& impl, const AllreduceOptions& o, std::size_t bytes,
                           const std::function<std::string()>& what) {
-  const CallFingerprint fp = allreduce_fingerprint(o);
+  const CallFingerprint fp = allreduce_fingerprint(o.count, o.dtype, o.op);
   const void* input = o.input != nullptr ? o.input : o.output;
   return run_in_slots(impl, fp, input, bytes, what, [&](std::span<const std::byte* const> in) {
     if (bytes == 0) return Status::success();

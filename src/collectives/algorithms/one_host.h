@@ -57,12 +57,14 @@ Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* paylo
 /// (allreduce_by_reading): a host whose ranks all can, at sizes where that beats the rings.
 bool reads_take_allreduce(CommImpl& impl, std::size_t bytes);
 
-/// The single-copy allreduce: the ranks publish their buffers' addresses in the slots; each
-/// rank reduces its chunk reading every rank's input in place (rank order), and after a meet
-/// reads every other rank's finished chunk into its output; a last meet keeps the buffers
-/// unchanged until every rank has read them. Each byte crosses between processes once per
-/// phase, where the rings copy it in and out.
-Status allreduce_by_reading(CommImpl& impl, const AllreduceOptions& o,
+/// The single-copy allreduce of `count` elements in `buffers` (one for allreduce, a list for
+/// allreduce_list): the ranks publish where their buffers are in the slots; each rank reduces
+/// its chunk reading every rank's input where it lies (rank order), and after a meet reads
+/// every other rank's finished chunk into its outputs; a last meet keeps the buffers unchanged
+/// until every rank has read them. Each byte crosses between processes once per phase, where
+/// the rings copy it in and out. Ranks may split their buffers differently.
+Status allreduce_by_reading(CommImpl& impl, std::span<const AllreduceBuffer> buffers,
+                            std::size_t count, DataType dtype, ReduceOp op,
                             const std::function<std::string()>& what);
 
 /// Whether a reduce of `bytes` goes through the root reading the other rank's input where it

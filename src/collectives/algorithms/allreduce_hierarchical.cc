@@ -46,6 +46,17 @@ class StoppableTransport final : public Transport {
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) override {
     return base_.send(peer, data, bytes);
   }
+  // The kinds of send: the rings' exchanges lend their sends (single copy over shm), and the
+  // part's transport must see them as such.
+  Result<RequestId> send_more(int peer, const void* data, std::size_t bytes) override {
+    return base_.send_more(peer, data, bytes);
+  }
+  Result<RequestId> send_lent(int peer, const void* data, std::size_t bytes) override {
+    return base_.send_lent(peer, data, bytes);
+  }
+  Result<RequestId> send_awaited(int peer, const void* data, std::size_t bytes) override {
+    return base_.send_awaited(peer, data, bytes);
+  }
   Result<RequestId> recv(int peer, void* data, std::size_t bytes) override {
     return base_.recv(peer, data, bytes);
   }

@@ -35,7 +35,7 @@ constexpr std::string_view kDescription =
     "shared-memory segments it left in /dev/shm are removed.\n"
     "With --host-discovery-script the job is elastic: the hosts come from the script, which\n"
     "hooprun runs every second; a failed worker's host is dropped and the others go on in a new\n"
-    "round, and new hosts grow the job (README, \"Elastic training\").";
+    "round, and new hosts grow the job (docs/guide/elastic.md).";
 
 // CLI11 reads a single dash as the start of one-letter options, so "-np 4" would be "-n"
 // with the value "p". Horovod's spelling is rewritten to "--np" for hooprun's own options
@@ -166,7 +166,7 @@ ParsedCommandLine parse_command_line(std::span<const std::string> args) {
 
   app.add_flag_callback(
       "--env-table", [] { throw EnvTableRequested{}; },
-      "Print the environment variables as the Markdown table of the README, then exit");
+      "Print the environment variables as the Markdown table of docs/guide/environment.md, then exit");
   app.add_flag_callback(
       "--check-build", [] { throw CheckBuildRequested{}; },
       "Print the version and which transports, adapters and launchers this build has and can "

@@ -216,7 +216,8 @@ Status Controller::shutdown() {
 bool Controller::has_outstanding() const { return !pending_.empty() || joined_ || shutting_down_; }
 
 bool Controller::collect(RequestList& out) {
-  std::vector<Entry> taken;
+  std::vector<Entry> taken = std::move(spare_queue_);
+  taken.clear();
   const auto first = Clock::now();
   while (true) {
     {
@@ -277,7 +278,10 @@ bool Controller::collect(RequestList& out) {
       pending_.insert(std::move(node));
     }
   }
-  return !taken.empty() || out.join || out.shutdown;
+  const bool any = !taken.empty();
+  taken.clear();
+  spare_queue_ = std::move(taken);
+  return any || out.join || out.shutdown;
 }
 
 Status Controller::send_message(int peer, std::string payload) {

@@ -170,6 +170,10 @@ class Controller {
   // Shared with the submitting threads.
   std::mutex mu_;
   std::vector<Entry> queue_;
+  // collect()'s vector, kept between calls: swapped in as the next queue_, so a training step's
+  // burst of submissions lands in a vector that already has room instead of growing one anew
+  // (the thread running the passes, under the gate).
+  std::vector<Entry> spare_queue_;
   std::atomic<std::uint64_t> submitted_{0};
   bool join_queued_ = false;
   std::shared_ptr<detail::HandleState> join_handle_;

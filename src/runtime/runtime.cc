@@ -35,7 +35,8 @@ struct SetState {
 struct Global {
   std::mutex mu;
   bool initialized = false;
-  int generation = 0;  // init() count: fresh store keys for every init
+  int generation = 0;  // init() count on one store: fresh store keys for every init
+  std::string generation_store;  // the store (address, port, job) `generation` counts on
   /// Where this init's store keys live: hoop/rt<generation>, or hoop/e<round>/rt in an
   /// elastic job, whose processes may have initialized different numbers of times.
   std::string key_base;
@@ -236,6 +237,12 @@ void init() {
     if (!started.ok()) fresh(started.with_context("HOOP_TIMELINE"));
   }
   set_collectives_timeline(g.timeline);
+  // The count restarts with every new store: a process that ran an earlier job (a Spark
+  // Python worker that hoop.spark reuses, a Ray actor) meets fresh processes at the same keys.
+  const std::string store_id =
+      fmt::format("{}:{}/{}", g.info.store_host, g.info.store_port, g.info.job_id);
+  if (store_id != g.generation_store) g.generation = 0;
+  g.generation_store = store_id;
   ++g.generation;
   g.key_base = g.info.elastic_id.empty() ? fmt::format("hoop/rt{}", g.generation)
                                          : g.info.key_prefix + "/rt";

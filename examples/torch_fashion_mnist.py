@@ -111,8 +111,10 @@ def parse_args(argv=None):
     return arg_parser(__doc__.splitlines()[0]).parse_args(argv)
 
 
-def main():
-    args = parse_args()
+def train(args):
+    """Trains on this rank's shard (hoop.torch started, then shut down); every rank returns
+    the same per-epoch metrics: loss and test accuracy averaged over the ranks, and this
+    rank's view of the job's samples/s."""
     hvd.init()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -127,6 +129,7 @@ def main():
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
 
+    epochs = []
     for epoch in range(1, args.epochs + 1):
         indices = shard(len(train_y), epoch, args.seed)
         steps = len(indices) // args.batch_size
@@ -143,11 +146,22 @@ def main():
         elapsed = time.perf_counter() - start
         loss = metric_average(loss_sum / max(steps, 1), "train_loss")
         accuracy = evaluate(model, test_x, test_y)
-        if hvd.rank() == 0:
-            samples_per_s = steps * args.batch_size * hvd.size() / elapsed
-            print(f"epoch {epoch}: loss {loss:.4f}  test accuracy {100 * accuracy:.2f} %  "
-                  f"{samples_per_s:.0f} samples/s", flush=True)
+        epochs.append({"epoch": epoch, "loss": loss, "accuracy": accuracy,
+                       "samples_per_s": steps * args.batch_size * hvd.size() / elapsed})
+        if hvd.rank() == 0 and getattr(args, "print_epochs", True):
+            print(epoch_line(epochs[-1]), flush=True)
     hvd.shutdown()
+    return epochs
+
+
+def epoch_line(m):
+    """One epoch's metrics as the example prints them."""
+    return (f"epoch {m['epoch']}: loss {m['loss']:.4f}  test accuracy {100 * m['accuracy']:.2f} %"
+            f"  {m['samples_per_s']:.0f} samples/s")
+
+
+def main():
+    train(parse_args())
 
 
 if __name__ == "__main__":

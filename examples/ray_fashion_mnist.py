@@ -38,8 +38,8 @@ def main():
     executor = RayExecutor(RayExecutor.create_settings(timeout_s=60),
                            num_workers=args.num_workers, cpus_per_worker=1)
     executor.start()
-    print(f"{args.num_workers} workers started in {time.perf_counter() - started:.2f} s",
-          flush=True)
+    print(f"{args.num_workers} workers on {len(set(executor.nodes()))} nodes started in "
+          f"{time.perf_counter() - started:.2f} s", flush=True)
     args.print_epochs = False
     epochs = executor.run(example.train, args=[args])[0]
     for m in epochs:

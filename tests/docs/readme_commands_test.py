@@ -40,6 +40,9 @@ SKIPS = [
     (r"--minutes 5", "runs for five minutes"),
     (r"^bench/study\.sh\b", "the whole study: about 40 minutes of training on the netns bed; "
                            "strategy_run_test runs each strategy, hoop_plan.* the planner"),
+    (r"examples/(ray|spark)_fashion_mnist\.py", "engines.ray and engines.spark train the same "
+                                               "model through the same executors, against "
+                                               "the script under hooprun"),
     (r"--plot docs/img/", "a full sweep of minutes that redraws the committed figures; the "
                           "hoop_bench_plot test runs run_peers.sh --plot on a short sweep"),
 ]

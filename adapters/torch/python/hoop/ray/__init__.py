@@ -227,6 +227,11 @@ class RayExecutor:
         self._check_started()
         return self._get([self._workers[0].execute.remote(fn)], "execute_single")[0]
 
+    def nodes(self):
+        """The IP address of each rank's node, in rank order."""
+        self._check_started()
+        return [p["ip"] for p in self._places]
+
     def _check_started(self):
         if not self._workers:
             raise HoopValueError("hoop.ray: start() the executor first")

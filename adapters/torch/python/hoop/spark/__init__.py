@@ -157,7 +157,10 @@ def _spark_reason(e):
         if "Job aborted" in candidate:
             line = candidate[candidate.index("Job aborted"):].strip()
             break
+    # A Python exception outside fn (unpickling it, importing hoop) is in Spark's text too.
+    python = re.search(r"^([A-Za-z_]\w*(?:Error|Exception)): (.+)$", text, re.MULTILINE)
+    cause = f"{python.group(1)}: {python.group(2).strip()}" if python else "its process died?"
     task = re.search(r"ResultTask\(\d+, (\d+)\)", line)
     if task:
-        return f"rank {task.group(1)}'s task ended without a result (its process died?): {line}"
+        return f"rank {task.group(1)}'s task ended without a result ({cause}): {line}"
     return line

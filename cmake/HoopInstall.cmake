@@ -1,5 +1,6 @@
 # `cmake --install build --prefix P`: libhoop, the training core and the C ABI with their
-# headers, hooprun, hoop-topology, hoop-bench and hoop-plan, the Python package, a relocatable CMake package
+# headers, hooprun, hoop-topology, hoop-bench and hoop-plan, the Python package (with hoop.jax,
+# hoop.tensorflow and hoop.keras where built), a relocatable CMake package
 # (find_package(hoop CONFIG): hoop::hoop, hoop::train, hoop::c) and hoop.pc for pkg-config.
 # Executables and the extension find the libraries through RPATHs relative to themselves, so
 # the installed tree can move. (Under pip, adapters/torch lays out the wheel instead.)
@@ -55,6 +56,17 @@ if(TARGET _hoop)
   install(TARGETS _hoop LIBRARY DESTINATION ${HOOP_INSTALL_PYTHONDIR}/hoop)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/adapters/torch/python/hoop
           DESTINATION ${HOOP_INSTALL_PYTHONDIR} FILES_MATCHING PATTERN "*.py")
+  # hoop.jax, hoop.tensorflow and hoop.keras where this build has them: their libraries one
+  # folder deeper than the extension (hoop/jax, hoop/tensorflow), their Python files beside.
+  # TensorFlow's own library is found because `import tensorflow` has loaded it already.
+  foreach(adapter jax tensorflow)
+    if(TARGET hoop_${adapter})
+      set_target_properties(hoop_${adapter} PROPERTIES INSTALL_RPATH "$ORIGIN/../${hoop_py_to_lib}")
+      install(TARGETS hoop_${adapter} LIBRARY DESTINATION ${HOOP_INSTALL_PYTHONDIR}/hoop/${adapter})
+      install(DIRECTORY ${PROJECT_SOURCE_DIR}/adapters/${adapter}/python/hoop
+              DESTINATION ${HOOP_INSTALL_PYTHONDIR} FILES_MATCHING PATTERN "*.py")
+    endif()
+  endforeach()
 endif()
 
 # `cpack -G DEB` in a build directory: a .deb of what `cmake --install` installs, under /usr (the

@@ -44,27 +44,60 @@ Probe on_path(std::string_view program) {
   return {false, fmt::format("{} is not on PATH", program)};
 }
 
-fs::path build_dir() {
+/// The folder of this executable.
+fs::path exe_dir() {
   std::error_code error;
-  return fs::read_symlink("/proc/self/exe", error).parent_path().parent_path();
+  return fs::read_symlink("/proc/self/exe", error).parent_path();
+}
+
+bool has_extension(const fs::path& package) {
+  std::error_code error;
+  for (const auto& file : fs::directory_iterator(package, error))
+    if (file.path().filename().string().starts_with("_hoop")) return true;
+  return false;
+}
+
+/// The folder holding the `hoop` package that goes with this hooprun, or empty: build/python
+/// beside build/bin, lib[/<triplet>]/python3/dist-packages beside an installed prefix's bin
+/// (cmake --install, the .deb), or the package itself where pip put hooprun in hoop/bin.
+fs::path package_parent() {
+  const fs::path bin = exe_dir();
+  const fs::path prefix = bin.parent_path();
+  std::vector<fs::path> candidates = {prefix / "python", prefix / "lib" / "python3" / "dist-packages"};
+  std::error_code error;
+  for (const auto& lib : fs::directory_iterator(prefix / "lib", error))
+    if (lib.is_directory(error)) candidates.push_back(lib.path() / "python3" / "dist-packages");
+  candidates.push_back(prefix.parent_path());  // pip: <site-packages>/hoop/bin/hooprun
+  for (const fs::path& c : candidates)
+    if (has_extension(c / "hoop")) return c;
+  return {};
+}
+
+/// Whether `relative` is a file of the package, for the probes of the pure-Python modules and
+/// the adapters' libraries.
+Probe package_file(std::string_view module, const fs::path& relative, std::string_view needs) {
+  const fs::path parent = package_parent();
+  std::error_code error;
+  if (parent.empty()) return {false, "no hoop Python package beside this hooprun"};
+  if (!fs::exists(parent / "hoop" / relative, error))
+    return {false, fmt::format("not built: {} has no {}", (parent / "hoop").string(),
+                               relative.string())};
+  return {true, fmt::format("{} in {}; needs {}", module, parent.string(), needs)};
 }
 
 Probe torch_adapter() {
-  const fs::path package = build_dir() / "python" / "hoop";
-  bool extension = false;
-  std::error_code error;
-  for (const auto& file : fs::directory_iterator(package, error))
-    extension |= file.path().filename().string().starts_with("_hoop");
-  if (!extension)
-    return {false, fmt::format("the Python module is not built ({} has no _hoop extension)",
-                               package.string())};
+  const fs::path parent = package_parent();
+  if (parent.empty())
+    return {false, fmt::format("the Python module is not built (no hoop package with its _hoop "
+                               "extension beside {})",
+                               exe_dir().string())};
   // find_spec, not import: importing torch takes seconds.
   const Result<PythonModules> found = find_python_modules(HOOP_PYTHON_PATH, current_environment());
   if (!found.ok() || !found->torch)
     return {false, fmt::format("module built in {}, but PyTorch is not importable by {}",
-                               package.string(), HOOP_PYTHON_PATH)};
+                               parent.string(), HOOP_PYTHON_PATH)};
   // Whether the module is on this PYTHONPATH already, or where the ranks need it.
-  const std::string dir = package.parent_path().string();
+  const std::string dir = parent.string();
   const char* set = std::getenv("PYTHONPATH");
   bool listed = false;
   for (std::string_view rest = set != nullptr ? set : ""; !listed && !rest.empty();) {
@@ -73,8 +106,11 @@ Probe torch_adapter() {
     listed = fs::equivalent(fs::path(rest.substr(0, colon)), dir, same);
     rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
   }
-  return {true, fmt::format("module in {}, {}; PyTorch importable by {}", dir,
-                            listed ? "on PYTHONPATH" : "not on PYTHONPATH, which the ranks need",
+  // An installed package (the .deb's dist-packages, pip's site-packages) needs no PYTHONPATH.
+  const char* where = listed       ? "on PYTHONPATH"
+                      : found->hoop ? "importable without PYTHONPATH"
+                                    : "not on PYTHONPATH, which the ranks need";
+  return {true, fmt::format("module in {}, {}; PyTorch importable by {}", dir, where,
                             HOOP_PYTHON_PATH)};
 }
 
@@ -110,6 +146,18 @@ std::vector<Entry> transport_entries() {
 const Entry kAdapters[] = {
     {"train", compiled_in},
     {"torch", torch_adapter},
+    {"jax",
+     [] { return package_file("hoop.jax", "jax/libhoop_jax.so", "jax (.frameworks/venv)"); }},
+    {"tensorflow",
+     [] {
+       return package_file("hoop.tensorflow", "tensorflow/libhoop_tensorflow.so",
+                           "tensorflow (.frameworks/venv)");
+     }},
+    {"keras",
+     [] {
+       return package_file("hoop.keras", "tensorflow/libhoop_tensorflow.so",
+                           "keras 3 and tensorflow (.frameworks/venv)");
+     }},
     {"nccl", nccl_adapter},
 };
 const Entry kLaunchers[] = {
@@ -117,6 +165,9 @@ const Entry kLaunchers[] = {
     {"ssh", [] { return on_path("ssh"); }},
     {"mpirun", [] { return on_path("mpirun"); }},
     {"srun", [] { return on_path("srun"); }},
+    {"ray", [] { return package_file("hoop.ray", "ray/__init__.py", "ray (.engines/venv)"); }},
+    {"spark",
+     [] { return package_file("hoop.spark", "spark/__init__.py", "pyspark (.engines/venv)"); }},
 };
 
 void append(std::string& out, std::string_view title, std::span<const Entry> entries) {
@@ -133,11 +184,7 @@ std::string version_text() { return std::string(hoop::version()); }
 
 std::string built_python() { return HOOP_PYTHON_PATH; }
 
-std::string python_package_dir() {
-  const fs::path dir = build_dir() / "python";
-  std::error_code error;
-  return fs::is_directory(dir / "hoop", error) ? dir.string() : std::string();
-}
+std::string python_package_dir() { return package_parent().string(); }
 
 std::string check_build_report() {
   std::string out = fmt::format("hoop v{}:\n\n", version_text());

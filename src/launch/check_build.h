@@ -13,8 +13,9 @@ std::string check_build_report();
 std::string version_text();
 /// The Python interpreter this build's `hoop` package was built for (HOOP_PYTHON).
 std::string built_python();
-/// The folder holding the build's `hoop` package (build/python, beside build/bin), or empty
-/// where there is none (an installed hooprun).
+/// The folder holding the `hoop` package that goes with this hooprun (build/python beside
+/// build/bin, an installed prefix's lib/python3/dist-packages, pip's site-packages), or empty
+/// where there is none.
 std::string python_package_dir();
 
 }  // namespace hoop::launch

@@ -32,8 +32,20 @@ flags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs hoop)
 c++ -std=c++20 "$src/tests/downstream/main.cc" -o "$work/pc_allreduce" $flags
 check "$("$hooprun" -np 2 "$work/pc_allreduce")" "pkg-config"
 
-# The Python package, where this build has it.
+# The Python package, where this build has it: --check-build finds it beside the installed
+# hooprun, with the adapters this build has.
 if [ -d "$prefix/lib/python3/dist-packages/hoop" ]; then
+  report=$("$hooprun" --check-build)
+  for adapter in torch jax tensorflow keras; do
+    case $adapter in
+      torch) built=yes ;;
+      keras) [ -d "$build/python/hoop/keras" ] && built=yes || built=no ;;
+      *) [ -d "$build/python/hoop/$adapter" ] && built=yes || built=no ;;
+    esac
+    [ $built = no ] && continue
+    echo "$report" | grep -q "\[X\] $adapter " ||
+      { echo "$report"; echo "FAIL: the installed hooprun --check-build misses $adapter"; exit 1; }
+  done
   out=$(PYTHONPATH=$prefix/lib/python3/dist-packages "$hooprun" -np 2 /usr/bin/python3 -c "
 import torch, hoop.torch as hvd
 hvd.init()

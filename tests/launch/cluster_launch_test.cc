@@ -144,7 +144,8 @@ TEST(ClusterLaunchTest, CheckBuildListsWhatThisBuildCanUse) {
     names.insert(line.substr(8, gap - 8));
   }
   EXPECT_EQ(names, (std::set<std::string>{"tcp", "shm", "ucx", "mpi", "cuda", "train", "torch",
-                                          "nccl", "hooprun", "ssh", "mpirun", "srun"}));
+                                          "jax", "tensorflow", "keras", "nccl", "hooprun", "ssh",
+                                          "mpirun", "srun", "ray", "spark"}));
   // The cuda line tells a build without CUDA from one without a usable GPU, and names why.
   const char* cuda = !device::cuda_built()         ? "[ ] cuda  (built without CUDA "
                      : device::device_count() == 0 ? "[ ] cuda  (built, but no usable device: "

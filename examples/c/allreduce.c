@@ -48,10 +48,26 @@ static int with_runtime(void) {
   return down == HOOP_OK ? 0 : failed("hoop_shutdown", down);
 }
 
+static const char kUsage[] =
+    "Usage: allreduce_c [--help] [--version]\n"
+    "hoop from plain C: each rank contributes (rank + 1) * [1, 2, 3, 4] and prints the sum,\n"
+    "through a communicator and through the runtime. Launch with hooprun -np N.\n"
+    "Options:\n"
+    "  -h, --help     Print this help and exit\n"
+    "  --version      Print the version and exit\n";
+
 int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "--version") == 0) {
     printf("allreduce_c (hoop) %s\n", hoop_version());
     return 0;
+  }
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    fputs(kUsage, stdout);
+    return 0;
+  }
+  if (argc > 1) {  /* a usage error, exit 2 as every hoop program */
+    fprintf(stderr, "allreduce_c: unknown argument '%s'\n%s", argv[1], kUsage);
+    return 2;
   }
   printf("hoop %s\n", hoop_version());
   if (with_communicator() != 0) return 1;

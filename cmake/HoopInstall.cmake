@@ -11,7 +11,9 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(HOOP_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/hoop)
-set(HOOP_INSTALL_PYTHONDIR ${CMAKE_INSTALL_LIBDIR}/python3/dist-packages
+# Not under a multiarch libdir (lib/x86_64-linux-gnu): Debian's python3 looks in
+# lib/python3/dist-packages.
+set(HOOP_INSTALL_PYTHONDIR lib/python3/dist-packages
     CACHE STRING "Where `cmake --install` puts the Python package hoop (relative to the prefix)")
 
 file(RELATIVE_PATH hoop_bin_to_lib ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
@@ -46,8 +48,11 @@ install(FILES ${PROJECT_BINARY_DIR}/hoopConfig.cmake ${PROJECT_BINARY_DIR}/hoopC
         DESTINATION ${HOOP_INSTALL_CMAKEDIR})
 
 file(RELATIVE_PATH HOOP_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
-configure_file(${PROJECT_SOURCE_DIR}/cmake/hoop.pc.in ${PROJECT_BINARY_DIR}/hoop.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/hoop.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# hoop.pc for C++ (libhoop), hoop-c.pc for C programs (libhoop_c, the C ABI).
+foreach(pc hoop hoop-c)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endforeach()
 
 if(TARGET _hoop)
   file(RELATIVE_PATH hoop_py_to_lib ${CMAKE_INSTALL_PREFIX}/${HOOP_INSTALL_PYTHONDIR}/hoop
@@ -70,7 +75,9 @@ if(TARGET _hoop)
 endif()
 
 # `cpack -G DEB` in a build directory: a .deb of what `cmake --install` installs, under /usr (the
-# Python package in /usr/lib/python3/dist-packages, where Debian's python3 finds it). Its
+# Python package in /usr/lib/python3/dist-packages, where Debian's python3 finds it). Configure
+# it with -DCMAKE_INSTALL_PREFIX=/usr, so that GNUInstallDirs puts the libraries, the CMake
+# package and the .pc files in the multiarch directory (/usr/lib/x86_64-linux-gnu). Its
 # Depends are what dpkg-shlibdeps finds the binaries linking, plus python3. Build it from a
 # build without CUDA (-DHOOP_CUDA=OFF): the CUDA toolkit's libraries are no Debian packages.
 set(CPACK_GENERATOR DEB)
@@ -83,6 +90,8 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3")
+# The binaries without their debug information (libhoop's is most of its size).
+set(CPACK_STRIP_FILES ON)
 # hoop.torch needs torch; building against the headers needs fmt's and a compiler.
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3-torch, libfmt-dev, g++, cmake, pkg-config")
 include(CPack)

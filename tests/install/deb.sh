@@ -12,8 +12,9 @@ rm -f "$keep"
 rm -rf "$work"
 mkdir -p "$work"
 # -O0 without debug information: the quickest compile (the package is only inspected and run).
+# -DCMAKE_INSTALL_PREFIX=/usr: the libraries in the multiarch directory, as the guide says.
 cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
-  -DCMAKE_C_FLAGS_DEBUG=-O0 -DHOOP_CUDA=OFF \
+  -DCMAKE_C_FLAGS_DEBUG=-O0 -DHOOP_CUDA=OFF -DCMAKE_INSTALL_PREFIX=/usr \
   -DHOOP_FRAMEWORKS_PYTHON= \
   -DHOOP_BUILD_TESTS=OFF -DHOOP_BUILD_EXAMPLES=OFF >"$work/configure.log" ||
   { cat "$work/configure.log"; exit 1; }
@@ -38,21 +39,39 @@ for name in $names; do
 done
 
 contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
+# The libraries, the CMake package and the .pc files in the multiarch directory; the Python
+# package where Debian's python3 looks.
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+lib=./usr/lib/$arch
 for f in ./usr/bin/hooprun ./usr/bin/hoop-topology ./usr/bin/hoop-bench ./usr/bin/hoop-plan \
-  ./usr/include/hoop/hoop.h \
-  ./usr/include/hoop/version.h ./usr/lib/cmake/hoop/hoopConfig.cmake ./usr/lib/pkgconfig/hoop.pc \
+  ./usr/include/hoop/hoop.h ./usr/include/hoop/version.h \
+  $lib/cmake/hoop/hoopConfig.cmake $lib/pkgconfig/hoop.pc $lib/pkgconfig/hoop-c.pc \
+  $lib/libhoop.so.0 $lib/libhoop_train.so.0 $lib/libhoop_c.so.0 \
   ./usr/lib/python3/dist-packages/hoop/torch/__init__.py \
   ./usr/lib/python3/dist-packages/hoop/torch/distributed.py; do
   echo "$contents" | grep -qx "$f" || { echo "FAIL: the package lacks $f"; exit 1; }
 done
-echo "$contents" | grep -q '^./usr/lib/libhoop.so' || { echo "FAIL: no libhoop"; exit 1; }
 
 root=$work/root
 dpkg -x "$deb" "$root"
+libdir=$root/usr/lib/$arch
+# Stripped: no debug information in the package's binaries.
+for bin in "$libdir"/libhoop.so.0 "$root"/usr/bin/hooprun; do
+  if objdump -h "$bin" | grep -q '\.debug_info'; then
+    echo "FAIL: $(basename "$bin") keeps its debug information"
+    exit 1
+  fi
+done
+echo "Installed-Size: $(dpkg-deb -f "$deb" Installed-Size) KiB"
+# Versioned SONAMEs.
+for l in libhoop libhoop_train libhoop_c; do
+  objdump -p "$libdir/$l.so.0" | grep -q "SONAME *$l.so.0" ||
+    { echo "FAIL: $l has no SONAME $l.so.0"; exit 1; }
+done
 # Every library the binaries link directly (their NEEDED entries; what those load in turn comes
 # with their own packages) must come with a declared dependency.
-for bin in "$root"/usr/lib/libhoop.so.0 "$root"/usr/lib/libhoop_train.so "$root"/usr/bin/hooprun; do
-  resolved=$(LD_LIBRARY_PATH=$root/usr/lib ldd "$bin")
+for bin in "$libdir"/libhoop.so.0 "$libdir"/libhoop_train.so.0 "$root"/usr/bin/hooprun; do
+  resolved=$(LD_LIBRARY_PATH=$libdir ldd "$bin")
   for needed in $(objdump -p "$bin" | awk '$1 == "NEEDED" {print $2}'); do
     lib=$(echo "$resolved" | awk -v n="$needed" '$1 == n && $3 ~ /^\// {print $3}')
     [ -n "$lib" ] || { echo "FAIL: $(basename "$bin") needs $needed, which does not resolve"; exit 1; }
@@ -69,7 +88,7 @@ done
 cmake -S "$src/tests/install" -B "$work/app" -G Ninja -DCMAKE_PREFIX_PATH="$root/usr" \
   >"$work/app.log" || { cat "$work/app.log"; exit 1; }
 cmake --build "$work/app" >/dev/null
-out=$(LD_LIBRARY_PATH=$root/usr/lib "$root/usr/bin/hooprun" -np 2 "$work/app/installed_allreduce")
+out=$(LD_LIBRARY_PATH=$libdir "$root/usr/bin/hooprun" -np 2 "$work/app/installed_allreduce")
 echo "$out"
 for r in 0 1; do
   echo "$out" | grep -q "rank $r of 2: allreduce ok (3)" || { echo "FAIL: rank $r"; exit 1; }

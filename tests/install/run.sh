@@ -32,6 +32,13 @@ flags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs hoop)
 c++ -std=c++20 "$src/tests/downstream/main.cc" -o "$work/pc_allreduce" $flags
 check "$("$hooprun" -np 2 "$work/pc_allreduce")" "pkg-config"
 
+# A C program with hoop-c.pc's flags (the C ABI, libhoop_c).
+cflags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs hoop-c)
+cc "$src/examples/c/allreduce.c" -o "$work/c_allreduce" $cflags
+"$hooprun" -np 2 "$work/c_allreduce" >"$work/c.log" 2>&1 ||
+  { cat "$work/c.log"; echo "FAIL: a C program built with hoop-c.pc"; exit 1; }
+echo "hoop-c.pc: a C program ran on 2 ranks"
+
 # The Python package, where this build has it: --check-build finds it beside the installed
 # hooprun, with the adapters this build has.
 if [ -d "$prefix/lib/python3/dist-packages/hoop" ]; then

@@ -1,18 +1,19 @@
-// hoop::Communicator: the low-level collective API, usable on its own NCCL/Gloo-style by
-// programs that order their collectives themselves. Every rank must call the same collectives
-// in the same order with matching arguments.
-//
-// Buffers: a collective is in-place when its input and output pointers are equal (the input
-// pointer may then also be null). Counts are element counts. Nothing is written outside the
-// output buffer the caller passed. Every call returns within the communicator's timeout, with
-// an error naming the cause (a lost rank, a timeout, a bad argument) rather than hanging.
-//
-// Device buffers: in a build with CUDA, every collective also takes CUDA device pointers, all of
-// one call's buffers on one device, the same device for every call of one communicator. The
-// call runs on hoop's own stream and returns when the result is in place, so the caller
-// synchronizes the stream that produced the inputs first. HOOP_GPU_BACKEND picks NCCL, hoop's
-// algorithms over CUDA IPC (one host), or staging through host memory; the first device call
-// sets that up and is collective like every call.
+/// @file
+/// hoop::Communicator: the low-level collective API, usable on its own NCCL/Gloo-style by
+/// programs that order their collectives themselves. Every rank must call the same collectives
+/// in the same order with matching arguments.
+///
+/// Buffers: a collective is in-place when its input and output pointers are equal (the input
+/// pointer may then also be null). Counts are element counts. Nothing is written outside the
+/// output buffer the caller passed. Every call returns within the communicator's timeout, with
+/// an error naming the cause (a lost rank, a timeout, a bad argument) rather than hanging.
+///
+/// Device buffers: in a build with CUDA, every collective also takes CUDA device pointers, all of
+/// one call's buffers on one device, the same device for every call of one communicator. The
+/// call runs on hoop's own stream and returns when the result is in place, so the caller
+/// synchronizes the stream that produced the inputs first. HOOP_GPU_BACKEND picks NCCL, hoop's
+/// algorithms over CUDA IPC (one host), or staging through host memory; the first device call
+/// sets that up and is collective like every call.
 #pragma once
 
 #include <chrono>
@@ -95,8 +96,9 @@ class Communicator {
                                                       const CommunicatorOptions& options = {});
   virtual ~Communicator() = default;
 
-  /// This rank and the number of ranks.
+  /// This rank.
   virtual int rank() const = 0;
+  /// The number of ranks.
   virtual int size() const = 0;
   /// The transport the collectives run over.
   virtual Transport& transport() = 0;
@@ -122,11 +124,11 @@ Result<std::unique_ptr<Communicator>> dup(Communicator& comm);
 
 /// output[i] = op over ranks of input[i], on every rank.
 struct AllreduceOptions {
-  const void* input = nullptr;
-  void* output = nullptr;
-  std::size_t count = 0;
-  DataType dtype = DataType::kF32;
-  ReduceOp op = ReduceOp::kSum;
+  const void* input = nullptr;      ///< `count` elements; null or equal to output: in place
+  void* output = nullptr;           ///< `count` elements
+  std::size_t count = 0;            ///< elements per rank
+  DataType dtype = DataType::kF32;  ///< the element type
+  ReduceOp op = ReduceOp::kSum;     ///< the reduction
   /// kAuto: the communicator's forced algorithm, else the cost model.
   Algorithm algorithm = Algorithm::kAuto;
 };
@@ -140,16 +142,16 @@ Algorithm allreduce_algorithm(Communicator& comm, std::size_t bytes,
 /// One buffer of allreduce_list: `count` elements reduced from `input` (null: in place) into
 /// `output`.
 struct AllreduceBuffer {
-  const void* input = nullptr;
-  void* output = nullptr;
-  std::size_t count = 0;
+  const void* input = nullptr;  ///< `count` elements; null: in place
+  void* output = nullptr;       ///< `count` elements
+  std::size_t count = 0;        ///< elements
 };
 /// An allreduce of host buffers as if they were one, their concatenation in order. The ranks'
 /// totals must match; their lists may split them differently.
 struct AllreduceListOptions {
-  std::span<const AllreduceBuffer> buffers;
-  DataType dtype = DataType::kF32;
-  ReduceOp op = ReduceOp::kSum;
+  std::span<const AllreduceBuffer> buffers;  ///< in the order of their concatenation
+  DataType dtype = DataType::kF32;           ///< the element type of every buffer
+  ReduceOp op = ReduceOp::kSum;              ///< the reduction
 };
 /// Allreduce of a list of host buffers in one call, with auto's algorithm; the same result,
 /// bit for bit, as allreduce of their concatenation. Where allreduce_list_reads() says so, each
@@ -164,9 +166,9 @@ bool allreduce_list_reads(Communicator& comm, std::size_t bytes);
 /// for tools that predict what a job would cost (hoop-plan): alpha, the latency of one message;
 /// beta, the transfer time per byte; gamma, the reduction time per byte.
 struct CostModel {
-  double alpha_s = 10e-6;
-  double beta_s_per_byte = 1.0e-9;
-  double gamma_s_per_byte = 0.2e-9;
+  double alpha_s = 10e-6;            ///< alpha: seconds of latency per message
+  double beta_s_per_byte = 1.0e-9;   ///< beta: seconds per byte transferred
+  double gamma_s_per_byte = 0.2e-9;  ///< gamma: seconds per byte reduced
 };
 /// The constants allreduce uses: these defaults overridden by HOOP_ALPHA_US,
 /// HOOP_BETA_NS_PER_BYTE and HOOP_GAMMA_NS_PER_BYTE; invalid_argument naming a malformed one.
@@ -186,10 +188,10 @@ Algorithm predicted_allreduce_choice(int size, std::size_t bytes, const CostMode
 
 /// Copies `count` elements of `buffer` on `root` into `buffer` on every other rank.
 struct BroadcastOptions {
-  void* buffer = nullptr;
-  std::size_t count = 0;
-  DataType dtype = DataType::kF32;
-  int root = 0;
+  void* buffer = nullptr;           ///< `count` elements: the root's input, the others' output
+  std::size_t count = 0;            ///< elements
+  DataType dtype = DataType::kF32;  ///< the element type
+  int root = 0;                     ///< the rank whose buffer is copied
 };
 /// Broadcast; see BroadcastOptions.
 Status broadcast(Communicator& comm, const BroadcastOptions& options);
@@ -197,10 +199,10 @@ Status broadcast(Communicator& comm, const BroadcastOptions& options);
 /// output = concatenation over ranks (in rank order) of each rank's `count`-element input.
 /// In place when input == output + rank * count (or input is null).
 struct AllgatherOptions {
-  const void* input = nullptr;
-  void* output = nullptr;  // size() * count elements
-  std::size_t count = 0;   // per rank
-  DataType dtype = DataType::kF32;
+  const void* input = nullptr;      ///< this rank's `count` elements
+  void* output = nullptr;           ///< size() * count elements
+  std::size_t count = 0;            ///< elements per rank
+  DataType dtype = DataType::kF32;  ///< the element type
 };
 /// Allgather; see AllgatherOptions.
 Status allgather(Communicator& comm, const AllgatherOptions& options);
@@ -208,10 +210,10 @@ Status allgather(Communicator& comm, const AllgatherOptions& options);
 /// Allgather with a different count per rank: rank r contributes counts[r] elements, placed at
 /// the sum of counts[0..r) in output. Every rank passes the same counts.
 struct AllgathervOptions {
-  const void* input = nullptr;  // counts[rank] elements
-  void* output = nullptr;       // sum(counts) elements
-  std::span<const std::size_t> counts;
-  DataType dtype = DataType::kF32;
+  const void* input = nullptr;          ///< counts[rank] elements
+  void* output = nullptr;               ///< sum(counts) elements
+  std::span<const std::size_t> counts;  ///< elements from each rank, one entry per rank
+  DataType dtype = DataType::kF32;      ///< the element type
 };
 /// Allgatherv; see AllgathervOptions.
 Status allgatherv(Communicator& comm, const AllgathervOptions& options);
@@ -219,11 +221,11 @@ Status allgatherv(Communicator& comm, const AllgathervOptions& options);
 /// Reduces size() * count input elements over ranks and leaves block `rank` (`count` elements,
 /// at offset rank * count of the reduction) in output.
 struct ReduceScatterOptions {
-  const void* input = nullptr;  // size() * count elements
-  void* output = nullptr;       // count elements
-  std::size_t count = 0;        // per rank
-  DataType dtype = DataType::kF32;
-  ReduceOp op = ReduceOp::kSum;
+  const void* input = nullptr;      ///< size() * count elements
+  void* output = nullptr;           ///< count elements
+  std::size_t count = 0;            ///< elements per rank
+  DataType dtype = DataType::kF32;  ///< the element type
+  ReduceOp op = ReduceOp::kSum;     ///< the reduction
 };
 /// Reduce-scatter; see ReduceScatterOptions.
 Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& options);
@@ -234,21 +236,21 @@ Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& options);
 /// is null or equal to output (the output then holds all sum(counts) inputs and rank r's block
 /// lands at its start).
 struct ReduceScattervOptions {
-  const void* input = nullptr;  // sum(counts) elements
-  void* output = nullptr;       // counts[rank] elements (sum(counts) in place)
-  std::span<const std::size_t> counts;
-  DataType dtype = DataType::kF32;
-  ReduceOp op = ReduceOp::kSum;
+  const void* input = nullptr;          ///< sum(counts) elements
+  void* output = nullptr;               ///< counts[rank] elements (sum(counts) in place)
+  std::span<const std::size_t> counts;  ///< elements of each rank's block, one entry per rank
+  DataType dtype = DataType::kF32;      ///< the element type
+  ReduceOp op = ReduceOp::kSum;         ///< the reduction
 };
 /// Reduce-scatter with per-rank counts; see ReduceScattervOptions.
 Status reduce_scatterv(Communicator& comm, const ReduceScattervOptions& options);
 
 /// Block j (`count` elements) of rank i's input becomes block i of rank j's output.
 struct AlltoallOptions {
-  const void* input = nullptr;  // size() * count elements
-  void* output = nullptr;       // size() * count elements
-  std::size_t count = 0;        // per pair
-  DataType dtype = DataType::kF32;
+  const void* input = nullptr;      ///< size() * count elements
+  void* output = nullptr;           ///< size() * count elements
+  std::size_t count = 0;            ///< elements per pair of ranks
+  DataType dtype = DataType::kF32;  ///< the element type
 };
 /// Alltoall; see AlltoallOptions.
 Status alltoall(Communicator& comm, const AlltoallOptions& options);
@@ -257,11 +259,11 @@ Status alltoall(Communicator& comm, const AlltoallOptions& options);
 /// order in input) to rank j and receives recv_counts[j] elements from rank j (packed in rank
 /// order in output). send_counts[j] on rank i must equal recv_counts[i] on rank j.
 struct AlltoallvOptions {
-  const void* input = nullptr;
-  std::span<const std::size_t> send_counts;
-  void* output = nullptr;
-  std::span<const std::size_t> recv_counts;
-  DataType dtype = DataType::kF32;
+  const void* input = nullptr;               ///< sum(send_counts) elements
+  std::span<const std::size_t> send_counts;  ///< elements to each rank, one entry per rank
+  void* output = nullptr;                    ///< sum(recv_counts) elements
+  std::span<const std::size_t> recv_counts;  ///< elements from each rank, one entry per rank
+  DataType dtype = DataType::kF32;           ///< the element type
 };
 /// Alltoallv; see AlltoallvOptions.
 Status alltoallv(Communicator& comm, const AlltoallvOptions& options);
@@ -275,12 +277,12 @@ Status barrier(Communicator& comm);
 /// Reduces every rank's `count`-element input into `output` on `root`. In place on the root
 /// when its input equals its output (or is null); other ranks' output is not touched.
 struct RootReduceOptions {
-  const void* input = nullptr;
-  void* output = nullptr;  // on the root
-  std::size_t count = 0;
-  DataType dtype = DataType::kF32;
-  ReduceOp op = ReduceOp::kSum;  // element-wise ops (not kAdasum)
-  int root = 0;
+  const void* input = nullptr;      ///< `count` elements
+  void* output = nullptr;           ///< `count` elements, on the root
+  std::size_t count = 0;            ///< elements per rank
+  DataType dtype = DataType::kF32;  ///< the element type
+  ReduceOp op = ReduceOp::kSum;     ///< element-wise ops (not kAdasum)
+  int root = 0;                     ///< the rank that receives the reduction
 };
 /// Reduce to one rank (MPI_Reduce, ncclReduce); see RootReduceOptions.
 Status reduce(Communicator& comm, const RootReduceOptions& options);
@@ -288,11 +290,11 @@ Status reduce(Communicator& comm, const RootReduceOptions& options);
 /// The root's output = concatenation over ranks (in rank order) of each rank's `count`-element
 /// input. In place on the root when its input is output + root * count (or null).
 struct GatherOptions {
-  const void* input = nullptr;
-  void* output = nullptr;  // size() * count elements, on the root
-  std::size_t count = 0;   // per rank
-  DataType dtype = DataType::kF32;
-  int root = 0;
+  const void* input = nullptr;      ///< this rank's `count` elements
+  void* output = nullptr;           ///< size() * count elements, on the root
+  std::size_t count = 0;            ///< elements per rank
+  DataType dtype = DataType::kF32;  ///< the element type
+  int root = 0;                     ///< the rank that gathers
 };
 /// Gather (MPI_Gather); see GatherOptions.
 Status gather(Communicator& comm, const GatherOptions& options);
@@ -301,11 +303,11 @@ Status gather(Communicator& comm, const GatherOptions& options);
 /// counts[0..r) in the root's output. In place on the root when its input is where its own
 /// block goes (or null).
 struct GathervOptions {
-  const void* input = nullptr;  // counts[rank] elements
-  void* output = nullptr;       // sum(counts) elements, on the root
-  std::span<const std::size_t> counts;
-  DataType dtype = DataType::kF32;
-  int root = 0;
+  const void* input = nullptr;          ///< counts[rank] elements
+  void* output = nullptr;               ///< sum(counts) elements, on the root
+  std::span<const std::size_t> counts;  ///< elements from each rank, one entry per rank
+  DataType dtype = DataType::kF32;      ///< the element type
+  int root = 0;                         ///< the rank that gathers
 };
 /// Gatherv (MPI_Gatherv); see GathervOptions.
 Status gatherv(Communicator& comm, const GathervOptions& options);
@@ -313,11 +315,11 @@ Status gatherv(Communicator& comm, const GathervOptions& options);
 /// Block r (`count` elements) of the root's input becomes rank r's output. In place on the
 /// root when its output is input + root * count (or null: its own block stays in the input).
 struct ScatterOptions {
-  const void* input = nullptr;  // size() * count elements, on the root
-  void* output = nullptr;       // count elements
-  std::size_t count = 0;        // per rank
-  DataType dtype = DataType::kF32;
-  int root = 0;
+  const void* input = nullptr;      ///< size() * count elements, on the root
+  void* output = nullptr;           ///< count elements
+  std::size_t count = 0;            ///< elements per rank
+  DataType dtype = DataType::kF32;  ///< the element type
+  int root = 0;                     ///< the rank whose input is scattered
 };
 /// Scatter (MPI_Scatter); see ScatterOptions.
 Status scatter(Communicator& comm, const ScatterOptions& options);
@@ -325,11 +327,11 @@ Status scatter(Communicator& comm, const ScatterOptions& options);
 /// Scatter with a different count per rank: rank r receives counts[r] elements from the sum of
 /// counts[0..r) in the root's input.
 struct ScattervOptions {
-  const void* input = nullptr;  // sum(counts) elements, on the root
-  void* output = nullptr;       // counts[rank] elements
-  std::span<const std::size_t> counts;
-  DataType dtype = DataType::kF32;
-  int root = 0;
+  const void* input = nullptr;          ///< sum(counts) elements, on the root
+  void* output = nullptr;               ///< counts[rank] elements
+  std::span<const std::size_t> counts;  ///< elements to each rank, one entry per rank
+  DataType dtype = DataType::kF32;      ///< the element type
+  int root = 0;                         ///< the rank whose input is scattered
 };
 /// Scatterv (MPI_Scatterv); see ScattervOptions.
 Status scatterv(Communicator& comm, const ScattervOptions& options);
@@ -344,22 +346,22 @@ Status scatterv(Communicator& comm, const ScattervOptions& options);
 
 /// `count` elements of `data` to rank `peer` (not this rank).
 struct SendOptions {
-  const void* data = nullptr;
-  std::size_t count = 0;
-  DataType dtype = DataType::kF32;
-  int peer = 0;
-  std::int32_t tag = 0;
+  const void* data = nullptr;       ///< the `count` elements to send
+  std::size_t count = 0;            ///< elements
+  DataType dtype = DataType::kF32;  ///< the element type
+  int peer = 0;                     ///< the receiving rank
+  std::int32_t tag = 0;             ///< checked against the matching receive's
 };
 /// Send (ncclSend, MPI_Send); see SendOptions.
 Status send(Communicator& comm, const SendOptions& options);
 
 /// `count` elements from rank `peer` into `data`.
 struct RecvOptions {
-  void* data = nullptr;
-  std::size_t count = 0;
-  DataType dtype = DataType::kF32;
-  int peer = 0;
-  std::int32_t tag = 0;
+  void* data = nullptr;             ///< where the `count` elements land
+  std::size_t count = 0;            ///< elements
+  DataType dtype = DataType::kF32;  ///< the element type
+  int peer = 0;                     ///< the sending rank
+  std::int32_t tag = 0;             ///< checked against the matching send's
 };
 /// Receive (ncclRecv, MPI_Recv); see RecvOptions.
 Status recv(Communicator& comm, const RecvOptions& options);
@@ -386,7 +388,9 @@ struct RequestState;
 /// A non-blocking call in flight.
 class Request {
  public:
+  /// A request that stands for no call (valid() is false).
   Request() = default;
+  /// A request on the call `state` tracks (the non-blocking functions make them).
   explicit Request(std::shared_ptr<RequestState> state) : state_(std::move(state)) {}
   /// Whether this request stands for a call (a default-constructed one does not).
   bool valid() const { return state_ != nullptr; }
@@ -403,20 +407,35 @@ class Request {
 /// Waits for every request in `requests` and returns the first failure among them.
 Status wait_all(std::span<Request> requests);
 
+/// Non-blocking allreduce(): starts the call and returns its Request.
 Request iallreduce(Communicator& comm, const AllreduceOptions& options);
+/// Non-blocking broadcast(): starts the call and returns its Request.
 Request ibroadcast(Communicator& comm, const BroadcastOptions& options);
+/// Non-blocking allgather(): starts the call and returns its Request.
 Request iallgather(Communicator& comm, const AllgatherOptions& options);
+/// Non-blocking allgatherv(): starts the call and returns its Request.
 Request iallgatherv(Communicator& comm, const AllgathervOptions& options);
+/// Non-blocking reduce_scatter(): starts the call and returns its Request.
 Request ireduce_scatter(Communicator& comm, const ReduceScatterOptions& options);
+/// Non-blocking reduce_scatterv(): starts the call and returns its Request.
 Request ireduce_scatterv(Communicator& comm, const ReduceScattervOptions& options);
+/// Non-blocking alltoall(): starts the call and returns its Request.
 Request ialltoall(Communicator& comm, const AlltoallOptions& options);
+/// Non-blocking alltoallv(): starts the call and returns its Request.
 Request ialltoallv(Communicator& comm, const AlltoallvOptions& options);
+/// Non-blocking barrier(): starts the call and returns its Request.
 Request ibarrier(Communicator& comm);
+/// Non-blocking reduce(): starts the call and returns its Request.
 Request ireduce(Communicator& comm, const RootReduceOptions& options);
+/// Non-blocking gather(): starts the call and returns its Request.
 Request igather(Communicator& comm, const GatherOptions& options);
+/// Non-blocking gatherv(): starts the call and returns its Request.
 Request igatherv(Communicator& comm, const GathervOptions& options);
+/// Non-blocking scatter(): starts the call and returns its Request.
 Request iscatter(Communicator& comm, const ScatterOptions& options);
+/// Non-blocking scatterv(): starts the call and returns its Request.
 Request iscatterv(Communicator& comm, const ScattervOptions& options);
+/// Non-blocking sendrecv(): starts the call and returns its Request.
 Request isendrecv(Communicator& comm, const SendOptions& to, const RecvOptions& from);
 
 }  // namespace hoop

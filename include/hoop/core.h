@@ -1,8 +1,9 @@
-// hoop core types: element types, reduction operators, and the error model.
-//
-// Library functions that can fail return hoop::Status or hoop::Result<T>; they never abort
-// the process. hoop::Error is the one exception type thrown at the public C++ API boundary
-// (by Result<T>::value() on failure, and by the high-level runtime API).
+/// @file
+/// hoop core types: element types, reduction operators, and the error model.
+///
+/// Library functions that can fail return hoop::Status or hoop::Result<T>; they never abort
+/// the process. hoop::Error is the one exception type thrown at the public C++ API boundary
+/// (by Result<T>::value() on failure, and by the high-level runtime API).
 #pragma once
 
 #include <cstddef>
@@ -14,11 +15,12 @@
 #include <utility>
 #include <variant>
 
+/// hoop's C++ API: the runtime, the Communicator, the rendezvous and the transport contract.
 namespace hoop {
 
 /// Element types understood by every collective. f16 is IEEE binary16, bf16 is bfloat16.
-/// Element types. kI16 comes last so that the values of the others (which travel in messages)
-/// stay as they were.
+/// kI16 comes last so that the values of the others (which travel in messages) stay as they
+/// were.
 enum class DataType : std::uint8_t { kU8, kI8, kI32, kI64, kF16, kBF16, kF32, kF64, kI16 };
 
 /// Reduction operators. kAvg reduces with a sum and divides by the number of contributors
@@ -28,9 +30,11 @@ enum class DataType : std::uint8_t { kU8, kI8, kI32, kI64, kF16, kBF16, kF32, kF
 /// orthogonal gradients add up, parallel ones average.
 enum class ReduceOp : std::uint8_t { kSum, kAvg, kMin, kMax, kProd, kAdasum };
 
+/// Every DataType, for code that covers them all (as many entries as there are types).
 inline constexpr DataType kAllDataTypes[] = {DataType::kU8,  DataType::kI8,  DataType::kI16,
                                              DataType::kI32, DataType::kI64, DataType::kF16,
                                              DataType::kBF16, DataType::kF32, DataType::kF64};
+/// The element-wise reduction operators: every ReduceOp but kAdasum.
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin,
                                              ReduceOp::kMax, ReduceOp::kProd};
 
@@ -55,23 +59,26 @@ std::optional<ReduceOp> parse_op(std::string_view name);
 /// rounds to nearest even whatever the floating-point environment, NaN stays NaN, values
 /// beyond the format become Inf, and widening is exact. `src` and `dst` must not overlap.
 void f32_to_f16(const float* src, std::uint16_t* dst, std::size_t count);
+/// Widens `count` f16 bit patterns to floats (exact); see f32_to_f16.
 void f16_to_f32(const std::uint16_t* src, float* dst, std::size_t count);
+/// Narrows `count` floats to bf16 bit patterns; see f32_to_f16.
 void f32_to_bf16(const float* src, std::uint16_t* dst, std::size_t count);
+/// Widens `count` bf16 bit patterns to floats (exact); see f32_to_f16.
 void bf16_to_f32(const std::uint16_t* src, float* dst, std::size_t count);
 
 /// What went wrong, coarsely; the message says precisely.
 enum class StatusCode : std::uint8_t {
-  kOk,
-  kInvalidArgument,  // the caller passed something unusable (null buffer, bad count, bad env)
-  kTimeout,          // a deadline passed
-  kPeerLost,         // a peer disconnected or died
-  kAuthFailed,       // wrong job secret, job id or protocol version
-  kProtocolError,    // malformed or unexpected bytes on a connection
-  kNotFound,         // a key or file does not exist
-  kMismatch,         // ranks disagree on a collective's parameters
-  kIoError,          // a system call failed
-  kAborted,          // the operation was cancelled because the job is ending
-  kInternal,         // a bug in hoop
+  kOk,               ///< success
+  kInvalidArgument,  ///< the caller passed something unusable (null buffer, bad count, bad env)
+  kTimeout,          ///< a deadline passed
+  kPeerLost,         ///< a peer disconnected or died
+  kAuthFailed,       ///< wrong job secret, job id or protocol version
+  kProtocolError,    ///< malformed or unexpected bytes on a connection
+  kNotFound,         ///< a key or file does not exist
+  kMismatch,         ///< ranks disagree on a collective's parameters
+  kIoError,          ///< a system call failed
+  kAborted,          ///< the operation was cancelled because the job is ending
+  kInternal,         ///< a bug in hoop
 };
 
 /// Name of a status code ("timeout", "peer lost", ...).
@@ -80,14 +87,19 @@ std::string_view status_code_name(StatusCode code);
 /// Outcome of an operation: ok, or a code with a message naming the cause.
 class [[nodiscard]] Status {
  public:
+  /// Success.
   Status() = default;
+  /// A status with `code` and `message` (a failure's cause).
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   /// The success value.
   static Status success() { return Status(); }
 
+  /// Whether this is success.
   bool ok() const { return code_ == StatusCode::kOk; }
+  /// What went wrong (kOk: nothing).
   StatusCode code() const { return code_; }
+  /// The message naming the cause (empty for success()).
   const std::string& message() const { return message_; }
   /// "timeout: rank 3 did not answer within 10 s", or "ok".
   std::string to_string() const;
@@ -99,16 +111,27 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-/// Convenience constructors, one per failure code.
+// Convenience constructors, one per failure code.
+
+/// A kInvalidArgument status with `message`.
 Status invalid_argument(std::string message);
+/// A kTimeout status with `message`.
 Status timeout_error(std::string message);
+/// A kPeerLost status with `message`.
 Status peer_lost(std::string message);
+/// A kAuthFailed status with `message`.
 Status auth_failed(std::string message);
+/// A kProtocolError status with `message`.
 Status protocol_error(std::string message);
+/// A kNotFound status with `message`.
 Status not_found(std::string message);
+/// A kMismatch status with `message`.
 Status mismatch_error(std::string message);
+/// A kIoError status with `message`.
 Status io_error(std::string message);
+/// A kAborted status with `message`.
 Status aborted(std::string message);
+/// A kInternal status with `message`.
 Status internal_error(std::string message);
 /// io_error whose message ends with strerror(errnum).
 Status errno_error(std::string_view what, int errnum);
@@ -116,7 +139,9 @@ Status errno_error(std::string_view what, int errnum);
 /// The exception thrown at the public C++ API boundary; carries the Status.
 class Error : public std::runtime_error {
  public:
+  /// An exception carrying `status`; what() is its to_string().
   explicit Error(Status status);
+  /// The status it carries.
   const Status& status() const { return status_; }
 
  private:
@@ -127,12 +152,15 @@ class Error : public std::runtime_error {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
+  /// A result holding `value`.
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  /// A failed result; an ok `status` becomes a kInternal error, since it explains nothing.
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (std::get<Status>(v_).ok())
       v_ = Status(StatusCode::kInternal, "Result built from ok Status");
   }
 
+  /// Whether a value is held.
   bool ok() const { return std::holds_alternative<T>(v_); }
   /// Ok when a value is held.
   Status status() const { return ok() ? Status() : std::get<Status>(v_); }
@@ -141,17 +169,23 @@ class [[nodiscard]] Result {
     throw_if_error();
     return std::get<T>(v_);
   }
+  /// The value; throws hoop::Error when there is none.
   const T& value() const& {
     throw_if_error();
     return std::get<T>(v_);
   }
+  /// The value, moved out; throws hoop::Error when there is none.
   T&& value() && {
     throw_if_error();
     return std::get<T>(std::move(v_));
   }
+  /// The value, as value() returns it.
   T& operator*() & { return value(); }
+  /// The value, as value() returns it.
   const T& operator*() const& { return value(); }
+  /// A pointer to the value, as value() returns it.
   T* operator->() { return &value(); }
+  /// A pointer to the value, as value() returns it.
   const T* operator->() const { return &value(); }
 
  private:

@@ -1,19 +1,20 @@
-// hoop's elastic training: a job whose ranks may leave and join while it runs.
-//
-// hooprun --host-discovery-script starts an elastic job (README, "Elastic training"). Each
-// membership of the job is a round: when a rank is lost, or the discovery script lists a new
-// host, hooprun publishes a new round, and the workers of the old one move to it without
-// restarting. A lost rank shows on the others as a failed collective; run() catches it, puts
-// the state back to its last commit(), leaves the round, joins the next one (shutdown() and
-// init() with new ranks, sizes and layout), copies the state from the new rank 0 and calls the
-// training function again. A grown job shows at the next commit(): every rank of it raises
-// HostsUpdated at the same commit, and run() moves them to the new round the same way, minus
-// the restore. New workers start in the new round and receive the state from rank 0.
-//
-// This mirrors Horovod's elastic API (hvd.elastic.run, State.commit/restore/sync,
-// HostsUpdatedInterrupt); hoop.torch.elastic wraps it for PyTorch.
-//
-// After a reset only the global process set exists: re-create other sets in a reset callback.
+/// @file
+/// hoop's elastic training: a job whose ranks may leave and join while it runs.
+///
+/// hooprun --host-discovery-script starts an elastic job (README, "Elastic training"). Each
+/// membership of the job is a round: when a rank is lost, or the discovery script lists a new
+/// host, hooprun publishes a new round, and the workers of the old one move to it without
+/// restarting. A lost rank shows on the others as a failed collective; run() catches it, puts
+/// the state back to its last commit(), leaves the round, joins the next one (shutdown() and
+/// init() with new ranks, sizes and layout), copies the state from the new rank 0 and calls the
+/// training function again. A grown job shows at the next commit(): every rank of it raises
+/// HostsUpdated at the same commit, and run() moves them to the new round the same way, minus
+/// the restore. New workers start in the new round and receive the state from rank 0.
+///
+/// This mirrors Horovod's elastic API (hvd.elastic.run, State.commit/restore/sync,
+/// HostsUpdatedInterrupt); hoop.torch.elastic wraps it for PyTorch.
+///
+/// After a reset only the global process set exists: re-create other sets in a reset callback.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +26,7 @@
 
 #include "hoop/core.h"
 
+/// Elastic training: jobs whose ranks may leave and join while they run.
 namespace hoop::elastic {
 
 /// Whether this process is a worker of an elastic job (hooprun set HOOP_ELASTIC_ID).
@@ -50,6 +52,7 @@ void reset();
 /// hosts_updated(): run() moves the job to the new round and continues from the state as it is.
 class HostsUpdated : public Error {
  public:
+  /// The interruption: an Error with kAborted saying that hooprun published a new round.
   HostsUpdated();
 };
 
@@ -58,6 +61,7 @@ class HostsUpdated : public Error {
 /// sync() copies from rank 0 to every rank. The same names must be added on every rank.
 class State {
  public:
+  /// A state with no buffers.
   State() = default;
   State(const State&) = delete;
   State& operator=(const State&) = delete;

@@ -1,21 +1,22 @@
-// hoop's runtime: the Horovod-like API for training loops.
-//
-// init() joins the job the launcher described and starts one background thread per process
-// set. Every collective names its tensor; ranks may submit tensors in any order, and the
-// background threads agree on one execution order (rank 0 of each set coordinates), check that
-// every rank asked for the same thing, fuse small tensors into one buffer and run them through
-// a Communicator. Steady-state steps are answered from a response cache: a rank sends only the
-// cache bits of the tensors it has ready.
-//
-// Errors: functions that start work throw hoop::Error for bad arguments (null data, a name
-// already in flight on this rank, an unknown process set) and when the runtime has failed.
-// What goes wrong later (ranks that disagree on a tensor, a lost peer, a stall past
-// HOOP_STALL_SHUTDOWN_SECONDS) fails the Handle: wait() throws it, status() returns it. A
-// failure of the job (a lost peer) fails every pending and later handle on every rank with
-// the original cause.
-//
-// Thread safety: every function may be called from any thread; one tensor name must not be
-// submitted twice at once on one rank.
+/// @file
+/// hoop's runtime: the Horovod-like API for training loops.
+///
+/// init() joins the job the launcher described and starts one background thread per process
+/// set. Every collective names its tensor; ranks may submit tensors in any order, and the
+/// background threads agree on one execution order (rank 0 of each set coordinates), check that
+/// every rank asked for the same thing, fuse small tensors into one buffer and run them through
+/// a Communicator. Steady-state steps are answered from a response cache: a rank sends only the
+/// cache bits of the tensors it has ready.
+///
+/// Errors: functions that start work throw hoop::Error for bad arguments (null data, a name
+/// already in flight on this rank, an unknown process set) and when the runtime has failed.
+/// What goes wrong later (ranks that disagree on a tensor, a lost peer, a stall past
+/// HOOP_STALL_SHUTDOWN_SECONDS) fails the Handle: wait() throws it, status() returns it. A
+/// failure of the job (a lost peer) fails every pending and later handle on every rank with
+/// the original cause.
+///
+/// Thread safety: every function may be called from any thread; one tensor name must not be
+/// submitted twice at once on one rank.
 #pragma once
 
 #include <chrono>
@@ -34,10 +35,10 @@ namespace hoop {
 /// (kCpuDevice) or, in a build with CUDA, in the memory of CUDA device `device`. Ranks may use
 /// different devices; they must agree on host or device.
 struct Tensor {
-  void* data = nullptr;
-  DataType dtype = DataType::kF32;
-  std::vector<std::int64_t> shape;  // empty: a scalar (one element)
-  int device = kCpuDevice;
+  void* data = nullptr;             ///< the first element
+  DataType dtype = DataType::kF32;  ///< the element type
+  std::vector<std::int64_t> shape;  ///< outermost first; empty: a scalar (one element)
+  int device = kCpuDevice;          ///< kCpuDevice, or the CUDA device holding the elements
 
   /// The number of elements (product of the shape).
   std::size_t count() const;
@@ -49,11 +50,11 @@ struct Tensor {
 /// in the memory the inputs were in: host memory in `storage`, or device memory (cudaMalloc,
 /// freed with the last copy of `device_storage`) on CUDA device `device`.
 struct OwnedTensor {
-  DataType dtype = DataType::kF32;
-  std::vector<std::int64_t> shape;
-  std::vector<std::byte> storage;  // device == kCpuDevice
-  int device = kCpuDevice;
-  std::shared_ptr<std::byte> device_storage;  // device != kCpuDevice
+  DataType dtype = DataType::kF32;            ///< the element type
+  std::vector<std::int64_t> shape;            ///< outermost first; empty: a scalar
+  std::vector<std::byte> storage;             ///< the elements when device == kCpuDevice
+  int device = kCpuDevice;                    ///< kCpuDevice, or the CUDA device holding them
+  std::shared_ptr<std::byte> device_storage;  ///< the elements when device != kCpuDevice
 
   /// The first element, wherever it is.
   std::byte* data();
@@ -72,7 +73,9 @@ struct HandleState;
 /// An asynchronous operation. Copies share the operation.
 class Handle {
  public:
+  /// A handle that refers to no operation (valid() is false).
   Handle() = default;
+  /// A handle on the operation `state` tracks (the runtime makes them).
   explicit Handle(std::shared_ptr<detail::HandleState> state) : state_(std::move(state)) {}
 
   /// Whether this handle refers to an operation.
@@ -103,15 +106,18 @@ class Handle {
 /// A subset of the job's ranks with its own coordination and communicator. 0 is the global
 /// set of all ranks.
 using ProcessSet = int;
+/// The set of all the job's ranks.
 inline constexpr ProcessSet kGlobalProcessSet = 0;
 
 /// Settings of a reduction.
 struct ReduceOptions {
+  /// The reduction.
   ReduceOp op = ReduceOp::kAvg;
   /// Multiplies each rank's input before the reduction (float types only when != 1).
   double prescale = 1.0;
   /// Multiplies the result after the reduction (float types only when != 1).
   double postscale = 1.0;
+  /// The ranks that take part.
   ProcessSet process_set = kGlobalProcessSet;
 };
 
@@ -142,13 +148,20 @@ int cuda_device_count();
 /// for messages that refuse a device; empty when a device is usable.
 std::string cuda_unavailable_reason();
 
-/// This rank, the number of ranks, this rank among the ranks of its host, the ranks on its
-/// host, this host's index and the number of hosts. Throw hoop::Error before init().
+// This rank, the number of ranks, this rank among the ranks of its host, the ranks on its
+// host, this host's index and the number of hosts. Throw hoop::Error before init().
+
+/// This rank; throws hoop::Error before init().
 int rank();
+/// The number of ranks; throws hoop::Error before init().
 int size();
+/// This rank among the ranks of its host; throws hoop::Error before init().
 int local_rank();
+/// The number of ranks on this rank's host; throws hoop::Error before init().
 int local_size();
+/// The index of this rank's host among the hosts; throws hoop::Error before init().
 int cross_rank();
+/// The number of hosts; throws hoop::Error before init().
 int cross_size();
 
 /// Reduces `input` over the ranks of the set into `output` (same dtype and shape; may be the
@@ -228,8 +241,9 @@ void stop_timeline();
 ProcessSet add_process_set(const std::vector<int>& ranks);
 /// Removes a process set (every rank of the job calls it); its pending work fails.
 void remove_process_set(ProcessSet process_set);
-/// The global ranks of a set, and this rank's place in it (-1: not a member).
+/// The global ranks of a set.
 std::vector<int> process_set_ranks(ProcessSet process_set);
+/// This rank's place in a set (-1: not a member).
 int process_set_rank(ProcessSet process_set);
 
 }  // namespace hoop

@@ -1,9 +1,10 @@
-// hoop rendezvous: an authenticated TCP key-value store, and bootstrap from the launcher's
-// environment (hooprun, mpirun, Slurm, or plain HOOP_* variables).
-//
-// Every connection to the store authenticates with an HMAC-SHA256 challenge over the job
-// secret and checks the protocol version and the job id; nothing a client sends before that
-// is trusted, and every frame length is checked before anything is allocated for it.
+/// @file
+/// hoop rendezvous: an authenticated TCP key-value store, and bootstrap from the launcher's
+/// environment (hooprun, mpirun, Slurm, or plain HOOP_* variables).
+///
+/// Every connection to the store authenticates with an HMAC-SHA256 challenge over the job
+/// secret and checks the protocol version and the job id; nothing a client sends before that
+/// is trusted, and every frame length is checked before anything is allocated for it.
 #pragma once
 
 #include <chrono>
@@ -34,10 +35,10 @@ struct StoreOptions {
 
 /// Counters a server keeps about the connections it refused (for logs and tests).
 struct StoreServerStats {
-  std::uint64_t accepted = 0;         // connections that passed the handshake
-  std::uint64_t auth_failures = 0;    // wrong secret, job id or protocol version
-  std::uint64_t protocol_errors = 0;  // garbage, oversized frames, handshake timeouts
-  std::uint64_t closed = 0;           // accepted connections since closed (open: the difference)
+  std::uint64_t accepted = 0;         ///< connections that passed the handshake
+  std::uint64_t auth_failures = 0;    ///< wrong secret, job id or protocol version
+  std::uint64_t protocol_errors = 0;  ///< garbage, oversized frames, handshake timeouts
+  std::uint64_t closed = 0;           ///< accepted connections since closed (open: the difference)
 };
 
 /// The store server. Serves every client from one event-loop thread with non-blocking
@@ -85,16 +86,17 @@ class Store {
 
 /// Where this process sits in the job and how to reach the store, as the launcher said.
 struct BootstrapInfo {
-  int rank = 0;
-  int size = 1;
-  int local_rank = 0;
-  int local_size = 1;
-  int cross_rank = 0;
-  int cross_size = 1;
-  std::string store_host;  // empty when no store was given (single-process job)
-  std::uint16_t store_port = 0;
-  std::string secret;
-  std::string job_id;
+  int rank = 0;        ///< this rank
+  int size = 1;        ///< the number of ranks
+  int local_rank = 0;  ///< this rank among the ranks of its host
+  int local_size = 1;  ///< the number of ranks on this rank's host
+  int cross_rank = 0;  ///< the index of this rank's host among the hosts
+  int cross_size = 1;  ///< the number of hosts
+  /// The store's host; empty when no store was given (single-process job).
+  std::string store_host;
+  std::uint16_t store_port = 0;  ///< the store's port
+  std::string secret;            ///< the job secret (StoreOptions::secret)
+  std::string job_id;            ///< the job's id (StoreOptions::job_id)
   /// Where the rank layout came from: "hooprun" (its HOOP_* variables, with HOOP_JOB_ID),
   /// "env" (HOOP_* or HOROVOD_* variables set otherwise),
   /// "mpirun" (OMPI_COMM_WORLD_*), "pmix" (PMIX_RANK), "slurm" (SLURM_*), "kubernetes"
@@ -102,8 +104,10 @@ struct BootstrapInfo {
   std::string launcher;
   /// True when no hooprun hosts the store: rank 0 hosts it at store_host:store_port.
   bool host_store = false;
-  std::chrono::milliseconds start_timeout{30000};  // HOOP_START_TIMEOUT
-  std::chrono::milliseconds timeout{30000};        // HOOP_TIMEOUT_SECONDS
+  /// Deadline for every rank to start and join the rendezvous (HOOP_START_TIMEOUT).
+  std::chrono::milliseconds start_timeout{30000};
+  /// Deadline of each store operation and each collective (HOOP_TIMEOUT_SECONDS).
+  std::chrono::milliseconds timeout{30000};
   /// Where this rank's keys live in the store: "hoop", or "hoop/e<round>" in an elastic job,
   /// so that every round starts on fresh keys.
   std::string key_prefix = "hoop";
@@ -111,7 +115,8 @@ struct BootstrapInfo {
   /// round it joined (-1: none yet) and how long it waits for a round (HOOP_ELASTIC_TIMEOUT).
   /// Its rank layout comes from the store, not from the environment.
   std::string elastic_id;
-  int elastic_round = -1;
+  int elastic_round = -1;  ///< the round this worker joined; -1: none yet
+  /// How long an elastic worker waits for a round (HOOP_ELASTIC_TIMEOUT).
   std::chrono::milliseconds elastic_timeout{600000};
 };
 
@@ -137,12 +142,13 @@ Result<std::unique_ptr<Store>> connect_store(const BootstrapInfo& info);
 
 /// One worker's place in a round.
 struct ElasticPlace {
-  int rank = 0;
-  int size = 1;
-  int local_rank = 0;
-  int local_size = 1;
-  int cross_rank = 0;
-  int cross_size = 1;
+  int rank = 0;        ///< the worker's rank in the round
+  int size = 1;        ///< the number of ranks in the round
+  int local_rank = 0;  ///< its rank among the ranks of its host
+  int local_size = 1;  ///< the number of ranks on its host
+  int cross_rank = 0;  ///< the index of its host among the hosts
+  int cross_size = 1;  ///< the number of hosts
+  /// Whether every field is equal.
   bool operator==(const ElasticPlace&) const = default;
 };
 
@@ -162,9 +168,9 @@ Status report_failed_elastic_round(Store& store, int round, int rank,
 
 /// What the workers of a round reported of its failure.
 struct FailedElasticRound {
-  std::vector<int> ranks;                  // those that reported, ascending; empty: none did
-  std::chrono::milliseconds timeout{0};    // the largest HOOP_TIMEOUT_SECONDS among them
-  std::string cause;                       // the lowest reporting rank's
+  std::vector<int> ranks;                ///< those that reported, ascending; empty: none did
+  std::chrono::milliseconds timeout{0};  ///< the largest HOOP_TIMEOUT_SECONDS among them
+  std::string cause;                     ///< the lowest reporting rank's
 };
 /// hooprun's side: the reports of round `round`'s failure by its `size` ranks.
 Result<FailedElasticRound> failed_elastic_round(Store& store, int round, int size);

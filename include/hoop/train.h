@@ -1,16 +1,17 @@
-// hoop's bundled training core: a small neural-network library, enough to train an MLP or
-// LeNet-5 on Fashion-MNIST data-parallel with hoop's runtime and no framework.
-//
-// Tensors are dense row-major float32, on the CPU or (in a build with CUDA) on a CUDA device.
-// Layers, the loss and the optimizers run where their tensors are: a model moved to a device
-// with Sequential::to() takes inputs on that device. A Sequential model runs its layers
-// forward, caching what backward needs; backward accumulates (+=) into each parameter's
-// gradient and calls a hook after each layer, so a DistributedOptimizer can start that layer's
-// allreduce while the layers before it are still computing. Matrix products go through OpenBLAS
-// on the CPU and cuBLAS on a GPU; a device's work is queued on one stream of its own.
-//
-// Errors: bad arguments (shape mismatches, unknown names, missing or corrupt data files)
-// throw hoop::Error naming the layer, tensor or file.
+/// @file
+/// hoop's bundled training core: a small neural-network library, enough to train an MLP or
+/// LeNet-5 on Fashion-MNIST data-parallel with hoop's runtime and no framework.
+///
+/// Tensors are dense row-major float32, on the CPU or (in a build with CUDA) on a CUDA device.
+/// Layers, the loss and the optimizers run where their tensors are: a model moved to a device
+/// with Sequential::to() takes inputs on that device. A Sequential model runs its layers
+/// forward, caching what backward needs; backward accumulates (+=) into each parameter's
+/// gradient and calls a hook after each layer, so a DistributedOptimizer can start that layer's
+/// allreduce while the layers before it are still computing. Matrix products go through OpenBLAS
+/// on the CPU and cuBLAS on a GPU; a device's work is queued on one stream of its own.
+///
+/// Errors: bad arguments (shape mismatches, unknown names, missing or corrupt data files)
+/// throw hoop::Error naming the layer, tensor or file.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +28,7 @@ namespace hoop::elastic {
 class State;
 }
 
+/// The bundled training core: layers, models, optimizers, data and data parallelism.
 namespace hoop::train {
 
 namespace detail {
@@ -61,12 +63,14 @@ class DeviceStorage {
 /// A dense row-major float32 tensor that owns its storage, on the CPU or on a CUDA device.
 class Tensor {
  public:
+  /// An empty CPU tensor: no dimensions, no elements.
   Tensor() = default;
   /// A tensor of the given shape, filled with zeros, on `device` (kCpuDevice or a CUDA device
   /// index). Throws on a negative dimension, and for a CUDA device that is not usable, naming
   /// why (this build has no CUDA, no driver or device, an index out of range).
   explicit Tensor(std::vector<std::int64_t> shape, int device = kCpuDevice);
 
+  /// The dimensions, outermost first.
   const std::vector<std::int64_t>& shape() const { return shape_; }
   /// Dimension i (negative i counts from the end).
   std::int64_t dim(int i) const;
@@ -80,9 +84,11 @@ class Tensor {
   std::size_t bytes() const { return size() * sizeof(float); }
   /// The elements: host memory on the CPU, device memory on a CUDA device.
   float* data() { return is_cuda() ? storage_.data() : data_.data(); }
+  /// The elements, read-only: host memory on the CPU, device memory on a CUDA device.
   const float* data() const { return is_cuda() ? storage_.data() : data_.data(); }
   /// Element i of a CPU tensor (a CUDA tensor's elements are reached through to()).
   float& operator[](std::size_t i) { return data_[i]; }
+  /// Element i of a CPU tensor, by value.
   float operator[](std::size_t i) const { return data_[i]; }
 
   /// Sets every element to v.
@@ -119,9 +125,9 @@ void synchronize(int device);
 /// A trainable tensor and its gradient (same shape). Names are unique within a model
 /// ("3.linear.weight"); data-parallel ranks use them as the runtime's tensor names.
 struct Parameter {
-  std::string name;
-  Tensor value;
-  Tensor grad;
+  std::string name;  ///< unique within the model ("3.linear.weight")
+  Tensor value;      ///< the trainable values
+  Tensor grad;       ///< the gradient of the loss with respect to value
 };
 
 /// One layer. forward() caches what backward() needs when `training` is true; backward()
@@ -130,7 +136,10 @@ struct Parameter {
 class Layer {
  public:
   virtual ~Layer() = default;
+  /// The layer's output for `input`; caches what backward() needs when `training`.
   virtual Tensor forward(const Tensor& input, bool training) = 0;
+  /// The gradient with respect to the input of the last training forward(), from the gradient
+  /// with respect to its output; adds the parameters' gradients into Parameter::grad.
   virtual Tensor backward(const Tensor& grad_output) = 0;
   /// The layer's parameters (empty for layers without any).
   virtual std::vector<Parameter*> parameters() { return {}; }
@@ -183,7 +192,9 @@ class Sequential {
   std::vector<Parameter*> layer_parameters(std::size_t i);
   /// Sets every gradient to zero.
   void zero_grad();
+  /// The number of layers.
   std::size_t layer_count() const { return layers_.size(); }
+  /// Layer i (std::out_of_range past the last).
   Layer& layer(std::size_t i) { return *layers_.at(i); }
   /// The number of trainable scalars.
   std::size_t parameter_count();
@@ -218,24 +229,31 @@ class Optimizer {
   virtual void step() = 0;
   /// Sets every parameter's gradient to zero.
   void zero_grad();
+  /// The parameters it updates.
   const std::vector<Parameter*>& parameters() const { return params_; }
   /// Bytes of per-parameter state (momentum, moments).
   virtual std::size_t state_bytes() const = 0;
   /// The optimizer's state, to checkpoint or to carry through an elastic reset: its buffers
   /// (momentum, moments; where the parameters are) and, for Adam, its step count.
   struct StateBuffer {
-    std::string name;
-    void* data;
-    std::size_t bytes;
-    int device;
+    std::string name;   ///< "sgd.momentum.0", "adam.m.0", "adam.t", ...
+    void* data;         ///< its first byte, in the optimizer's memory
+    std::size_t bytes;  ///< its length
+    int device;         ///< kCpuDevice, or the CUDA device holding it
   };
+  /// The buffers of its state (see StateBuffer); empty when it keeps none.
   virtual std::vector<StateBuffer> state() = 0;
+  /// The learning rate.
   float learning_rate() const { return lr_; }
+  /// Sets the learning rate of the next steps.
   void set_learning_rate(float lr) { lr_ = lr; }
 
  protected:
+  /// An optimizer of `params` with learning rate `lr`, for subclasses.
   Optimizer(std::vector<Parameter*> params, float lr) : params_(std::move(params)), lr_(lr) {}
+  /// The parameters it updates.
   std::vector<Parameter*> params_;
+  /// The learning rate.
   float lr_;
 };
 
@@ -248,8 +266,9 @@ std::unique_ptr<Optimizer> adam(std::vector<Parameter*> params, float lr, float 
 
 /// Images [N, 1, 28, 28] scaled to [0, 1] and their labels.
 struct Dataset {
-  Tensor images;
-  std::vector<int> labels;
+  Tensor images;            ///< [N, 1, 28, 28], scaled to [0, 1]
+  std::vector<int> labels;  ///< N class indices
+  /// The number of examples, N.
   std::size_t size() const { return labels.size(); }
 };
 
@@ -269,6 +288,9 @@ Dataset load_fashion_mnist(const std::string& dir, bool train);
 /// steps and one rank with batch B*size sees exactly what `size` ranks see together.
 class ShardedLoader {
  public:
+  /// Rank `rank`'s loader of `data` (which must outlive it) among `size` ranks, with
+  /// `batch_per_rank` examples per step, at epoch 0; `shuffle` false keeps the dataset's order.
+  /// Throws hoop::Error when an argument is out of range or a global batch does not fit.
   ShardedLoader(const Dataset& data, std::size_t batch_per_rank, int rank, int size,
                 std::uint64_t seed, bool shuffle = true);
   /// Draws the epoch's permutation and rewinds to its position `skip`: the examples before it
@@ -299,7 +321,9 @@ struct DistributedOptions {
   /// Local backward passes (micro-batches) per update: their gradients are summed locally,
   /// then averaged over the passes and the ranks in one allreduce per parameter.
   int backward_passes_per_step = 1;
+  /// How the gradients travel.
   Compression compression = Compression::kNone;
+  /// The ranks that average their gradients.
   ProcessSet process_set = kGlobalProcessSet;
   /// Prefix of the runtime's tensor names ("grad." + parameter name by default).
   std::string name_prefix = "grad.";
@@ -311,6 +335,8 @@ struct DistributedOptions {
 /// step() waits for the averages and then updates. Requires hoop::init().
 class DistributedOptimizer {
  public:
+  /// Wraps `inner`, which updates `model`'s parameters (both must outlive it). Throws
+  /// hoop::Error before hoop::init() or for backward_passes_per_step < 1.
   DistributedOptimizer(Sequential& model, Optimizer& inner, DistributedOptions options = {});
   ~DistributedOptimizer();
   DistributedOptimizer(const DistributedOptimizer&) = delete;
@@ -327,11 +353,13 @@ class DistributedOptimizer {
   /// Abandons the step in progress: waits for its allreduces (successful or failed), forgets
   /// its backward passes and zeroes the gradients. For an elastic job's reset callback.
   void reset();
-  /// Seconds step() spent blocked on allreduces since the last reset (exposed
-  /// communication), and the summed time from each step's first submission to its last
-  /// completion (communication, overlapping backward).
+  /// Seconds step() spent blocked on allreduces since the last reset_timers() (exposed
+  /// communication).
   double waiting_seconds() const { return waiting_s_; }
+  /// Seconds from each step's first submission to its last completion, summed since the last
+  /// reset_timers() (communication, overlapping backward).
   double communication_seconds() const { return communication_s_; }
+  /// Sets waiting_seconds() and communication_seconds() back to 0.
   void reset_timers() { waiting_s_ = communication_s_ = 0; }
   /// Bytes of compression buffers.
   std::size_t workspace_bytes() const;
@@ -353,10 +381,10 @@ class DistributedOptimizer {
 /// How the workers of a data-parallel job combine their gradients: the two families the seed
 /// study compares (Jäger and Igel, DIDL 2018).
 enum class Strategy {
-  kAllreduce,         // "allreduce": every rank averages every gradient (DistributedOptimizer)
-  kParameterServer,   // "ps": a server rank applies the averaged gradients once all have pushed
-  kParameterServerAsync,  // "ps-async": the server applies each worker's gradients on arrival
-  kKvStore,           // "kvstore": each worker serves one shard of the parameters
+  kAllreduce,         ///< "allreduce": every rank averages every gradient (DistributedOptimizer)
+  kParameterServer,   ///< "ps": a server rank applies the averaged gradients once all have pushed
+  kParameterServerAsync,  ///< "ps-async": the server applies each worker's gradients on arrival
+  kKvStore,           ///< "kvstore": each worker serves one shard of the parameters
 };
 /// The strategy a name above stands for; throws hoop::Error naming the known ones.
 Strategy parse_strategy(const std::string& name);
@@ -391,6 +419,7 @@ class ParameterExchange {
   ParameterExchange(const ParameterExchange&) = delete;
   ParameterExchange& operator=(const ParameterExchange&) = delete;
 
+  /// The strategy it runs.
   Strategy strategy() const;
   /// Whether this rank is the server.
   bool is_server() const;
@@ -408,6 +437,7 @@ class ParameterExchange {
   const std::vector<std::uint64_t>& staleness() const;
   /// Seconds step() spent pushing and pulling (a worker's communication, none overlapped).
   double waiting_seconds() const;
+  /// Sets waiting_seconds() back to 0.
   void reset_timers();
 
  private:

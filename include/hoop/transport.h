@@ -1,19 +1,20 @@
-// The transport contract: point-to-point byte movement between the ranks of one job over one
-// fabric (tcp, shm, ucx, cuda, mpi). Algorithms see only this interface; a transport knows
-// nothing of collectives.
-//
-// Ordering: between one pair of ranks, messages are ordered per direction. The k-th receive a
-// rank posts for peer p matches the k-th send p posted to it, and the two lengths must be
-// equal (a difference is a protocol_error naming the peer and both lengths).
-//
-// Progress is driven by the caller: wait() and test() move bytes for every pending request of
-// the transport, not only the ones asked about, so a rank blocked on one peer keeps serving
-// the others. Nothing blocks without a deadline.
-//
-// Failure: a peer that disconnects or dies fails every pending and later request that
-// involves it with peer_lost naming that rank; abort() (called by the first rank to see a
-// failure) fails everything locally and tells every peer the cause, so the whole job fails
-// with the original cause rather than a chain of secondary "connection closed" errors.
+/// @file
+/// The transport contract: point-to-point byte movement between the ranks of one job over one
+/// fabric (tcp, shm, ucx, cuda, mpi). Algorithms see only this interface; a transport knows
+/// nothing of collectives.
+///
+/// Ordering: between one pair of ranks, messages are ordered per direction. The k-th receive a
+/// rank posts for peer p matches the k-th send p posted to it, and the two lengths must be
+/// equal (a difference is a protocol_error naming the peer and both lengths).
+///
+/// Progress is driven by the caller: wait() and test() move bytes for every pending request of
+/// the transport, not only the ones asked about, so a rank blocked on one peer keeps serving
+/// the others. Nothing blocks without a deadline.
+///
+/// Failure: a peer that disconnects or dies fails every pending and later request that
+/// involves it with peer_lost naming that rank; abort() (called by the first rank to see a
+/// failure) fails everything locally and tells every peer the cause, so the whole job fails
+/// with the original cause rather than a chain of secondary "connection closed" errors.
 #pragma once
 
 #include <chrono>
@@ -26,8 +27,9 @@
 
 namespace hoop {
 
-/// The clock and time point every deadline in hoop uses.
+/// The clock every deadline in hoop is read on.
 using Clock = std::chrono::steady_clock;
+/// A deadline: the time point on Clock past which a call gives up.
 using Deadline = Clock::time_point;
 
 /// Identifies a posted send or receive until it has been waited for.
@@ -35,8 +37,8 @@ using RequestId = std::uint64_t;
 
 /// `bytes` bytes at `address`, in this process or (read_peer_pieces) a peer's.
 struct MemoryPiece {
-  std::uintptr_t address = 0;
-  std::size_t bytes = 0;
+  std::uintptr_t address = 0;  ///< where the piece starts
+  std::size_t bytes = 0;       ///< its length
 };
 
 /// Memory that every rank of a transport reads directly (shared memory on one host), for small
@@ -82,8 +84,9 @@ class Transport {
 
   /// Short name ("tcp", "shm", ...), used in tables and error messages.
   virtual std::string_view name() const = 0;
-  /// This rank and the number of ranks the transport connects.
+  /// This rank, among the ranks the transport connects.
   virtual int rank() const = 0;
+  /// The number of ranks the transport connects.
   virtual int size() const = 0;
   /// Whether send/recv accept device (GPU) pointers.
   virtual bool accepts_device_memory() const = 0;

@@ -43,7 +43,9 @@ class _FP16Compressor(HalfCompressor):
 class Compression:
     """The available compressors: Compression.none and Compression.fp16."""
 
+    ## Sends tensors as they are.
     none = NoneCompressor
+    ## Sends floating-point tensors as float16.
     fp16 = _FP16Compressor
 
 

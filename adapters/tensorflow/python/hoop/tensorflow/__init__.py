@@ -33,7 +33,7 @@ from hoop.tensorflow.gradient_tape import (DistributedGradientTape,  # noqa: F40
 from hoop.tensorflow.mpi_ops import (allgather, allreduce, alltoall, barrier,  # noqa: F401
                                      broadcast, grouped_allreduce, join, reducescatter)
 
-# Horovod's exception name, for scripts that catch it.
+## Horovod's exception name, for scripts that catch it.
 HorovodInternalError = HoopError
 
 

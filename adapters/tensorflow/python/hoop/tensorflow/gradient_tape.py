@@ -33,6 +33,9 @@ class DistributedGradientTape:
                  compression=Compression.none, sparse_as_dense=False, op=Average,
                  gradient_predivide_factor=1.0, num_groups=0, groups=None,
                  process_set=global_process_set):
+        """Wraps `gradtape`; the other arguments say how gradients are reduced, as for
+        reduce_gradients (device_dense and device_sparse are accepted for Horovod
+        compatibility and unused)."""
         del device_dense, device_sparse
         self._tape = gradtape
         self._reduce = dict(compression=compression, sparse_as_dense=sparse_as_dense, op=op,
@@ -40,17 +43,21 @@ class DistributedGradientTape:
                             num_groups=num_groups, groups=groups, process_set=process_set)
 
     def __getattr__(self, attr):
+        """The wrapped tape's attribute."""
         return getattr(self._tape, attr)
 
     def __enter__(self):
+        """Starts recording on the wrapped tape."""
         self._tape.__enter__()
         return self
 
     def __exit__(self, *exc):
+        """Stops recording on the wrapped tape."""
         return self._tape.__exit__(*exc)
 
     def gradient(self, target, sources, output_gradients=None,
                  unconnected_gradients=tf.UnconnectedGradients.NONE):
+        """tf.GradientTape.gradient, each gradient then reduced over the ranks."""
         grads = self._tape.gradient(target, sources, output_gradients, unconnected_gradients)
         flat = tf.nest.flatten(grads)
         variables = tf.nest.flatten(sources)

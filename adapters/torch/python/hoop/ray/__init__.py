@@ -35,14 +35,19 @@ class Settings:
     network interfaces hoop's TCP transport may use (nics: one name, as HOOP_IFACE)."""
 
     def __init__(self, timeout_s=30, placement_group_timeout_s=100, nics=None):
+        """The settings the class describes; raises HoopValueError for a timeout <= 0 or
+        more than one interface."""
         if timeout_s <= 0 or placement_group_timeout_s <= 0:
             raise HoopValueError("hoop.ray: timeout_s and placement_group_timeout_s must be > 0")
         nics = list(nics or [])
         if len(nics) > 1:
             raise HoopValueError(
                 f"hoop.ray: nics={nics}: hoop's TCP transport binds one interface (HOOP_IFACE)")
+        ## Seconds for the workers' hoop start and the rendezvous.
         self.timeout_s = timeout_s
+        ## Seconds for Ray to reserve the workers' resources.
         self.placement_group_timeout_s = placement_group_timeout_s
+        ## The network interfaces hoop's TCP transport may use: none, or one name.
         self.nics = nics
 
 
@@ -100,11 +105,15 @@ class RayExecutor:
 
     @staticmethod
     def create_settings(timeout_s=30, placement_group_timeout_s=100, nics=None):
+        """Settings(timeout_s, placement_group_timeout_s, nics), as Horovod's."""
         return Settings(timeout_s, placement_group_timeout_s, nics)
 
     def __init__(self, settings=None, num_workers=None, num_hosts=None,
                  num_workers_per_host=1, cpus_per_worker=1, use_gpu=False,
                  gpus_per_worker=None, failure_grace_s=5.0):
+        """An executor of the workers the class describes, started by start(); settings None:
+        Settings()'s defaults. failure_grace_s: how long workers may still run after the first
+        failure before they are stopped. Raises HoopValueError for an inconsistent layout."""
         if (num_workers is None) == (num_hosts is None):
             raise HoopValueError("hoop.ray: give num_workers, or num_hosts and "
                                  "num_workers_per_host")
@@ -115,12 +124,19 @@ class RayExecutor:
                                  f"cpus_per_worker={cpus_per_worker} >= 0")
         if gpus_per_worker is not None and not use_gpu:
             raise HoopValueError("hoop.ray: gpus_per_worker needs use_gpu=True")
+        ## The Settings start() uses.
         self.settings = settings or Settings()
+        ## The number of workers (ranks).
         self.num_workers = num_workers
+        ## The number of hosts, when the workers are spread one host per bundle; else None.
         self.num_hosts = num_hosts
+        ## Workers per host, with num_hosts.
         self.num_workers_per_host = num_workers_per_host
+        ## CPUs Ray reserves for each worker.
         self.cpus_per_worker = cpus_per_worker
+        ## GPUs Ray reserves for each worker (0 without use_gpu).
         self.gpus_per_worker = (gpus_per_worker or 1) if use_gpu else 0
+        ## Seconds workers may still run after the first failure before they are stopped.
         self.failure_grace_s = failure_grace_s
         self._workers = []
         self._places = []

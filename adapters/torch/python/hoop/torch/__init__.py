@@ -38,7 +38,7 @@ from hoop.torch.sync_batch_norm import SyncBatchNorm
 from hoop.torch.sync_ops import (allgather, allreduce, alltoall, broadcast, grouped_allgather,
                                  grouped_allreduce, grouped_reducescatter, reducescatter)
 
-# Horovod's exception name, for scripts that catch it.
+## Horovod's exception name, for scripts that catch it.
 HorovodInternalError = HoopError
 
 import torch.distributed as _dist

@@ -11,15 +11,19 @@ class FP16Compressor(HalfCompressor):
 
     @staticmethod
     def wider_float(tensor):
+        """Whether `tensor` is floating-point and not float16 already: what compress() casts."""
         return tensor.dtype.is_floating_point and tensor.dtype != torch.float16
 
     @staticmethod
     def cast(tensor, dtype):
+        """`tensor` cast to `dtype`, or to float16 when dtype is None."""
         return tensor.type(dtype or torch.float16)
 
 
 class Compression:
     """The available compressors: Compression.none and Compression.fp16."""
 
+    ## Sends tensors as they are.
     none = NoneCompressor
+    ## Sends floating-point tensors as float16.
     fp16 = FP16Compressor

@@ -31,6 +31,7 @@ from hoop.torch import _rendezvous
 
 __all__ = ["ProcessGroupHoop", "BACKEND"]
 
+## The backend's name, as in dist.init_process_group("hoop").
 BACKEND = "hoop"
 
 _DTYPES = {
@@ -283,6 +284,8 @@ class ProcessGroupHoop(ProcessGroup):
     """A torch.distributed process group whose collectives run on a hoop Communicator."""
 
     def __init__(self, store, rank, size, timeout):
+        """The group of `size` ranks, this one `rank`, meeting through the c10d `store`;
+        `timeout` (a timedelta, or seconds) is its communicator's deadline."""
         super().__init__(rank, size)
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
         self._store_host = None
@@ -301,9 +304,11 @@ class ProcessGroupHoop(ProcessGroup):
         self._scratch = _Scratch()
 
     def getBackendName(self):
+        """The backend's name, "hoop"."""
         return BACKEND
 
     def name(self):
+        """The backend's name, "hoop"."""
         return BACKEND
 
     # --- helpers ---------------------------------------------------------------------------
@@ -355,6 +360,7 @@ class ProcessGroupHoop(ProcessGroup):
     # --- collectives -----------------------------------------------------------------------
 
     def allreduce(self, tensors, opts=None):
+        """dist.all_reduce of the one tensor, in place."""
         what = "allreduce"
         t = self._single(tensors, what)
         op = _op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, t, what)
@@ -364,6 +370,7 @@ class ProcessGroupHoop(ProcessGroup):
             _nbytes(t), tensors, (s,), s.finish)
 
     def broadcast(self, tensors, opts=None):
+        """dist.broadcast of the one tensor from opts.rootRank."""
         what = "broadcast"
         t = self._single(tensors, what)
         root = opts.rootRank if opts is not None else 0
@@ -387,6 +394,7 @@ class ProcessGroupHoop(ProcessGroup):
             _nbytes(output), [output], (src, out), out.finish)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
+        """dist.all_gather: every rank's tensor into the list of outputs, in rank order."""
         what = "all_gather"
         t = self._single(input_tensors, what)
         outs = self._single(output_tensors, what)
@@ -423,6 +431,7 @@ class ProcessGroupHoop(ProcessGroup):
             _nbytes(src), [output], (src, out), out.finish)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        """dist.reduce_scatter: the inputs (one per rank) reduced, input r into rank r's output."""
         what = "reduce_scatter"
         out = self._single(output_tensors, what)
         ins = self._single(input_tensors, what)
@@ -441,6 +450,8 @@ class ProcessGroupHoop(ProcessGroup):
             _nbytes(flat), output_tensors, (flat, staged), staged.finish)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        """dist.all_to_all_single: input_split_sizes[j] rows of `input` to rank j, and
+        output_split_sizes[j] rows from it into `output` (empty sizes: an even split)."""
         what = "all_to_all_single"
         _check_host(input, what)
         n = self.size()
@@ -460,6 +471,7 @@ class ProcessGroupHoop(ProcessGroup):
             max(_nbytes(src), _nbytes(out.buffer)), [output], (src, out), out.finish)
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
+        """dist.all_to_all: input tensor j to rank j, output tensor j from rank j."""
         what = "all_to_all"
         for t in list(input_tensors) + list(output_tensors):
             _check_host(t, what)
@@ -486,9 +498,11 @@ class ProcessGroupHoop(ProcessGroup):
             max(_nbytes(flat_in), _nbytes(flat_out)), output_tensors, (flat_in, flat_out), split)
 
     def barrier(self, opts=None):
+        """dist.barrier: done once every rank of the group has entered it."""
         return self._start(self._comm.barrier, 0, [])
 
     def reduce(self, tensors, opts=None):
+        """dist.reduce of the one tensor into opts.rootRank's."""
         what = "reduce"
         t = self._single(tensors, what)
         op = _op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, t, what)
@@ -500,6 +514,7 @@ class ProcessGroupHoop(ProcessGroup):
             _nbytes(t), tensors, (s,), s.finish if self.rank() == root else None)
 
     def gather(self, output_tensors, input_tensors, opts=None):
+        """dist.gather: every rank's tensor into the root's list of outputs, in rank order."""
         what = "gather"
         t = self._single(input_tensors, what)
         root = opts.rootRank if opts is not None else 0
@@ -525,6 +540,7 @@ class ProcessGroupHoop(ProcessGroup):
             nbytes, output_tensors, (src, flat), split)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
+        """dist.scatter: tensor r of the root's list of inputs into rank r's output."""
         what = "scatter"
         out = self._single(output_tensors, what)
         root = opts.rootRank if opts is not None else 0
@@ -567,14 +583,17 @@ class ProcessGroupHoop(ProcessGroup):
         return _make_work(future, caller in (_SYNC, _ASYNC))
 
     def send(self, tensors, dstRank, tag=0):
+        """dist.send of the one tensor to dstRank (tag 0 only)."""
         _untagged(tag, "send")
         return self._p2p(tensors, dstRank, "send", self._comm.send)
 
     def recv(self, tensors, srcRank, tag=0):
+        """dist.recv of the one tensor from srcRank (tag 0 only)."""
         _untagged(tag, "recv")
         return self._p2p(tensors, srcRank, "recv", self._comm.recv)
 
     def recv_anysource(self, tensors, tag=0):
+        """Not supported: raises ValueError (name the source rank)."""
         raise ValueError("hoop backend: recv from any source is not supported; name the source "
                          "rank (messages between two ranks arrive in the order they were sent)")
 

@@ -39,7 +39,9 @@ class HostsUpdatedInterrupt(RuntimeError):
     instead of broadcasting it from rank 0 (hoop always broadcasts: new workers need it)."""
 
     def __init__(self, skip_sync=False):
+        """The interruption; skip_sync as the class says."""
         super().__init__("the job's hosts changed")
+        ## Whether run() may keep the state instead of broadcasting it (hoop broadcasts).
         self.skip_sync = skip_sync
 
 
@@ -48,6 +50,8 @@ class State:
     copy, sync() copies rank 0's to every rank; commit() saves and checks for new hosts."""
 
     def __init__(self, bcast_object=broadcast_object, get_rank=basics.rank):
+        """A state that broadcasts objects with `bcast_object` and reads this rank with
+        `get_rank`."""
         self._bcast_object = bcast_object
         self._rank = get_rank
         self._reset_callbacks = []
@@ -58,6 +62,7 @@ class State:
         self._reset_callbacks.extend(callbacks)
 
     def on_reset(self):
+        """Runs the reset callbacks in the order they were registered."""
         for callback in self._reset_callbacks:
             callback()
 
@@ -76,12 +81,15 @@ class State:
             raise HostsUpdatedInterrupt(False)
 
     def save(self):
+        """Keeps a copy of the state (a subclass's part)."""
         raise NotImplementedError
 
     def restore(self):
+        """Puts the last saved copy back (a subclass's part)."""
         raise NotImplementedError
 
     def sync(self):
+        """Copies rank 0's state to every rank (a subclass's part). A collective."""
         raise NotImplementedError
 
 
@@ -89,18 +97,22 @@ class ObjectState(State):
     """State of picklable attributes, given as keyword arguments: state.epoch, state.batch."""
 
     def __init__(self, bcast_object=broadcast_object, get_rank=basics.rank, **kwargs):
+        """A state of the attributes `kwargs` names, with their initial values."""
         self._saved_state = kwargs
         self._set_attrs()
         super().__init__(bcast_object=bcast_object, get_rank=get_rank)
 
     def save(self):
+        """Keeps a deep copy of every attribute."""
         self._saved_state = {attr: copy.deepcopy(getattr(self, attr))
                              for attr in self._saved_state}
 
     def restore(self):
+        """Sets every attribute back to its saved copy."""
         self._set_attrs()
 
     def sync(self):
+        """Sets every attribute to rank 0's saved copy. A collective."""
         if self._saved_state:
             self._saved_state = self._bcast_object(self._saved_state)
             self._set_attrs()
@@ -137,6 +149,7 @@ class TorchState(ObjectState):
     broadcast_parameters and broadcast_optimizer_state; samplers as their state_dict()."""
 
     def __init__(self, model=None, optimizer=None, **kwargs):
+        """A state of `model`, `optimizer` and the objects and values `kwargs` names."""
         kwargs.update(model=model, optimizer=optimizer)
         self._handlers = {}
         plain = {}
@@ -153,16 +166,19 @@ class TorchState(ObjectState):
         self.register_reset_callbacks([s.reset for s in samplers])
 
     def save(self):
+        """Keeps a copy of every state_dict() and attribute."""
         for handler in self._handlers.values():
             handler.save()
         super().save()
 
     def restore(self):
+        """Loads the saved state_dict()s and sets the attributes back."""
         for handler in self._handlers.values():
             handler.restore()
         super().restore()
 
     def sync(self):
+        """Broadcasts the model, optimizer, samplers and attributes from rank 0. A collective."""
         for handler in self._handlers.values():
             handler.sync()
         super().sync()
@@ -191,14 +207,21 @@ class ElasticSampler(torch.utils.data.Sampler):
     each reset, with the new rank and size."""
 
     def __init__(self, dataset, shuffle=True, seed=0):
+        """A sampler of `dataset`, in an order drawn from seed + epoch with `shuffle`."""
+        ## The dataset whose indices it yields.
         self.dataset = dataset
+        ## Whether each epoch draws its own order.
         self.shuffle = shuffle
+        ## The seed of the order, with the epoch.
         self.seed = seed
+        ## The current epoch.
         self.epoch = 0
+        ## Examples of the epoch that the job has processed, over all ranks.
         self.processed_num = 0
         self.reset()
 
     def set_epoch(self, epoch):
+        """Starts epoch `epoch`, with nothing processed yet."""
         self.epoch = epoch
         self.processed_num = 0
         self.reset()
@@ -212,30 +235,40 @@ class ElasticSampler(torch.utils.data.Sampler):
         self.processed_num += len(indices) * self.num_replicas
 
     def load_state_dict(self, state_dict):
+        """Moves to the epoch and position of a state_dict()."""
         self.epoch = state_dict["epoch"]
         self.processed_num = state_dict["processed_num"]
         self.reset()
 
     def state_dict(self):
+        """The epoch and the number of examples processed in it."""
         return {"epoch": self.epoch, "processed_num": self.processed_num}
 
     def reset(self):
+        """Shards what is left of the epoch over the ranks of the current round."""
+        ## The number of ranks sharing the dataset.
         self.num_replicas = basics.size()
+        ## This rank.
         self.rank = basics.rank()
         order = list(range(len(self.dataset)))
         if self.shuffle:
             random.Random(self.seed + self.epoch).shuffle(order)
+        ## The epoch's indices not processed yet, in order.
         self.remaining_indices = order[self.processed_num:]
+        ## The number of indices each rank gets from them.
         self.num_samples = int(math.ceil(len(self.remaining_indices) / self.num_replicas))
+        ## num_samples times num_replicas: the remaining indices, padded.
         self.total_size = self.num_samples * self.num_replicas
 
     def __iter__(self):
+        """This rank's share of the remaining indices."""
         indices = list(self.remaining_indices)
         # Padded with the first ones so that every rank gets as many.
         indices += indices[:self.total_size - len(indices)]
         return iter(indices[self.rank:self.total_size:self.num_replicas])
 
     def __len__(self):
+        """The number of indices this rank gets, num_samples."""
         return self.num_samples
 
 

@@ -82,6 +82,7 @@ def ptr(tensor):
 
 
 def shape(tensor):
+    """The tensor's shape as the runtime takes it: a list of ints."""
     return list(tensor.shape)
 
 
@@ -142,6 +143,7 @@ def op_name(kind, name, process_set_id):
 
 
 def reset_names():
+    """Restarts the numbering of unnamed operations (init does, before the runtime starts)."""
     _name_counters.clear()
 
 

@@ -14,7 +14,9 @@ from hoop.torch import handles
 from hoop.torch.basics import Average, Sum, handle_average_backwards_compatibility, op_name
 from hoop.torch.process_sets import global_process_set, root_in_set, set_id
 
+## True once the operation of a handle has finished (hoop.torch.handles.poll).
 poll = handles.poll
+## Waits for the operation of a handle and returns its result (hoop.torch.handles.synchronize).
 synchronize = handles.synchronize
 
 

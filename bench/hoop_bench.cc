@@ -115,7 +115,8 @@ std::optional<int> parse_flags(int argc, char** argv, Flags& flags) {
                  "count), written and checked through host copies. N is nccl-tests' GPUs per "
                  "thread: 1, since every rank drives one GPU (start one rank per GPU)")
       ->expected(0, 1)
-      ->default_str("1");
+      ->default_str("1")
+      ->option_text("[N]");  // host buffers unless given; a bare -g means 1
   app.add_flag("--nonblocking", flags.nonblocking,
                "Time the non-blocking forms (iallreduce, ...) each followed by its wait: the "
                "cost of handing a call to the communicator's thread and back");

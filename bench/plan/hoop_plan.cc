@@ -214,19 +214,24 @@ int main(int argc, char** argv) {
   app.add_option("--compute-ms", f.compute_ms,
                  "forward + backward of one step on one worker (default: measured here on "
                  "Fashion-MNIST, HOOP_DATA_DIR)")
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(CLI::Range(0.0, 1e9))
+      ->option_text("MS >= 0");
   app.add_option("--update-ms", f.update_ms,
                  "the optimizer's update of one step (default: measured here)")
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(CLI::Range(0.0, 1e9))
+      ->option_text("MS >= 0");
   app.add_option("--latency-us", f.latency_us,
                  "per message on a host's link (default: the library's, HOOP_ALPHA_US)")
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(CLI::Range(0.0, 1e9))
+      ->option_text("US >= 0");
   app.add_option("--bandwidth-gbps", f.bandwidth_gbps,
                  "a host's link, Gbit/s each way (default: the library's, HOOP_BETA_NS_PER_BYTE)")
-      ->check(CLI::Range(1e-6, 1e9));
+      ->check(CLI::Range(1e-6, 1e9))
+      ->option_text("GBPS > 0");
   app.add_option("--gamma-ns-per-byte", f.gamma_ns,
                  "reduction cost (default: the library's, HOOP_GAMMA_NS_PER_BYTE)")
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(CLI::Range(0.0, 1e9))
+      ->option_text("NS >= 0");
   app.add_option("--ranks-per-host", f.ranks_per_host, "workers sharing a host and its link")
       ->check(positive);
   app.add_option("--intra-latency-us", f.intra_latency_us, "per message inside a host")

@@ -28,7 +28,7 @@ PATH = os.pathsep.join([os.path.join(ROOT, "build", "python"), TORCH_TESTS, EXAM
 os.environ["PYTHONPATH"] = PATH
 # A failed call must fail within this many seconds of its fault (never a speed check).
 DEADLINE_S = 60
-TRAIN_ARGS = ["--epochs", "1", "--max-steps", "80"]
+TRAIN_ARGS = ["--epochs", "1", "--max-steps", "30"]
 
 
 def ok(what):

@@ -165,10 +165,25 @@ Result<Placement> place_ranks(std::span<const HostSlots> hosts, int num_ranks) {
   return placement;
 }
 
+namespace {
+
+std::string this_host_name() {
+  char name[HOST_NAME_MAX + 1] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
+}
+
+}  // namespace
+
 bool is_local_host(std::string_view host) {
   if (host == "localhost" || host == "127.0.0.1") return true;
-  char name[HOST_NAME_MAX + 1] = {};
-  return ::gethostname(name, sizeof name - 1) == 0 && host == name;
+  const std::string name = this_host_name();
+  return !name.empty() && host == name;
+}
+
+std::string host_label(const std::string& host) {
+  if (host != "localhost" && host != "127.0.0.1") return host;
+  const std::string name = this_host_name();
+  return name.empty() ? host : fmt::format("{} ({})", host, name);
 }
 
 std::vector<std::string> expand_spawner(std::string_view spawner, std::string_view host) {

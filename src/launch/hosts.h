@@ -55,6 +55,9 @@ Result<Placement> place_ranks(std::span<const HostSlots> hosts, int num_ranks);
 
 /// Whether `host` names this machine: localhost, 127.0.0.1 or this machine's host name.
 bool is_local_host(std::string_view host);
+/// `host` as reports name it: "localhost" (hooprun's host without -H) also by this machine's
+/// name, which hoop-topology and the ranks' own errors use ("localhost (vm)").
+std::string host_label(const std::string& host);
 
 /// The command prefix that starts a rank on `host`: `spawner` split at whitespace, with every
 /// "{host}" replaced by the host's name. No quoting: a word cannot contain a space.

@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <climits>
 #include <deque>
 #include <filesystem>
 #include <optional>
 
 #include "launch/exit_codes.h"
+#include "launch/hosts.h"
 #include "launch/output.h"
 #include "launch/process.h"
 
@@ -219,20 +219,11 @@ class Supervisor final : public JobControl {
                        by);
   }
 
-  // A rank's host as the report names it: "localhost" (what hooprun runs ranks on without -H)
-  // also by this machine's name, which hoop-topology and the ranks' own errors use.
-  static std::string host_name(const std::string& host) {
-    if (host != "localhost" && host != "127.0.0.1") return host;
-    char name[HOST_NAME_MAX + 1] = {};
-    if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return host;
-    return fmt::format("{} ({})", host, name);
-  }
-
   // The final word on a failed rank, after every other line: where it ran, how it ended, and
   // the end of its stderr, which usually says why.
   void report_failure(const Rank& rank) {
     std::string text = fmt::format("job failed: {} on host {} (pid {}) {}", rank.short_name,
-                                   host_name(rank.host), rank.pid, how_it_ended(rank));
+                                   host_label(rank.host), rank.pid, how_it_ended(rank));
     // A stopped rank's own stderr predates its stop; the ranks that waited for it say why.
     if (!rank.stopped_by && !rank.stderr_tail.lines().empty()) {
       say(text + stderr_quote(rank));
@@ -244,7 +235,7 @@ class Supervisor final : public JobControl {
     for (const std::size_t index : failed_order_) {
       const Rank& other = ranks_.at(index);
       if (&other == &rank || other.stderr_tail.lines().empty()) continue;
-      text += fmt::format("; {} on host {} (pid {}) {}{}", other.short_name, host_name(other.host),
+      text += fmt::format("; {} on host {} (pid {}) {}{}", other.short_name, host_label(other.host),
                           other.pid, rank.stopped_by ? "" : "also ", other.status.describe());
       text += stderr_quote(other);
       break;

@@ -15,11 +15,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <string_view>
 
+#include "bench/common/gbench_args.h"
 #include "device/device.h"
 #include "hoop/core.h"
-#include "hoop/version.h"
 
 namespace {
 
@@ -132,13 +131,11 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Google Benchmark's flags take --version for unknown: it is answered here first.
-  if (argc > 1 && std::string_view(argv[1]) == "--version") {
-    std::puts(hoop::version_line("bench_device_reduce").c_str());
-    return 0;
+  if (const auto exit_status = hoop::bench::parse_gbench_args(
+          &argc, argv, "bench_device_reduce",
+          "Bandwidth of hoop's GPU reduction kernels against a device-to-device copy of the same size.\n  e.g. bench_device_reduce --benchmark_repetitions=5 --benchmark_report_aggregates_only=true\n")) {
+    return *exit_status;
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   if (device::device_count() == 0) {
     std::printf("bench_device_reduce: nothing to measure, no usable CUDA device: %s\n",
                 device::unavailable_reason().c_str());

@@ -13,11 +13,10 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <string_view>
 
+#include "bench/common/gbench_args.h"
 #include "core/reduce.h"
 #include "hoop/core.h"
-#include "hoop/version.h"
 
 namespace {
 
@@ -121,13 +120,11 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Google Benchmark's flags take --version for unknown: it is answered here first.
-  if (argc > 1 && std::string_view(argv[1]) == "--version") {
-    std::puts(hoop::version_line("bench_reduce").c_str());
-    return 0;
+  if (const auto exit_status = hoop::bench::parse_gbench_args(
+          &argc, argv, "bench_reduce",
+          "Throughput of hoop's CPU reduction kernels against memcpy of the same size, in one run.\n  e.g. bench_reduce --benchmark_repetitions=7 --benchmark_report_aggregates_only=true\n")) {
+    return *exit_status;
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   if (dst_buffer() == nullptr || src_buffer() == nullptr) {
     std::fprintf(stderr, "bench_reduce: cannot allocate 2 x %zu bytes\n", kLargest);
     return 1;

@@ -6,7 +6,7 @@ set -u
 bin=$1
 fail=0
 for prog in hooprun hoop-bench hoop-topology hoop-plan hello train_fashion_mnist bench_runtime \
-            tcp_bound allreduce_c; do
+            tcp_bound allreduce_c bench_reduce bench_device_reduce; do
   [ -x "$bin/$prog" ] || continue  # benchmark programs are built by the benchmarks target only
   help=$("$bin/$prog" --help 2>&1)
   rc=$?

@@ -27,8 +27,9 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def main():
-    args = parse_args()
+def train(args):
+    """The elastic training; returns rank 0's epoch lines (also printed there), as hoop.ray's
+    ElasticRayExecutor hands them to its driver."""
     hvd.init()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -70,18 +71,21 @@ def main():
             loss = metric_average(loss_sum / max(steps, 1), "train_loss")
             accuracy = evaluate(model, test_x, test_y)
             if hvd.rank() == 0:
-                print(f"epoch {state.epoch + 1}/{args.epochs}: train loss {loss:.4f}, "
-                      f"test accuracy {100 * accuracy:.2f} %, "
-                      f"{steps / (time.perf_counter() - start):.1f} batches/s "
-                      f"({hvd.size()} workers)", flush=True)
+                lines.append(f"epoch {state.epoch + 1}/{args.epochs}: train loss {loss:.4f}, "
+                             f"test accuracy {100 * accuracy:.2f} %, "
+                             f"{steps / (time.perf_counter() - start):.1f} batches/s "
+                             f"({hvd.size()} workers)")
+                print(lines[-1], flush=True)
             state.epoch += 1
             state.batch = 0
             state.sampler.set_epoch(state.epoch)
             state.commit()
 
+    lines = []
     train(state)
     hvd.shutdown()
+    return lines
 
 
 if __name__ == "__main__":
-    main()
+    train(parse_args())

@@ -324,6 +324,21 @@ void define_job(py::module_& m) {
   m.def("elastic_round", &hoop::elastic::round,
         "The elastic round this process is in (-1 outside an elastic job).");
   m.def(
+      "elastic_report_failure",
+      [](const std::string& code, const std::string& message) {
+        // The HoopError's .code and .message give back the Status it was raised for.
+        auto c = hoop::StatusCode::kAborted;
+        for (int i = 0; i <= static_cast<int>(hoop::StatusCode::kInternal); ++i) {
+          if (hoop::status_code_name(static_cast<hoop::StatusCode>(i)) == code)
+            c = static_cast<hoop::StatusCode>(i);
+        }
+        py::gil_scoped_release release;
+        hoop::elastic::report_failure(hoop::Status(c, message));
+      },
+      py::arg("code"), py::arg("message"),
+      "Tells the job's driver that this worker's round failed with a HoopError's code and "
+      "message (before a reset).");
+  m.def(
       "elastic_hosts_updated",
       [] {
         return guarded([] {
@@ -355,4 +370,5 @@ PYBIND11_MODULE(_hoop, m) {
   define_collectives(m);
   define_handles(m);
   hoop::python::define_communicator(m);
+  hoop::python::define_elastic_driver(m);
 }

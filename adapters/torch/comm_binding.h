@@ -1,5 +1,5 @@
-// What binding.cc (the runtime's half of hoop._hoop) and comm_binding.cc (the Communicator's)
-// share.
+// What binding.cc (the runtime's half of hoop._hoop), comm_binding.cc (the Communicator's) and
+// elastic_binding.cc (an elastic driver's) share.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -20,5 +20,7 @@ ReduceOp op_of(const std::string& name);
 
 /// Adds StoreHost and Comm (the Communicator with its non-blocking collectives) to `m`.
 void define_communicator(pybind11::module_& m);
+/// Adds ElasticRounds (an elastic job's rounds in its store, for a Python driver) to `m`.
+void define_elastic_driver(pybind11::module_& m);
 
 }  // namespace hoop::python

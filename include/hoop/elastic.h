@@ -39,6 +39,13 @@ int round();
 /// tensor or a bug, which would fail again in the next round.
 bool recoverable(const Status& status);
 
+/// Tells hooprun (the job's driver) that this worker's round failed with `cause`, before it
+/// resets: when no worker of the round ends (a peer stopped or hung, a link cut), the reports
+/// are how the driver learns the round is over and which worker stopped answering. run() does
+/// it itself; a binding with its own loop (hoop.torch.elastic) calls it. Does nothing outside
+/// an elastic job or before init().
+void report_failure(const Status& cause);
+
 /// Whether hooprun has published a round newer than this process's. A collective over the
 /// global set: every rank calls it at the same point and all get the same answer.
 bool hosts_updated();

@@ -28,6 +28,8 @@ bool enabled() { return config::is_set("HOOP_ELASTIC_ID"); }
 
 int round() { return is_initialized() ? runtime::elastic_view().round : -1; }
 
+void report_failure(const Status& cause) { runtime::report_elastic_failure(cause); }
+
 bool recoverable(const Status& status) {
   switch (status.code()) {
     case StatusCode::kPeerLost:
@@ -168,7 +170,7 @@ void run(State& state, const std::function<void()>& train) {
                e.status().to_string());
       // hooprun starts the next round when a worker ends; when none does (a peer stopped or
       // hung, a link cut), the reports are how it learns that this round is over.
-      runtime::report_elastic_failure(e.status());
+      report_failure(e.status());
       state.restore();
     }
     if (!left_at) left_at = now_seconds();

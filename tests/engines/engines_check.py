@@ -8,8 +8,9 @@ Each engine runs, on 2 workers: every hoop.torch collective against its referenc
 against the same script under hooprun (the same loss and accuracy), a worker whose code raises
 and one whose process dies (each fails the call on the driver naming the rank, within a
 deadline), and a call that works after those. Ray also checks execute(), execute_single() and
-start()'s executable. Prints "OK <check>" per check and "OK engines <engine>" at the end; any
-failure raises.
+start()'s executable, and ElasticRayExecutor: a killed and a stopped worker replaced, training
+resumed from the last commit, a worker whose code raises, and the elastic training example. Prints "OK <check>" per check and
+"OK engines <engine>" at the end; any failure raises.
 """
 
 import os
@@ -73,6 +74,58 @@ def faulty(kind):
             raise RuntimeError("rank 1's own bug")
         hvd.allreduce(torch.ones(256), name=f"g{step % 3}")
     return "no fault"
+
+
+def elastic_training(marker, fault, steps=40):
+    """Elastic allreduces, committed every 5 steps; rank 1 of the first round kills (fault
+    "kill") or stops ("stop") its own process at step 20, once: the marker file says it
+    happened. The replacement must receive the committed state, so every rank ends with `steps`
+    steps, each adding the job's size."""
+    import signal
+
+    import torch
+
+    import hoop.torch as hvd
+
+    hvd.init()
+    state = hvd.elastic.ObjectState(step=0, total=0.0)
+    resets = []
+    state.register_reset_callbacks([lambda: resets.append(hvd.size())])
+
+    @hvd.elastic.run
+    def train(state):
+        while state.step < steps:
+            if state.step == 20 and hvd.rank() == 1 and not os.path.exists(marker):
+                open(marker, "w").close()
+                if fault == "kill":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                # Stopped for good: should anything continue the process, it stops again at
+                # once, and the marker counts the times (the driver's kill ends it).
+                while True:
+                    os.kill(os.getpid(), signal.SIGSTOP)
+                    with open(marker, "a") as f:
+                        f.write("continued\n")
+            state.total += float(hvd.allreduce(torch.ones(4), op=hvd.Sum, name="step")[0])
+            state.step += 1
+            if state.step % 5 == 0:
+                state.commit()
+
+    train(state)
+    return (hvd.rank(), hvd.size(), state.step, state.total, len(resets))
+
+
+def elastic_raising():
+    import hoop.torch as hvd
+
+    hvd.init()
+
+    @hvd.elastic.run
+    def train(state):
+        if hvd.rank() == 1:
+            raise ValueError("rank 1's own elastic bug")
+        hvd.allreduce(__import__("torch").ones(1), name="x")
+
+    train(hvd.elastic.ObjectState(step=0))
 
 
 def train():
@@ -162,7 +215,43 @@ def ray_main():
     expect(e.run(whoami)[1][0] == 1, "a run after the faults")
     e.shutdown()
     ok("a new executor works after the faults")
+    check_elastic_ray()
     ray.shutdown()
+
+
+def check_elastic_ray():
+    import tempfile
+
+    from hoop.ray import ElasticRayExecutor
+
+    settings = ElasticRayExecutor.create_settings(min_np=1, max_np=2, elastic_timeout=60,
+                                                  timeout_s=60)
+    # A stopped worker is found through the others' failed collectives: after their timeout.
+    e = ElasticRayExecutor(settings, cpus_per_slot=1, env_vars={"HOOP_TIMEOUT_SECONDS": "3"})
+    e.start()
+    for fault in ("kill", "stop"):
+        with tempfile.TemporaryDirectory() as tmp:
+            marker = os.path.join(tmp, "faulted")
+            started = time.monotonic()
+            got = e.run(lambda: elastic_training(marker, fault))
+            took = time.monotonic() - started
+            expect(os.path.exists(marker), f"the elastic worker did not {fault} itself")
+            with open(marker) as f:
+                continued = f.read().count("continued")
+        expect([g[:4] for g in got] == [(0, 2, 40, 80.0), (1, 2, 40, 80.0)],
+               f"elastic results: {got}")
+        expect(got[0][4] >= 1, f"rank 0 saw no reset: {got}")
+        ok(f"ElasticRayExecutor: a worker that {fault}s itself is replaced and training resumes "
+           f"from the last commit ({took:.1f} s, not asserted): {got}"
+           + (f"; something continued the stopped worker {continued} times" if continued else ""))
+    check_fault(lambda: e.run(elastic_raising), "raise",
+                ["rank 1", "raised: ValueError: rank 1's own elastic bug"])
+    e.shutdown()
+    import ray_fashion_mnist as ray_example
+
+    lines = ray_example.run_elastic(ray_example.parse_args(["--elastic"] + TRAIN_ARGS))
+    expect(len(lines) == 1 and "(2 workers)" in lines[0], f"the elastic example: {lines}")
+    ok(f"examples/ray_fashion_mnist.py --elastic: {lines[0]}")
 
 
 def spark_main():

@@ -20,8 +20,18 @@ on() {  # on HOST_INDEX command...: runs it on that simulated host, as that host
   shift
   ip netns exec "${hosts[$i]}" env HOOP_HOST_ID="${hosts[$i]}" "$@"
 }
+# Not `ray stop`: it ends every Ray process of the machine, those of a Ray instance another test
+# runs beside this one included (whose stopped workers the kernel then continues, their process
+# groups orphaned). This cluster's processes are the ones in its hosts' network namespaces.
 stop() {
-  for i in 0 1; do on "$i" "$bin/ray" stop --force >/dev/null 2>&1 || true; done
+  local i pids
+  for sig in TERM KILL; do
+    for i in 0 1; do
+      pids=$(ip netns pids "${hosts[$i]}" 2>/dev/null || true)
+      [ -n "$pids" ] && kill "-$sig" $pids 2>/dev/null
+    done
+    [ "$sig" = TERM ] && sleep 2
+  done
   rm -rf "$work"
 }
 trap stop EXIT

@@ -25,6 +25,18 @@ class DriverStore:
         self._host = StoreHost(bind, self.secret, self.job_id, float(timeout_s))
         self.port = self._host.port
 
+    def job_env(self, extra=None):
+        """What every worker of the job is given: the store's address, the job id and secret,
+        then `extra`."""
+        env = {
+            "HOOP_RENDEZVOUS_ADDR": self.address,
+            "HOOP_RENDEZVOUS_PORT": str(self.port),
+            "HOOP_JOB_ID": self.job_id,
+            "HOOP_SECRET": self.secret,
+        }
+        env.update(extra or {})
+        return env
+
     def worker_env(self, rank, layout, extra=None):
         """The environment of the worker of rank `rank`; layout is host_layout()'s."""
         local_rank, local_size, cross_rank, cross_size = layout[rank]
@@ -35,12 +47,8 @@ class DriverStore:
             "HOOP_LOCAL_SIZE": str(local_size),
             "HOOP_CROSS_RANK": str(cross_rank),
             "HOOP_CROSS_SIZE": str(cross_size),
-            "HOOP_RENDEZVOUS_ADDR": self.address,
-            "HOOP_RENDEZVOUS_PORT": str(self.port),
-            "HOOP_JOB_ID": self.job_id,
-            "HOOP_SECRET": self.secret,
         }
-        env.update(extra or {})
+        env.update(self.job_env(extra))
         return env
 
     def stop(self):
@@ -74,11 +82,39 @@ def grouped_by_host(hosts):
     return sorted(range(len(hosts)), key=lambda i: (order[hosts[i]], i))
 
 
-def apply_env(env):
+def apply_env(env, drop=()):
     """Sets `env` in this worker process before hoop starts in it (hoop reads the variables at
-    init)."""
+    init), and removes the variables named in `drop`."""
+    for name in drop:
+        os.environ.pop(name, None)
     os.environ.update({k: str(v) for k, v in env.items()})
 
 
 def this_host():
     return socket.gethostname()
+
+
+def one_interface(nics, engine):
+    """nics as a list: none, or the one interface hoop's TCP transport binds (HOOP_IFACE);
+    raises HoopValueError naming `engine` for more."""
+    from hoop._hoop import HoopValueError
+
+    nics = list(nics or [])
+    if len(nics) > 1:
+        raise HoopValueError(
+            f"{engine}: nics={nics}: hoop's TCP transport binds one interface (HOOP_IFACE)")
+    return nics
+
+
+def end_hoop():
+    """Shuts hoop down in this worker where it is running: after a failure, so the other ranks'
+    collectives fail at once naming this one, and at a task's end, since the engine may reuse the
+    process. A shutdown that fails (the job is broken already) is not the news: the caller's
+    own outcome is."""
+    from hoop import _hoop
+
+    if _hoop.is_initialized():
+        try:
+            _hoop.shutdown()
+        except Exception:
+            pass

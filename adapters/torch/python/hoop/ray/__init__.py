@@ -23,10 +23,11 @@ hangs. The executor is then shut down, and start() begins again.
 
 import time
 
-from hoop._engines import DriverStore, apply_env, grouped_by_host, host_layout
+from hoop._engines import (DriverStore, apply_env, end_hoop, grouped_by_host, host_layout,
+                           one_interface)
 from hoop._hoop import HoopError, HoopValueError
 
-__all__ = ["RayExecutor", "Settings"]
+__all__ = ["ElasticRayExecutor", "RayExecutor", "Settings"]
 
 
 class Settings:
@@ -39,10 +40,7 @@ class Settings:
         more than one interface."""
         if timeout_s <= 0 or placement_group_timeout_s <= 0:
             raise HoopValueError("hoop.ray: timeout_s and placement_group_timeout_s must be > 0")
-        nics = list(nics or [])
-        if len(nics) > 1:
-            raise HoopValueError(
-                f"hoop.ray: nics={nics}: hoop's TCP transport binds one interface (HOOP_IFACE)")
+        nics = one_interface(nics, "hoop.ray")
         ## Seconds for the workers' hoop start and the rendezvous.
         self.timeout_s = timeout_s
         ## Seconds for Ray to reserve the workers' resources.
@@ -89,13 +87,7 @@ def _ending_hoop_on_failure(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except BaseException:
-        from hoop import _hoop
-
-        if _hoop.is_initialized():
-            try:
-                _hoop.shutdown()
-            except Exception:  # the job may be broken already; the original error is the news
-                pass
+        end_hoop()
         raise
 
 
@@ -319,3 +311,7 @@ def _cause_line(e):
         text = str(cause).strip()
         return f"{type(cause).__name__}: {text.splitlines()[0]}" if text else type(cause).__name__
     return _first_line(e)
+
+
+# Last: the elastic executor uses this module's worker actor and error lines.
+from hoop.ray.elastic import ElasticRayExecutor  # noqa: E402

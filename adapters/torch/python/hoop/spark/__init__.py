@@ -24,7 +24,7 @@ import sys
 import time
 import traceback
 
-from hoop._engines import DriverStore, apply_env, host_layout
+from hoop._engines import DriverStore, apply_env, end_hoop, host_layout, one_interface
 from hoop._hoop import HoopError, HoopValueError
 
 __all__ = ["run"]
@@ -44,10 +44,7 @@ def run(fn, args=(), kwargs=None, num_proc=None, start_timeout=None, env=None, s
     num_proc = num_proc or sc.defaultParallelism
     if num_proc < 1:
         raise HoopValueError(f"hoop.spark.run: num_proc={num_proc} must be >= 1")
-    nics = list(nics or [])
-    if len(nics) > 1:
-        raise HoopValueError(
-            f"hoop.spark.run: nics={nics}: hoop's TCP transport binds one interface (HOOP_IFACE)")
+    nics = one_interface(nics, "hoop.spark.run")
     start_timeout = int(start_timeout or 30)
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
@@ -117,21 +114,11 @@ def _task(store, extra, fn, args, kwargs):
             sys.stdout, sys.stderr = saved
             # Spark reuses its Python workers: the next run's task in this process must start
             # hoop afresh, in its own job.
-            _end_hoop()
+            end_hoop()
         report["stdout"], report["stderr"] = out.getvalue(), err.getvalue()
         yield report
 
     return task
-
-
-def _end_hoop():
-    from hoop import _hoop
-
-    if _hoop.is_initialized():
-        try:
-            _hoop.shutdown()
-        except Exception:  # a broken job; the task's own outcome is what it reports
-            pass
 
 
 def _first_line(text):

@@ -298,6 +298,9 @@ def run(func):
             except HoopError as e:
                 if not _hoop.elastic_enabled() or not getattr(e, "recoverable", False):
                     raise
+                # When no worker of the round ends (a peer stopped or hung), the reports are how
+                # the driver learns the round is over, as in C++ elastic::run.
+                _hoop.elastic_report_failure(e.code, e.message)
                 state.restore()
                 skip_sync = False
             _reset()

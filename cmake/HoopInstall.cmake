@@ -3,8 +3,35 @@
 # hoop.tensorflow and hoop.keras where built), a relocatable CMake package
 # (find_package(hoop CONFIG): hoop::hoop, hoop::train, hoop::c) and hoop.pc for pkg-config.
 # Executables and the extension find the libraries through RPATHs relative to themselves, so
-# the installed tree can move. (Under pip, adapters/torch lays out the wheel instead.)
+# the installed tree can move.
+#
+# Under `pip install .` (pyproject.toml builds the target hoop_wheel) the wheel holds the package
+# alone: libhoop beside the extension, hooprun and hoop-topology in hoop/bin, and the adapters
+# built for the environment's frameworks in hoop/jax and hoop/tensorflow, each finding libhoop
+# through a relative RPATH.
 if(SKBUILD)
+  if(NOT TARGET _hoop)
+    message(FATAL_ERROR "the pip package needs the Python adapter: ${HOOP_PYTHON} with its headers "
+                        "(python3-dev) and pybind11-dev (scripts/install-deps installs them)")
+  endif()
+  set_target_properties(_hoop hoop PROPERTIES INSTALL_RPATH "$ORIGIN")
+  set_target_properties(hooprun hoop-topology PROPERTIES INSTALL_RPATH "$ORIGIN/..")
+  install(TARGETS _hoop hoop LIBRARY DESTINATION hoop)
+  # hooprun --topology runs hoop-topology from its own directory.
+  install(TARGETS hooprun hoop-topology RUNTIME DESTINATION hoop/bin)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/adapters/torch/python/hoop DESTINATION .
+          FILES_MATCHING PATTERN "*.py")
+  add_custom_target(hoop_wheel)
+  add_dependencies(hoop_wheel hoop_python hooprun hoop-topology)
+  foreach(adapter jax tensorflow)
+    if(TARGET hoop_${adapter})
+      set_target_properties(hoop_${adapter} PROPERTIES INSTALL_RPATH "$ORIGIN/..")
+      install(TARGETS hoop_${adapter} LIBRARY DESTINATION hoop/${adapter})
+      install(DIRECTORY ${PROJECT_SOURCE_DIR}/adapters/${adapter}/python/hoop DESTINATION .
+              FILES_MATCHING PATTERN "*.py")
+      add_dependencies(hoop_wheel hoop_${adapter})
+    endif()
+  endforeach()
   return()
 endif()
 include(GNUInstallDirs)

@@ -2,6 +2,7 @@
 two worker JVMs, started once and shared by every check.
 
     engines_check.py ray|spark     (from the repository root, PYTHONPATH=build/python)
+    engines_check.py reference FILE   (the hooprun reference both share, into FILE)
 
 Each engine runs, on 2 workers: every hoop.torch collective against its reference
 (tests/torch/api_test.py, as hooprun runs it), results in rank order, the training example
@@ -139,7 +140,13 @@ def train():
 # -- the driver's checks ----------------------------------------------------------------------
 
 def hooprun_reference():
-    """The example's last epoch line under hooprun: (loss, accuracy) as printed."""
+    """The example's last epoch line under hooprun: (loss, accuracy) as printed; read from the
+    file $HOOP_TEST_ENGINES_REFERENCE where the test engines.reference wrote it for both engines'
+    tests (a ctest fixture), else run here."""
+    shared = os.environ.get("HOOP_TEST_ENGINES_REFERENCE")
+    if shared and os.path.exists(shared):
+        with open(shared) as f:
+            return tuple(f.read().split())
     out = subprocess.run(
         [os.path.join(ROOT, "build", "bin", "hooprun"), "-np", "2", "/usr/bin/python3",
          os.path.join(EXAMPLES, "torch_fashion_mnist.py")] + TRAIN_ARGS,
@@ -291,7 +298,13 @@ def spark_main():
 
 if __name__ == "__main__":
     engine = sys.argv[1] if len(sys.argv) > 1 else ""
+    if engine == "reference" and len(sys.argv) == 3:
+        os.environ.pop("HOOP_TEST_ENGINES_REFERENCE", None)
+        with open(sys.argv[2], "w") as f:
+            f.write(" ".join(hooprun_reference()) + "\n")
+        ok(f"the training example under hooprun: {open(sys.argv[2]).read().strip()}")
+        sys.exit(0)
     if engine not in ("ray", "spark"):
-        sys.exit("usage: engines_check.py ray|spark")
+        sys.exit("usage: engines_check.py ray|spark|reference FILE")
     ray_main() if engine == "ray" else spark_main()
     ok(f"engines {engine}")

@@ -4,8 +4,9 @@ what works.
 
 Every line of a ```sh block in README.md and in each page of the user guide (docs/guide/*.md)
 is a command (a line ending in a backslash goes on on the next). Each one either runs here, from
-the repository root with `build/` meaning this build's directory, and must exit 0 (and, for
-some, print what the docs promise), or matches one of the SKIPS below, which say why it cannot
+the repository root with `build/` meaning this build's directory (the example trainings
+stopped early: SHORTER), and must exit 0 (and, for some, print what the docs promise), or
+matches one of the SKIPS below, which say why it cannot
 run inside the suite. A command that two places show alike runs once. A SKIPS entry that no
 longer matches any command of these files is an error too, so the list cannot go stale. Blocks
 fenced with a bare ``` are output, usage lines or commands for other machines (ssh hosts,
@@ -58,6 +59,14 @@ EXPECT = [
     (r"hoop-bench -b 8 ", r"# Out of bounds values : 0 OK"),
     (r"allreduce_c", r"."),
     (r"collective_fuzz --seed", r"0 failures on any rank"),
+]
+
+# Trainings the suite runs shorter than the docs show, for its time: the command as shown with
+# an option of the example's appended, so it parses, starts and trains the same way and stops
+# its epoch early. (pattern in the command, arguments appended)
+SHORTER = [
+    (r"examples/(torch|torchdist)_fashion_mnist\.py", "--max-steps 150"),
+    (r"examples/(jax|keras)_fashion_mnist\.py", "--limit 19200"),
 ]
 
 TIMEOUT_S = 300
@@ -237,6 +246,8 @@ def main():
             continue
         done[command] = where
         run = with_build_dir(command, build)
+        shorter = " ".join(extra for pattern, extra in SHORTER if re.search(pattern, command))
+        run += " " + shorter if shorter else ""
         began = time.monotonic()
         try:
             r = subprocess.run(["bash", "-c", run], cwd=source, capture_output=True, text=True,
@@ -246,7 +257,8 @@ def main():
             continue
         ran += 1
         took = time.monotonic() - began
-        print(f"ran   {where}: {command} (exit {r.returncode}, {took:.1f} s)")
+        print(f"ran   {where}: {command}{' + ' + shorter if shorter else ''} "
+              f"(exit {r.returncode}, {took:.1f} s)")
         if r.returncode != 0:
             failures.append(f"{where}: {command}: exit {r.returncode}\n"
                             f"--- stdout (end)\n{r.stdout[-3000:]}\n--- stderr (end)\n"

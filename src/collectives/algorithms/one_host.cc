@@ -323,6 +323,10 @@ Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* paylo
 
 namespace {
 
+// From this size a reduce's root reduces its own input where it lies (reduce_in_slots): below
+// it, the copy into the slot costs less than the list of terms that replaces it.
+constexpr std::size_t kOwnInputInPlaceBytes = 4096;
+
 /// `out` = op over the slots `in`, from `offset` bytes into each, in rank order (every rank
 /// that computes it gets the same bits).
 Status reduce_slots(void* out, std::span<const std::byte* const> in, std::size_t count,
@@ -352,13 +356,24 @@ Status reduce_in_slots(CommImpl& impl, const RootReduceOptions& o, std::size_t b
   const CallFingerprint fp{
       .kind = Collective::kReduce, .dtype = o.dtype, .op = o.op, .root = o.root, .count = o.count};
   const bool root = impl.rank() == o.root;
+  // Past a few KiB the root's own input stays where it lies instead of being copied into its
+  // slot: one pass less over the data. Not when it is the output and a rank after the first two
+  // adds its term after the running sum has overwritten it.
+  const bool own_where_it_lies =
+      root && bytes >= kOwnInputInPlaceBytes && (o.input != o.output || o.root < 2);
   // The others return once every rank has published: the root reads their slots before any
   // rank can publish into the same slot again (two calls later, after meeting the root in the
   // next).
-  return run_in_slots(impl, fp, o.input, bytes, what, [&](std::span<const std::byte* const> in) {
-    if (!root || bytes == 0) return Status::success();
-    return reduce_slots(o.output, in, o.count, o.dtype, o.op);
-  });
+  return run_in_slots(impl, fp, o.input, own_where_it_lies ? 0 : bytes, what,
+                      [&](std::span<const std::byte* const> in) {
+                        if (!root || bytes == 0) return Status::success();
+                        if (!own_where_it_lies)
+                          return reduce_slots(o.output, in, o.count, o.dtype, o.op);
+                        std::vector<const std::byte*> terms(in.begin(), in.end());
+                        terms[static_cast<std::size_t>(o.root)] =
+                            static_cast<const std::byte*>(o.input);
+                        return reduce_slots(o.output, terms, o.count, o.dtype, o.op);
+                      });
 }
 
 Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, std::byte* blocks,

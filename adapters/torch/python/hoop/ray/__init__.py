@@ -19,6 +19,9 @@ A worker whose process dies, or whose `fn` raises, fails run() and execute() on 
 with a HoopError naming its rank and node; the other workers end with the cause (hoop's own
 failure detection), and any still running after `failure_grace_s` are stopped, so nothing
 hangs. The executor is then shut down, and start() begins again.
+
+ElasticRayExecutor (hoop.ray.elastic) runs elastic training on the same kind of workers: a lost
+worker is replaced and training goes on from the last commit.
 """
 
 import time

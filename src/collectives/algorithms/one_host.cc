@@ -404,19 +404,26 @@ Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, s
                        std::span<const std::size_t> lengths, int root,
                        const std::function<std::string()>& what) {
   const int me = impl.rank();
+  const auto m = static_cast<std::size_t>(me);
   const bool is_root = me == root;
   const void* payload = gather ? mine : blocks;
-  std::size_t bytes = gather ? lengths[static_cast<std::size_t>(me)] : 0;
+  std::size_t bytes = gather ? lengths[m] : 0;
   if (!gather && is_root) bytes = offsets.back() + lengths.back();
+  // A gather's root moves its own block straight to its place (nothing at all in place) instead
+  // of through its slot, past the size where that copy counts (as reduce_in_slots does).
+  const bool own_direct = gather && is_root && bytes >= kOwnInputInPlaceBytes;
+  if (own_direct) bytes = 0;
   return run_in_slots(impl, fp, payload, bytes, what, [&](std::span<const std::byte* const> in) {
     if (gather) {
       if (!is_root) return Status::success();
       // memmove: in place, the root's own block is its slot's source.
-      for (std::size_t r = 0; r < in.size(); ++r)
-        if (lengths[r] > 0) std::memmove(blocks + offsets[r], in[r], lengths[r]);
+      for (std::size_t r = 0; r < in.size(); ++r) {
+        if (lengths[r] == 0) continue;
+        const std::byte* from = r == m && own_direct ? mine : in[r];
+        if (from != blocks + offsets[r]) std::memmove(blocks + offsets[r], from, lengths[r]);
+      }
       return Status::success();
     }
-    const auto m = static_cast<std::size_t>(me);
     if (lengths[m] > 0)
       std::memmove(mine, in[static_cast<std::size_t>(root)] + offsets[m], lengths[m]);
     return Status::success();

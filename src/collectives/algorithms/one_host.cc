@@ -334,11 +334,16 @@ Status reduce_by_reading(CommImpl& impl, const RootReduceOptions& o,
 
 Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
                     std::size_t bytes, const std::function<std::string()>& what,
-                    const std::function<Status(std::span<const std::byte* const>)>& body) {
+                    const std::function<Status(std::span<const std::byte* const>)>& body,
+                    bool keep_own) {
   // A blocking call comes after the non-blocking ones started before it (communicator.h).
   impl.async().drain();
   const std::uint64_t call = impl.next_call();
-  Status status = meet_in_slots(impl, fp, payload, bytes, Clock::now() + impl.timeout());
+  Status status =
+      meet_in_slots(impl, fp, payload, keep_own ? 0 : bytes, Clock::now() + impl.timeout());
+  if (status.ok() && keep_own)
+    impl.slot_payloads()[static_cast<std::size_t>(impl.rank())] =
+        static_cast<const std::byte*>(payload);
   if (status.ok()) status = body(impl.slot_payloads());
   if (status.ok()) return status;
   return fail_call(impl, impl.transport(), std::move(status), call, what);
@@ -346,9 +351,9 @@ Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* paylo
 
 namespace {
 
-// From this size a reduce's root reduces its own input where it lies (reduce_in_slots): below
-// it, the copy into the slot costs less than the list of terms that replaces it.
-constexpr std::size_t kOwnInputInPlaceBytes = 4096;
+// From this size a rooted call's root keeps its own payload out of its slot (run_in_slots'
+// keep_own); below it the copy costs nothing worth measuring.
+constexpr std::size_t kKeepOwnBytes = 4096;
 
 /// `out` = op over the slots `in`, from `offset` bytes into each, in rank order (every rank
 /// that computes it gets the same bits).
@@ -382,21 +387,17 @@ Status reduce_in_slots(CommImpl& impl, const RootReduceOptions& o, std::size_t b
   // Past a few KiB the root's own input stays where it lies instead of being copied into its
   // slot: one pass less over the data. Not when it is the output and a rank after the first two
   // adds its term after the running sum has overwritten it.
-  const bool own_where_it_lies =
-      root && bytes >= kOwnInputInPlaceBytes && (o.input != o.output || o.root < 2);
+  const bool keep_own = root && bytes >= kKeepOwnBytes && (o.input != o.output || o.root < 2);
   // The others return once every rank has published: the root reads their slots before any
   // rank can publish into the same slot again (two calls later, after meeting the root in the
   // next).
-  return run_in_slots(impl, fp, o.input, own_where_it_lies ? 0 : bytes, what,
-                      [&](std::span<const std::byte* const> in) {
-                        if (!root || bytes == 0) return Status::success();
-                        if (!own_where_it_lies)
-                          return reduce_slots(o.output, in, o.count, o.dtype, o.op);
-                        std::vector<const std::byte*> terms(in.begin(), in.end());
-                        terms[static_cast<std::size_t>(o.root)] =
-                            static_cast<const std::byte*>(o.input);
-                        return reduce_slots(o.output, terms, o.count, o.dtype, o.op);
-                      });
+  return run_in_slots(
+      impl, fp, o.input, bytes, what,
+      [&](std::span<const std::byte* const> in) {
+        if (!root || bytes == 0) return Status::success();
+        return reduce_slots(o.output, in, o.count, o.dtype, o.op);
+      },
+      keep_own);
 }
 
 Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, std::byte* blocks,
@@ -409,25 +410,24 @@ Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, s
   const void* payload = gather ? mine : blocks;
   std::size_t bytes = gather ? lengths[m] : 0;
   if (!gather && is_root) bytes = offsets.back() + lengths.back();
-  // A gather's root moves its own block straight to its place (nothing at all in place) instead
-  // of through its slot, past the size where that copy counts (as reduce_in_slots does).
-  const bool own_direct = gather && is_root && bytes >= kOwnInputInPlaceBytes;
-  if (own_direct) bytes = 0;
-  return run_in_slots(impl, fp, payload, bytes, what, [&](std::span<const std::byte* const> in) {
-    if (gather) {
-      if (!is_root) return Status::success();
-      // memmove: in place, the root's own block is its slot's source.
-      for (std::size_t r = 0; r < in.size(); ++r) {
-        if (lengths[r] == 0) continue;
-        const std::byte* from = r == m && own_direct ? mine : in[r];
-        if (from != blocks + offsets[r]) std::memmove(blocks + offsets[r], from, lengths[r]);
-      }
-      return Status::success();
-    }
-    if (lengths[m] > 0)
-      std::memmove(mine, in[static_cast<std::size_t>(root)] + offsets[m], lengths[m]);
-    return Status::success();
-  });
+  // A gather's root moves its own block straight to its place (nothing at all in place).
+  const bool keep_own = gather && is_root && bytes >= kKeepOwnBytes;
+  return run_in_slots(
+      impl, fp, payload, bytes, what,
+      [&](std::span<const std::byte* const> in) {
+        if (gather) {
+          if (!is_root) return Status::success();
+          // memmove: in place, the root's own block is its slot's source.
+          for (std::size_t r = 0; r < in.size(); ++r)
+            if (lengths[r] > 0 && in[r] != blocks + offsets[r])
+              std::memmove(blocks + offsets[r], in[r], lengths[r]);
+          return Status::success();
+        }
+        if (lengths[m] > 0)
+          std::memmove(mine, in[static_cast<std::size_t>(root)] + offsets[m], lengths[m]);
+        return Status::success();
+      },
+      keep_own);
 }
 
 Status broadcast_in_slots(CommImpl& impl, const BroadcastOptions& o, std::size_t bytes,

@@ -48,10 +48,13 @@ Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payl
                      std::size_t bytes, Deadline deadline);
 
 /// One collective through the slots: meet_in_slots(), then `body` on every rank's payload; on
-/// failure the transport is aborted (every peer fails with the cause) and `what` named.
+/// failure the transport is aborted (every peer fails with the cause) and `what` named. With
+/// `keep_own` this rank's payload is for itself alone (a rooted call's root): it publishes none,
+/// and body's entry for this rank is `payload` where it lies, a copy saved.
 Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
                     std::size_t bytes, const std::function<std::string()>& what,
-                    const std::function<Status(std::span<const std::byte* const>)>& body);
+                    const std::function<Status(std::span<const std::byte* const>)>& body,
+                    bool keep_own = false);
 
 /// Whether an allreduce of `bytes` goes through reading the other ranks' memory directly
 /// (allreduce_by_reading): a host whose ranks all can, at sizes where that beats the rings.

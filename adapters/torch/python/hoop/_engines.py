@@ -20,36 +20,31 @@ class DriverStore:
         from hoop._hoop import StoreHost
 
         self.address = address
+        self.timeout_s = timeout_s
         self.secret = secrets.token_hex(16)
         self.job_id = "hoop-" + uuid.uuid4().hex[:16]
         self._host = StoreHost(bind, self.secret, self.job_id, float(timeout_s))
         self.port = self._host.port
 
-    def job_env(self, extra=None):
+    def job_env(self, extra=None, nics=None):
         """What every worker of the job is given: the store's address, the job id and secret,
-        then `extra`."""
+        the store's timeout as the workers' start timeout and the one interface of `nics`
+        (HOOP_IFACE), then `extra`, which wins."""
         env = {
             "HOOP_RENDEZVOUS_ADDR": self.address,
             "HOOP_RENDEZVOUS_PORT": str(self.port),
             "HOOP_JOB_ID": self.job_id,
             "HOOP_SECRET": self.secret,
+            "HOOP_START_TIMEOUT": str(int(self.timeout_s)),
         }
+        if nics:
+            env["HOOP_IFACE"] = nics[0]
         env.update(extra or {})
         return env
 
-    def worker_env(self, rank, layout, extra=None):
+    def worker_env(self, rank, layout, extra=None, nics=None):
         """The environment of the worker of rank `rank`; layout is host_layout()'s."""
-        local_rank, local_size, cross_rank, cross_size = layout[rank]
-        env = {
-            "HOOP_RANK": str(rank),
-            "HOOP_SIZE": str(len(layout)),
-            "HOOP_LOCAL_RANK": str(local_rank),
-            "HOOP_LOCAL_SIZE": str(local_size),
-            "HOOP_CROSS_RANK": str(cross_rank),
-            "HOOP_CROSS_SIZE": str(cross_size),
-        }
-        env.update(self.job_env(extra))
-        return env
+        return dict(self.job_env(extra, nics), **layout_env(rank, layout))
 
     def stop(self):
         self._host.stop()
@@ -70,6 +65,19 @@ def host_layout(hosts):
         seen[h] = local + 1
         out.append((local, counts[h], order[h], len(order)))
     return out
+
+
+def layout_env(rank, layout):
+    """The rank layout variables of rank `rank` (hooprun's); layout is host_layout()'s."""
+    local_rank, local_size, cross_rank, cross_size = layout[rank]
+    return {
+        "HOOP_RANK": str(rank),
+        "HOOP_SIZE": str(len(layout)),
+        "HOOP_LOCAL_RANK": str(local_rank),
+        "HOOP_LOCAL_SIZE": str(local_size),
+        "HOOP_CROSS_RANK": str(cross_rank),
+        "HOOP_CROSS_SIZE": str(cross_size),
+    }
 
 
 def grouped_by_host(hosts):

@@ -189,10 +189,8 @@ class RayExecutor:
         self._store = DriverStore(ray.util.get_node_ip_address(), self.settings.timeout_s)
         layout = host_layout([p["node"] for p in self._places])
         extra = dict(extra_env_vars or {})
-        extra.setdefault("HOOP_START_TIMEOUT", str(int(self.settings.timeout_s)))
-        if self.settings.nics:
-            extra.setdefault("HOOP_IFACE", self.settings.nics[0])
-        self._get([w.setup.remote(self._store.worker_env(r, layout, extra), executable_cls,
+        self._get([w.setup.remote(self._store.worker_env(r, layout, extra, self.settings.nics),
+                                  executable_cls,
                                   list(executable_args or []), dict(executable_kwargs or {}))
                    for r, w in enumerate(self._workers)], "setting the workers up")
 

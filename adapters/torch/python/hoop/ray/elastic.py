@@ -32,6 +32,8 @@ import time
 
 from hoop._engines import DriverStore, apply_env, one_interface
 from hoop._hoop import ElasticRounds, HoopError, HoopValueError
+# hoop.ray imports this module last, once these are defined.
+from hoop.ray import _cause_line, _first_line, _worker_class
 
 __all__ = ["ElasticRayExecutor", "ElasticSettings"]
 
@@ -422,8 +424,6 @@ class _ElasticJob:
     def start_actor(self, w):
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from hoop.ray import _worker_class
-
         if self.worker_cls is None:
             self.worker_cls = _worker_class()
         # Hard affinity: the actor waits for the slot's resources (a replaced actor's may not
@@ -434,12 +434,9 @@ class _ElasticJob:
                                        scheduling_strategy=strategy).remote()
 
     def worker_env(self, w):
-        env = self.store.job_env(self.x.env_vars)
+        env = self.store.job_env(self.x.env_vars, self.s.nics)
         env["HOOP_ELASTIC_ID"] = w.id
         env["HOOP_ELASTIC_TIMEOUT"] = str(self.s.elastic_timeout)
-        env.setdefault("HOOP_START_TIMEOUT", str(int(self.s.timeout_s)))
-        if self.s.nics:
-            env.setdefault("HOOP_IFACE", self.s.nics[0])
         return env
 
     # -- the end ----------------------------------------------------------------------------
@@ -464,14 +461,3 @@ def _elastic_worker(env, fn):
                          "HOOP_CROSS_RANK", "HOOP_CROSS_SIZE"))
     return fn()
 
-
-def _first_line(e):
-    from hoop.ray import _first_line as first
-
-    return first(e)
-
-
-def _cause_line(e):
-    from hoop.ray import _cause_line as cause
-
-    return cause(e)

@@ -24,7 +24,8 @@ import sys
 import time
 import traceback
 
-from hoop._engines import DriverStore, apply_env, end_hoop, host_layout, one_interface
+from hoop._engines import (DriverStore, apply_env, end_hoop, host_layout, layout_env,
+                           one_interface)
 from hoop._hoop import HoopError, HoopValueError
 
 __all__ = ["run"]
@@ -50,11 +51,7 @@ def run(fn, args=(), kwargs=None, num_proc=None, start_timeout=None, env=None, s
     stderr = stderr or sys.stderr
     driver = sc.getConf().get("spark.driver.host") or "127.0.0.1"
     store = DriverStore(driver, start_timeout)
-    extra = dict(env or {})
-    extra.setdefault("HOOP_START_TIMEOUT", str(start_timeout))
-    if nics:
-        extra.setdefault("HOOP_IFACE", nics[0])
-    task = _task(store, extra, fn, tuple(args), kwargs)
+    task = _task(store.job_env(env, nics), fn, tuple(args), kwargs)
     if verbose >= 2:
         print(f"hoop.spark.run: {num_proc} ranks, store at {driver}:{store.port}", file=stderr)
     started = time.monotonic()
@@ -82,10 +79,9 @@ def run(fn, args=(), kwargs=None, num_proc=None, start_timeout=None, env=None, s
     return [by_rank[r]["result"] for r in range(num_proc)]
 
 
-def _task(store, extra, fn, args, kwargs):
-    """The stage's function: what each task runs, with the store's address and secret in its
-    closure (Spark ships it to the executors)."""
-    address, port, job_id, secret = store.address, store.port, store.job_id, store.secret
+def _task(job_env, fn, args, kwargs):
+    """The stage's function: what each task runs, with the job's environment (the store's
+    address and secret) in its closure (Spark ships it to the executors)."""
 
     def task(_):
         from pyspark import BarrierTaskContext
@@ -95,12 +91,7 @@ def _task(store, extra, fn, args, kwargs):
         hosts = [info.address.rsplit(":", 1)[0] for info in ctx.getTaskInfos()]
         report = {"rank": rank, "host": hosts[rank], "status": "ok", "result": None,
                   "stdout": "", "stderr": "", "hoop_error": False, "error": ""}
-        layout = host_layout(hosts)
-        local_rank, local_size, cross_rank, cross_size = layout[rank]
-        apply_env(dict(extra, HOOP_RANK=rank, HOOP_SIZE=len(hosts), HOOP_LOCAL_RANK=local_rank,
-                       HOOP_LOCAL_SIZE=local_size, HOOP_CROSS_RANK=cross_rank,
-                       HOOP_CROSS_SIZE=cross_size, HOOP_RENDEZVOUS_ADDR=address,
-                       HOOP_RENDEZVOUS_PORT=port, HOOP_JOB_ID=job_id, HOOP_SECRET=secret))
+        apply_env(dict(job_env, **layout_env(rank, host_layout(hosts))))
         out, err = io.StringIO(), io.StringIO()
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err

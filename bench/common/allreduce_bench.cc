@@ -15,21 +15,21 @@
 namespace hoop::bench {
 namespace {
 
-struct Case {
+struct AllreduceCase {
   DataType dtype;
   ReduceOp op;
   std::size_t count;
 };
 
 Result<double> time_variant(AllreducePeer& peer, const BenchOptions& options, const void* send,
-                            void* recv, const Case& c) {
+                            void* recv, const AllreduceCase& c) {
   return time_calls(peer, options,
                     [&] { return peer.allreduce(send, recv, c.count, c.dtype, c.op); });
 }
 
 // Wrong elements over all ranks after one allreduce of fresh inputs.
 Result<std::int64_t> check_variant(AllreducePeer& peer, BenchBuffer& send, BenchBuffer& recv,
-                                   bool in_place, const Case& c) {
+                                   bool in_place, const AllreduceCase& c) {
   const std::size_t bytes = c.count * dtype_size(c.dtype);
   if (in_place) {
     fill_allreduce_input(recv.host(), c.count, c.dtype, c.op, peer.rank(), peer.size());
@@ -47,7 +47,7 @@ Result<std::int64_t> check_variant(AllreducePeer& peer, BenchBuffer& send, Bench
 }
 
 Result<Row> measure(AllreducePeer& peer, const BenchOptions& options, BenchBuffer& send,
-                    BenchBuffer& recv, const Case& c, bool check) {
+                    BenchBuffer& recv, const AllreduceCase& c, bool check) {
   const std::size_t bytes = c.count * dtype_size(c.dtype);
   fill_allreduce_input(send.host(), c.count, c.dtype, c.op, peer.rank(), peer.size());
   fill_allreduce_input(recv.host(), c.count, c.dtype, c.op, peer.rank(), peer.size());
@@ -172,7 +172,7 @@ Result<std::int64_t> run_allreduce_bench(const BenchOptions& options, AllreduceP
         check = false;
       }
       for (const std::size_t bytes : message_sizes(options, dtype_size(dtype))) {
-        const Case c{dtype, op, bytes / dtype_size(dtype)};
+        const AllreduceCase c{dtype, op, bytes / dtype_size(dtype)};
         HOOP_ASSIGN_OR_RETURN(const Row row, measure(peer, options, *send, *recv, c, check));
         wrong += row.wrong();
         if (report) report->add_row(row);

@@ -65,8 +65,9 @@ EXPECT = [
 # an option of the example's appended, so it parses, starts and trains the same way and stops
 # its epoch early. (pattern in the command, arguments appended)
 SHORTER = [
-    (r"examples/(torch|torchdist)_fashion_mnist\.py", "--max-steps 150"),
-    (r"examples/(jax|keras)_fashion_mnist\.py", "--limit 19200"),
+    (r"build/bin/train_fashion_mnist --epochs", "--max-steps 300"),
+    (r"examples/(torch|torchdist)_fashion_mnist\.py", "--max-steps 50"),
+    (r"examples/(jax|keras)_fashion_mnist\.py", "--limit 6400"),
 ]
 
 TIMEOUT_S = 300

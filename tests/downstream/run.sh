@@ -2,7 +2,7 @@
 # Builds tests/downstream (a parent project with add_subdirectory(hoop)) from scratch and runs
 # its allreduce on 2 ranks under the hooprun it built. `run.sh HOOP_SOURCE_DIR WORK_DIR`.
 # Debug (-O0, no debug information), without CUDA and without hoop's suite: the library and
-# hooprun only, quickly. First, configured without a build type: hoop's targets at -O2.
+# hooprun only, quickly (a unity build: each target's sources as one unit). First, configured without a build type: hoop's targets at -O2.
 set -eu
 src=$1
 work=$2
@@ -19,7 +19,7 @@ grep -- '-c [^"]*/src/core/reduce.cc' "$work.notype/compile_commands.json" | gre
 rm -rf "$work.notype" "$work.notype.log"
 cmake -S "$src/tests/downstream" -B "$work" -G Ninja -DHOOP_SOURCE_DIR="$src" \
   -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DCMAKE_C_FLAGS_DEBUG=-O0 -DHOOP_CUDA=OFF \
-  -DHOOP_FRAMEWORKS_PYTHON= \
+  -DHOOP_FRAMEWORKS_PYTHON= -DCMAKE_UNITY_BUILD=ON \
   >"$work.configure.log" 2>&1 ||
   { cat "$work.configure.log"; exit 1; }
 # hoop's own suite, benchmarks and examples are off inside another project.

@@ -11,11 +11,13 @@ keep=$3
 rm -f "$keep"
 rm -rf "$work"
 mkdir -p "$work"
-# -O0 without debug information: the quickest compile (the package is only inspected and run).
+# -O0 without debug information and a unity build (each target's sources compiled as one unit,
+# so the shared headers, torch's among them, are parsed once a target): the quickest compile,
+# about half the time of one unit per file (the package is only inspected and run).
 # -DCMAKE_INSTALL_PREFIX=/usr: the libraries in the multiarch directory, as the guide says.
 cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
   -DCMAKE_C_FLAGS_DEBUG=-O0 -DHOOP_CUDA=OFF -DCMAKE_INSTALL_PREFIX=/usr \
-  -DHOOP_FRAMEWORKS_PYTHON= \
+  -DHOOP_FRAMEWORKS_PYTHON= -DCMAKE_UNITY_BUILD=ON \
   -DHOOP_BUILD_TESTS=OFF -DHOOP_BUILD_EXAMPLES=OFF >"$work/configure.log" ||
   { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build" -j "$(nproc)" >"$work/build.log" || { tail -30 "$work/build.log"; exit 1; }

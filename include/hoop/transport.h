@@ -44,10 +44,11 @@ struct MemoryPiece {
 /// Memory that every rank of a transport reads directly (shared memory on one host), for small
 /// collectives that need no messages: each rank writes its own slot, publishes it, and reads
 /// the other ranks' slots where they are. A rank has two slots and uses them in turn, so a slot
-/// is rewritten two calls later; that is safe because every call waits for every rank's slot
-/// (gather) before the next begins: a rank that publishes call s + 1 has seen every rank finish
-/// call s - 1. Calls are numbered 1, 2, ... alike on every rank. Not thread-safe; the transport's
-/// send/recv requests and the slots may be used in turn.
+/// is rewritten two calls later. The callers' contract makes that safe: a rank writes its slot
+/// of call s + 1 only once every rank has published call s (gather() of s, in that call or at
+/// the start of the next), and a rank publishes s only once it has finished reading call
+/// s - 1's slots. Calls are numbered 1, 2, ... alike on every rank. Not thread-safe; the
+/// transport's send/recv requests and the slots may be used in turn.
 class SharedSlots {
  public:
   virtual ~SharedSlots() = default;
@@ -65,6 +66,11 @@ class SharedSlots {
   /// timeout_error naming the ranks that did not publish (and aborts the transport).
   virtual Status gather(std::uint64_t seq, std::span<const std::byte*> slots,
                         Deadline deadline) = 0;
+  /// As gather(), for one rank's slot alone (a rooted call's receiver needs only the root's):
+  /// waits until `peer` has published call `seq` and returns where its slot is, valid as
+  /// gather()'s are. Fails as gather() does, naming `peer`.
+  virtual Result<const std::byte*> gather_one(std::uint64_t seq, int peer,
+                                              Deadline deadline) = 0;
 
   /// Whether read_peer() works between every pair of ranks (the same answer on every rank).
   virtual bool can_read_peers() const = 0;

@@ -1,6 +1,6 @@
 // The shared-memory transport's shared slots (hoop::SharedSlots) between threads of one
 // process, each its own rank: every rank reads every other rank's slot call after call (the
-// two slots taking turns), slots only where every rank is a peer, the same slot size on every
+// two slots taking turns), a root's slot alone while the root runs ahead, slots only where every rank is a peer, the same slot size on every
 // rank, and the failures a gather must end with: a deadline naming the ranks that never
 // published, a peer's abort, a peer's orderly shutdown. A peer process that dies is in
 // shm_fault_test.cc.
@@ -48,6 +48,56 @@ TEST_F(ShmTest, SlotsCarryEveryRanksDataCallAfterCall) {
             << "rank " << rank << " read rank " << r << "'s slot of call " << seq;
       }
     }
+  });
+}
+
+// The rooted calls' protocol (collectives/algorithms/one_host.h, SlotNeed): call after call a
+// root, rank seq % 4, publishes its data and goes on without waiting; the others take the root's
+// slot alone with gather_one. Before rewriting a slot each rank confirms, with gather, that every
+// rank published the call before: so a root runs a call ahead of ranks still reading its slot.
+TEST_F(ShmTest, GatherOneTakesTheRootsSlotWhileTheRootRunsAhead) {
+  constexpr int kRanks = 4;
+  run_shm_ranks(kRanks, shm_test_options(), [](int rank, Transport& t) {
+    SharedSlots& slots = *t.shared_slots();
+    std::vector<const std::byte*> at(kRanks);
+    for (std::uint64_t seq = 1; seq <= 2000; ++seq) {
+      if (seq > 1) {
+        const Status s = slots.gather(seq - 1, at, test_deadline());
+        ASSERT_TRUE(s.ok()) << "rank " << rank << " confirming call " << seq - 1 << ": "
+                            << s.to_string();
+      }
+      const int root = static_cast<int>(seq % kRanks);
+      const std::size_t bytes = (seq * 37) % 300;
+      const std::vector<std::byte> data = pattern(root, seq, bytes);
+      if (rank == root) std::memcpy(slots.own_slot(seq), data.data(), bytes);
+      slots.publish(seq);
+      if (rank == root) continue;
+      const Result<const std::byte*> got = slots.gather_one(seq, root, test_deadline());
+      ASSERT_TRUE(got.ok()) << "rank " << rank << " call " << seq << ": "
+                            << got.status().to_string();
+      ASSERT_EQ(std::memcmp(*got, data.data(), bytes), 0)
+          << "rank " << rank << " read root " << root << "'s slot of call " << seq;
+    }
+  });
+}
+
+TEST_F(ShmTest, GatherOneRefusesItsOwnRankAndNamesARootThatNeverPublished) {
+  std::barrier done(2);  // rank 0 stays connected, silent, until rank 1 has timed out
+  run_shm_ranks(2, shm_test_options(), [&](int rank, Transport& t) {
+    SharedSlots& slots = *t.shared_slots();
+    const Result<const std::byte*> own = slots.gather_one(1, rank, test_deadline());
+    EXPECT_EQ(own.status().code(), StatusCode::kInvalidArgument) << own.status().to_string();
+    if (rank == 0) {
+      done.arrive_and_wait();
+      return;
+    }
+    slots.publish(1);
+    const Result<const std::byte*> late = slots.gather_one(1, 0, Clock::now() + milliseconds{200});
+    EXPECT_EQ(late.status().code(), StatusCode::kTimeout) << late.status().to_string();
+    EXPECT_NE(late.status().message().find("rank(s) 0 did not reach collective call 1"),
+              std::string::npos)
+        << late.status().message();
+    done.arrive_and_wait();
   });
 }
 

@@ -103,6 +103,7 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   std::byte* own_slot(std::uint64_t seq) override;
   void publish(std::uint64_t seq) override;
   Status gather(std::uint64_t seq, std::span<const std::byte*> slots, Deadline deadline) override;
+  Result<const std::byte*> gather_one(std::uint64_t seq, int peer, Deadline deadline) override;
   bool can_read_peers() const override { return reads_peers_; }
   Status read_peer(int peer, const void* remote, void* local, std::size_t bytes) override;
   Status read_peer_pieces(int peer, std::span<const MemoryPiece> remote,
@@ -172,6 +173,11 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   bool crowded_ = false;
   bool reads_peers_ = false;  // every rank could read every other's memory (set-up's verdict)
   std::vector<int> missing_;  // gather's scratch: the ranks not yet seen
+  std::vector<const std::byte*> one_slots_;  // gather_one's scratch, size_ entries
+
+  // Waits until every rank in missing_ has published call `seq`, setting slots[r] for each
+  // (shm_slots.cc).
+  Status await_slots(std::uint64_t seq, std::span<const std::byte*> slots, Deadline deadline);
 };
 
 }  // namespace hoop::shm

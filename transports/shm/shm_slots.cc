@@ -47,13 +47,31 @@ Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots
     return invalid_argument(
         fmt::format("shm: gather of call {} over {} slots on a transport of {} ranks{}", seq,
                     slots.size(), size_, slot_bytes_ == 0 ? " without shared slots" : ""));
+  slots[static_cast<std::size_t>(rank_)] = own_slot(seq);
+  missing_.clear();
+  for (auto& p : peers_) missing_.push_back(p->rank);
+  return await_slots(seq, slots, deadline);
+}
+
+Result<const std::byte*> ShmTransport::gather_one(std::uint64_t seq, int peer,
+                                                  Deadline deadline) {
+  if (slot_bytes_ == 0 || peer < 0 || peer >= size_ || peer == rank_ ||
+      by_rank_[static_cast<std::size_t>(peer)] == nullptr)
+    return invalid_argument(fmt::format("shm: rank {}: no shared slot of rank {} to gather{}",
+                                        rank_, peer,
+                                        slot_bytes_ == 0 ? " (no shared slots)" : ""));
+  one_slots_.resize(static_cast<std::size_t>(size_));
+  missing_.assign(1, peer);
+  HOOP_RETURN_IF_ERROR(await_slots(seq, one_slots_, deadline));
+  return one_slots_[static_cast<std::size_t>(peer)];
+}
+
+Status ShmTransport::await_slots(std::uint64_t seq, std::span<const std::byte*> slots,
+                                 Deadline deadline) {
   // A peer's abort wins even over slots that are all there: the call has failed elsewhere.
   check_remote_abort();
   if (!aborted_.ok()) return aborted_;
   const int which = static_cast<int>(seq & 1);
-  slots[static_cast<std::size_t>(rank_)] = own_slot(seq);
-  missing_.clear();
-  for (auto& p : peers_) missing_.push_back(p->rank);
   // Takes the ranks whose slot holds the call now; true once none is missing.
   auto look = [&] {
     std::erase_if(missing_, [&](int r) {

@@ -139,10 +139,41 @@ SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all) {
   return s;
 }
 
+namespace {
+
+/// Compares this rank's slot `own` with rank r's, `theirs`: the hashes of the fingerprints, and
+/// the fingerprints themselves where those differ.
+Status check_slot(const std::byte* own, const std::byte* theirs, std::size_t trailer, int me,
+                  int r) {
+  if (std::memcmp(theirs, own, kSlotHeaderBytes) == 0) return Status::success();
+  return compare_fingerprints(own + trailer, theirs + trailer, me, r);
+}
+
+/// Confirms slot call `seq`, which this rank left without seeing every rank's slot: every rank
+/// has published it (so has finished reading the call before it, whose slot this rank is about
+/// to rewrite), with this rank's fingerprint.
+Status confirm_slot_call(CommImpl& impl, std::uint64_t seq, Deadline deadline) {
+  SharedSlots& slots = *impl.slots();
+  std::vector<const std::byte*>& at = impl.slot_payloads();
+  at.resize(static_cast<std::size_t>(impl.size()));
+  HOOP_RETURN_IF_ERROR(slots.gather(seq, at, deadline));
+  const std::size_t trailer = slots.slot_bytes() - kFingerprintBytes;
+  const int me = impl.rank();
+  for (int r = 0; r < impl.size(); ++r)
+    if (r != me)
+      HOOP_RETURN_IF_ERROR(check_slot(at[static_cast<std::size_t>(me)],
+                                      at[static_cast<std::size_t>(r)], trailer, me, r));
+  return Status::success();
+}
+
+}  // namespace
+
 Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
-                     std::size_t bytes, Deadline deadline) {
+                     std::size_t bytes, Deadline deadline, SlotNeed need, int root) {
   SharedSlots& slots = *impl.slots();
   const std::uint64_t seq = impl.next_slot_call();
+  if (seq > 1 && impl.unconfirmed_slot_call() == seq - 1)
+    HOOP_RETURN_IF_ERROR(confirm_slot_call(impl, seq - 1, deadline));
   const std::size_t trailer = slots.slot_bytes() - kFingerprintBytes;
   std::byte* own = slots.own_slot(seq);
   encode_fingerprint(fp, seq, own + trailer);
@@ -152,12 +183,23 @@ Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payl
   slots.publish(seq);
   std::vector<const std::byte*>& at = impl.slot_payloads();
   at.resize(static_cast<std::size_t>(impl.size()));
-  HOOP_RETURN_IF_ERROR(slots.gather(seq, at, deadline));
   const int me = impl.rank();
-  for (int r = 0; r < impl.size(); ++r) {
-    if (r != me && std::memcmp(at[r], own, sizeof hash) != 0)
-      HOOP_RETURN_IF_ERROR(compare_fingerprints(own + trailer, at[r] + trailer, me, r));
-    at[r] += kSlotHeaderBytes;
+  // With two ranks the root is every other rank.
+  if (need == SlotNeed::kRoot && impl.size() == 2) need = SlotNeed::kAll;
+  if (need == SlotNeed::kAll) {
+    HOOP_RETURN_IF_ERROR(slots.gather(seq, at, deadline));
+    for (int r = 0; r < impl.size(); ++r) {
+      if (r != me) HOOP_RETURN_IF_ERROR(check_slot(own, at[r], trailer, me, r));
+      at[r] += kSlotHeaderBytes;
+    }
+    return Status::success();
+  }
+  impl.unconfirmed_slot_call() = seq;
+  at[static_cast<std::size_t>(me)] = own + kSlotHeaderBytes;
+  if (need == SlotNeed::kRoot) {
+    HOOP_ASSIGN_OR_RETURN(const std::byte* theirs, slots.gather_one(seq, root, deadline));
+    HOOP_RETURN_IF_ERROR(check_slot(own, theirs, trailer, me, root));
+    at[static_cast<std::size_t>(root)] = theirs + kSlotHeaderBytes;
   }
   return Status::success();
 }
@@ -335,13 +377,13 @@ Status reduce_by_reading(CommImpl& impl, const RootReduceOptions& o,
 Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
                     std::size_t bytes, const std::function<std::string()>& what,
                     const std::function<Status(std::span<const std::byte* const>)>& body,
-                    bool keep_own) {
+                    SlotRole role) {
   // A blocking call comes after the non-blocking ones started before it (communicator.h).
   impl.async().drain();
   const std::uint64_t call = impl.next_call();
-  Status status =
-      meet_in_slots(impl, fp, payload, keep_own ? 0 : bytes, Clock::now() + impl.timeout());
-  if (status.ok() && keep_own)
+  Status status = meet_in_slots(impl, fp, payload, role.keep_own ? 0 : bytes,
+                                Clock::now() + impl.timeout(), role.need, role.root);
+  if (status.ok() && role.keep_own)
     impl.slot_payloads()[static_cast<std::size_t>(impl.rank())] =
         static_cast<const std::byte*>(payload);
   if (status.ok()) status = body(impl.slot_payloads());
@@ -367,6 +409,16 @@ Status reduce_slots(void* out, std::span<const std::byte* const> in, std::size_t
   return Status::success();
 }
 
+/// A rooted call's part for this rank: the rank that reads every slot (`root_reads`: reduce and
+/// gather) or only the root's (broadcast and scatter), the others giving only, and returning
+/// without waiting for the ranks that read them.
+SlotRole rooted_role(const CommImpl& impl, int root, bool root_reads, bool keep_own) {
+  const bool is_root = impl.rank() == root;
+  if (root_reads)
+    return is_root ? SlotRole{SlotNeed::kAll, root, keep_own} : SlotRole{SlotNeed::kNone, root};
+  return SlotRole{is_root ? SlotNeed::kNone : SlotNeed::kRoot, root};
+}
+
 }  // namespace
 
 Status allreduce_in_slots(CommImpl& impl, const AllreduceOptions& o, std::size_t bytes,
@@ -388,16 +440,13 @@ Status reduce_in_slots(CommImpl& impl, const RootReduceOptions& o, std::size_t b
   // slot: one pass less over the data. Not when it is the output and a rank after the first two
   // adds its term after the running sum has overwritten it.
   const bool keep_own = root && bytes >= kKeepOwnBytes && (o.input != o.output || o.root < 2);
-  // The others return once every rank has published: the root reads their slots before any
-  // rank can publish into the same slot again (two calls later, after meeting the root in the
-  // next).
   return run_in_slots(
       impl, fp, o.input, bytes, what,
       [&](std::span<const std::byte* const> in) {
         if (!root || bytes == 0) return Status::success();
         return reduce_slots(o.output, in, o.count, o.dtype, o.op);
       },
-      keep_own);
+      rooted_role(impl, o.root, true, keep_own));
 }
 
 Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, std::byte* blocks,
@@ -427,7 +476,7 @@ Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, s
           std::memmove(mine, in[static_cast<std::size_t>(root)] + offsets[m], lengths[m]);
         return Status::success();
       },
-      keep_own);
+      rooted_role(impl, root, gather, keep_own));
 }
 
 Status broadcast_in_slots(CommImpl& impl, const BroadcastOptions& o, std::size_t bytes,
@@ -435,11 +484,13 @@ Status broadcast_in_slots(CommImpl& impl, const BroadcastOptions& o, std::size_t
   const CallFingerprint fp{
       .kind = Collective::kBroadcast, .dtype = o.dtype, .root = o.root, .count = o.count};
   const bool root = impl.rank() == o.root;
-  return run_in_slots(impl, fp, o.buffer, root ? bytes : 0, what,
-                      [&](std::span<const std::byte* const> in) {
-                        if (!root && bytes > 0) std::memcpy(o.buffer, in[o.root], bytes);
-                        return Status::success();
-                      });
+  return run_in_slots(
+      impl, fp, o.buffer, root ? bytes : 0, what,
+      [&](std::span<const std::byte* const> in) {
+        if (!root && bytes > 0) std::memcpy(o.buffer, in[o.root], bytes);
+        return Status::success();
+      },
+      rooted_role(impl, o.root, false, false));
 }
 
 Status allgather_in_slots(CommImpl& impl, const AllgatherOptions& o, std::size_t block,

@@ -41,20 +41,38 @@ CommImpl* in_slots(Communicator& comm, std::size_t bytes, bool read_all,
                    std::initializer_list<NamedBuffer> buffers,
                    Algorithm requested = Algorithm::kAuto);
 
-/// Publishes `fp` and `bytes` bytes at `payload` in the next slot call of `impl`, waits for every
-/// rank's by `deadline` and compares the fingerprints. impl.slot_payloads()[r] then points at
-/// rank r's payload.
-Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
-                     std::size_t bytes, Deadline deadline);
+/// What a rank needs of a slot call: every rank's slot (a meet: no rank leaves before all have
+/// come), the root's alone (a broadcast's or scatter's receiver), or none (a rank that only
+/// gives: a broadcast's or scatter's root, a reduce's or gather's other ranks). A rank that
+/// needs less than every slot leaves as soon as it has what it needs, as an eager message's
+/// sender does, and its next slot call first confirms that every rank published this one, with
+/// the same fingerprint, before it rewrites the slot a rank might still be reading.
+enum class SlotNeed { kAll, kRoot, kNone };
 
-/// One collective through the slots: meet_in_slots(), then `body` on every rank's payload; on
-/// failure the transport is aborted (every peer fails with the cause) and `what` named. With
-/// `keep_own` this rank's payload is for itself alone (a rooted call's root): it publishes none,
-/// and body's entry for this rank is `payload` where it lies, a copy saved.
+/// How a rank takes part in a slot call (run_in_slots).
+struct SlotRole {
+  SlotNeed need = SlotNeed::kAll;
+  int root = -1;  ///< whose slot SlotNeed::kRoot reads
+  /// This rank's payload is for itself alone (a rooted call's root that reads every slot): it
+  /// publishes none, and body's entry for this rank is the payload where it lies, a copy saved.
+  bool keep_own = false;
+};
+
+/// Publishes `fp` and `bytes` bytes at `payload` in the next slot call of `impl`, waits by
+/// `deadline` for the slots this rank needs (`need`; `root`'s for SlotNeed::kRoot) and compares
+/// their fingerprints with its own. impl.slot_payloads()[r] then points at rank r's payload, for
+/// this rank and the ranks whose slot it needed.
+Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
+                     std::size_t bytes, Deadline deadline, SlotNeed need = SlotNeed::kAll,
+                     int root = -1);
+
+/// One collective through the slots: meet_in_slots() as `role` says, then `body` on the
+/// payloads; on failure the transport is aborted (every peer fails with the cause) and `what`
+/// named.
 Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
                     std::size_t bytes, const std::function<std::string()>& what,
                     const std::function<Status(std::span<const std::byte* const>)>& body,
-                    bool keep_own = false);
+                    SlotRole role = {});
 
 /// Whether an allreduce of `bytes` goes through reading the other ranks' memory directly
 /// (allreduce_by_reading): a host whose ranks all can, at sizes where that beats the rings.

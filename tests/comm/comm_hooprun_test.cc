@@ -1,7 +1,9 @@
 // Collectives over real processes: hooprun launches comm_check ranks, which check every
 // collective against locally computed references (see comm_check.cc), or play a fault.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,26 @@ TEST_P(CommCheckOneHost, EveryCollectiveMatchesTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckOneHost, ::testing::Values(2, 3));
+
+// Small rooted calls in the shared slots: the ranks that only give return without waiting for
+// the others (a broadcast's root, a gather's other ranks), which call only once those have
+// returned (comm_check eager: files in a fresh folder say so); the barrier after it confirms
+// both. With 3 ranks the broadcast's receivers read the root's slot alone.
+class CommEager : public CommCheck {};
+TEST_P(CommEager, GivingRanksOfSmallRootedCallsReturnBeforeTheOthersCall) {
+  const int n = GetParam();
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("hoop_eager_" + std::to_string(::getpid()) + "_" +
+                                     std::to_string(n));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const RunResult r = run_ranks(n, {"eager", dir.string()});
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "eager ok"), n) << r.out << r.err;
+}
+INSTANTIATE_TEST_SUITE_P(Sizes, CommEager, ::testing::Values(2, 3));
 
 // The same matrix with every pair over TCP (on one host auto takes shared memory).
 class CommCheckTcp : public CommCheck {};

@@ -11,11 +11,8 @@
 //   mismatch: rank 1 passes a different count to allreduce; every rank prints its error.
 //   badargs: bad arguments return invalid_argument without communicating.
 //   pingpong: ranks 0 and 1 time small and large messages (the cost model's alpha and beta).
-//   eager DIR: a small rooted call's giving ranks return before the others arrive (shared
-//       slots): root 0's broadcast returns, then it creates DIR/root and only then do the others
-//       call it; the others' gather returns, each creates DIR/rank<R>, and only then does the
-//       root call it. A barrier ends it. Prints "rank R: eager ok" (a giving rank that waited
-//       for the others would wait for a file that comes only after it returned).
+//   eager DIR: the giving ranks of small rooted calls return before the others call them
+//       (comm_eager.h).
 // Any mode takes --hosts K first: the ranks then claim K simulated hosts of consecutive ranks
 // (HOOP_HOST_ID), so pairs on one "host" use shared memory and the others TCP. With K hosts
 // (or HOOP_CROSS_SIZE hosts from the launcher) of equal rank counts, check adds the
@@ -29,15 +26,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "hoop/communicator.h"
 #include "tests/comm/comm_checker.h"
+#include "tests/comm/comm_eager.h"
 #include "tests/comm/comm_reference.h"
 #include "tests/comm/comm_rooted.h"
 #include "tests/comm/simulated_hosts.h"
@@ -393,53 +388,6 @@ int run_mismatch(Communicator& comm) {
   if (s.ok()) s = hoop::barrier(comm);
   fmt::print("rank {}: mismatch result: {}\n", comm.rank(), s.to_string());
   return s.ok() ? 0 : 2;
-}
-
-/// Waits up to 60 s for `path` to exist (another rank's signal); false if it never does.
-bool wait_for_file(const std::string& path) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!std::filesystem::exists(path) && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  return std::filesystem::exists(path);
-}
-
-void create_file(const std::string& path) { std::ofstream{path}; }
-
-int run_eager(Communicator& comm, const std::string& dir) {
-  const int me = comm.rank();
-  const int n = comm.size();
-  std::vector<float> value(2, me == 0 ? 42.0f : 0.0f);
-  hoop::BroadcastOptions b;
-  b.buffer = value.data();
-  b.count = value.size();
-  if (me != 0 && !wait_for_file(dir + "/root")) {
-    fmt::print("FAIL rank {}: the root never returned from its broadcast\n", me);
-    return 1;
-  }
-  hoop::Status s = hoop::broadcast(comm, b);
-  if (s.ok() && me == 0) create_file(dir + "/root");
-  if (s.ok() && value[0] != 42.0f) s = hoop::internal_error(fmt::format("broadcast gave {}", value[0]));
-  std::vector<float> all(static_cast<std::size_t>(n));
-  const float mine = static_cast<float>(me + 1);
-  hoop::GatherOptions g;
-  g.input = &mine;
-  g.output = all.data();
-  g.count = 1;
-  for (int r = 1; s.ok() && me == 0 && r < n; ++r)
-    if (!wait_for_file(fmt::format("{}/rank{}", dir, r)))
-      s = hoop::internal_error(fmt::format("rank {} never returned from its gather", r));
-  if (s.ok()) s = hoop::gather(comm, g);
-  if (s.ok() && me != 0) create_file(fmt::format("{}/rank{}", dir, me));
-  for (int r = 0; s.ok() && me == 0 && r < n; ++r)
-    if (all[static_cast<std::size_t>(r)] != static_cast<float>(r + 1))
-      s = hoop::internal_error(fmt::format("gather gave {} for rank {}", all[r], r));
-  if (s.ok()) s = hoop::barrier(comm);
-  if (!s.ok()) {
-    fmt::print("FAIL rank {}: {}\n", me, s.to_string());
-    return 1;
-  }
-  fmt::print("rank {}: eager ok\n", me);
-  return 0;
 }
 
 int run_badargs(Communicator& comm) {

@@ -55,8 +55,8 @@ Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots
 
 Result<const std::byte*> ShmTransport::gather_one(std::uint64_t seq, int peer,
                                                   Deadline deadline) {
-  if (slot_bytes_ == 0 || peer < 0 || peer >= size_ || peer == rank_ ||
-      by_rank_[static_cast<std::size_t>(peer)] == nullptr)
+  // Where there are slots, every rank is a peer (shm_connect.cc).
+  if (slot_bytes_ == 0 || peer < 0 || peer >= size_ || peer == rank_)
     return invalid_argument(fmt::format("shm: rank {}: no shared slot of rank {} to gather{}",
                                         rank_, peer,
                                         slot_bytes_ == 0 ? " (no shared slots)" : ""));

@@ -149,10 +149,10 @@ Status check_slot(const std::byte* own, const std::byte* theirs, std::size_t tra
   return compare_fingerprints(own + trailer, theirs + trailer, me, r);
 }
 
-/// Confirms slot call `seq`, which this rank left without seeing every rank's slot: every rank
-/// has published it (so has finished reading the call before it, whose slot this rank is about
-/// to rewrite), with this rank's fingerprint.
-Status confirm_slot_call(CommImpl& impl, std::uint64_t seq, Deadline deadline) {
+/// Waits for every rank's slot of call `seq` (into impl.slot_payloads(), at the slots' starts)
+/// and compares each with this rank's own, `own`.
+Status gather_checked(CommImpl& impl, std::uint64_t seq, const std::byte* own,
+                      Deadline deadline) {
   SharedSlots& slots = *impl.slots();
   std::vector<const std::byte*>& at = impl.slot_payloads();
   at.resize(static_cast<std::size_t>(impl.size()));
@@ -161,8 +161,7 @@ Status confirm_slot_call(CommImpl& impl, std::uint64_t seq, Deadline deadline) {
   const int me = impl.rank();
   for (int r = 0; r < impl.size(); ++r)
     if (r != me)
-      HOOP_RETURN_IF_ERROR(check_slot(at[static_cast<std::size_t>(me)],
-                                      at[static_cast<std::size_t>(r)], trailer, me, r));
+      HOOP_RETURN_IF_ERROR(check_slot(own, at[static_cast<std::size_t>(r)], trailer, me, r));
   return Status::success();
 }
 
@@ -172,8 +171,10 @@ Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payl
                      std::size_t bytes, Deadline deadline, SlotNeed need, int root) {
   SharedSlots& slots = *impl.slots();
   const std::uint64_t seq = impl.next_slot_call();
+  // The last call left without seeing every slot: every rank must have published it (so
+  // finished reading the call before, whose slot this one rewrites), with this fingerprint.
   if (seq > 1 && impl.unconfirmed_slot_call() == seq - 1)
-    HOOP_RETURN_IF_ERROR(confirm_slot_call(impl, seq - 1, deadline));
+    HOOP_RETURN_IF_ERROR(gather_checked(impl, seq - 1, slots.own_slot(seq - 1), deadline));
   const std::size_t trailer = slots.slot_bytes() - kFingerprintBytes;
   std::byte* own = slots.own_slot(seq);
   encode_fingerprint(fp, seq, own + trailer);
@@ -182,18 +183,15 @@ Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payl
   if (bytes > 0) std::memcpy(own + kSlotHeaderBytes, payload, bytes);
   slots.publish(seq);
   std::vector<const std::byte*>& at = impl.slot_payloads();
-  at.resize(static_cast<std::size_t>(impl.size()));
-  const int me = impl.rank();
   // With two ranks the root is every other rank.
   if (need == SlotNeed::kRoot && impl.size() == 2) need = SlotNeed::kAll;
   if (need == SlotNeed::kAll) {
-    HOOP_RETURN_IF_ERROR(slots.gather(seq, at, deadline));
-    for (int r = 0; r < impl.size(); ++r) {
-      if (r != me) HOOP_RETURN_IF_ERROR(check_slot(own, at[r], trailer, me, r));
-      at[r] += kSlotHeaderBytes;
-    }
+    HOOP_RETURN_IF_ERROR(gather_checked(impl, seq, own, deadline));
+    for (const std::byte*& a : at) a += kSlotHeaderBytes;
     return Status::success();
   }
+  at.resize(static_cast<std::size_t>(impl.size()));
+  const int me = impl.rank();
   impl.unconfirmed_slot_call() = seq;
   at[static_cast<std::size_t>(me)] = own + kSlotHeaderBytes;
   if (need == SlotNeed::kRoot) {

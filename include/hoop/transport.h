@@ -43,27 +43,35 @@ struct MemoryPiece {
 
 /// Memory that every rank of a transport reads directly (shared memory on one host), for small
 /// collectives that need no messages: each rank writes its own slot, publishes it, and reads
-/// the other ranks' slots where they are. A rank has two slots and uses them in turn, so a slot
-/// is rewritten two calls later. The callers' contract makes that safe: a rank writes its slot
-/// of call s + 1 only once every rank has published call s (gather() of s, in that call or at
-/// the start of the next), and a rank publishes s only once it has finished reading call
-/// s - 1's slots. Calls are numbered 1, 2, ... alike on every rank. Not thread-safe; the
-/// transport's send/recv requests and the slots may be used in turn.
+/// the other ranks' slots where they are. A rank has two slots, and may have small_slots()
+/// small ones besides; a call takes one slot of either kind, and each kind is used in turn, so
+/// a slot is rewritten two calls (small_slots() small calls) after it was written. The callers'
+/// contract (collectives/algorithms/one_host.h) makes that safe: a rank rewrites a slot only
+/// once every rank has finished reading it, and learns that from the calls the ranks have
+/// published since. Calls are numbered 1, 2, ... alike on every rank, and a call's number is in
+/// one slot of each rank. Not thread-safe; the transport's send/recv requests and the slots may
+/// be used in turn.
 class SharedSlots {
  public:
   virtual ~SharedSlots() = default;
 
   /// Bytes of one slot (every rank's alike).
   virtual std::size_t slot_bytes() const = 0;
-  /// This rank's slot for call `seq`, to fill before publish(seq); 8-byte aligned, and its first
-  /// 56 bytes share a cache line with what publish() writes.
-  virtual std::byte* own_slot(std::uint64_t seq) = 0;
-  /// Makes this rank's slot of call `seq` visible to every other rank.
-  virtual void publish(std::uint64_t seq) = 0;
-  /// Waits until every rank has published call `seq`; slots[r] (size() entries) then points at
-  /// rank r's slot (this rank's own included), valid until this rank publishes call seq + 1.
-  /// Fails with the cause when a peer died, shut down or aborted; past `deadline` with a
-  /// timeout_error naming the ranks that did not publish (and aborts the transport).
+  /// Bytes of one small slot (every rank's alike); 0 where there are none.
+  virtual std::size_t small_slot_bytes() const = 0;
+  /// How many small slots each rank has (0: none).
+  virtual std::size_t small_slots() const = 0;
+  /// This rank's slot for call `seq` (a small one where `small`), to fill before
+  /// publish(seq, small); 8-byte aligned, and its first 56 bytes share a cache line with what
+  /// publish() writes.
+  virtual std::byte* own_slot(std::uint64_t seq, bool small = false) = 0;
+  /// Makes this rank's slot of call `seq` (a small one where `small`) visible to every rank.
+  virtual void publish(std::uint64_t seq, bool small = false) = 0;
+  /// Waits until every rank has published call `seq`, in a slot of either kind; slots[r]
+  /// (size() entries) then points at rank r's slot (this rank's own included), valid until
+  /// its owner rewrites it. Fails with the cause when a peer died, shut down or aborted; past
+  /// `deadline` with a timeout_error naming the ranks that did not publish (and aborts the
+  /// transport).
   virtual Status gather(std::uint64_t seq, std::span<const std::byte*> slots,
                         Deadline deadline) = 0;
   /// As gather(), for one rank's slot alone (a rooted call's receiver needs only the root's):

@@ -173,6 +173,17 @@ constexpr Var kVars[] = {
      {},
      0,
      1024 * kKiB},
+    {"HOOP_SHM_RUN_AHEAD",
+     "",
+     kInt,
+     "16",
+     "Shared-memory transport: how many small rooted calls (a broadcast's or scatter's root, a "
+     "reduce's or gather's other ranks; payloads up to 1 KiB, 8 KiB where the ranks outnumber "
+     "the cores) a rank may run ahead of the slowest rank through its small shared slots; 0 "
+     "turns them off (one call ahead).",
+     {},
+     0,
+     512},
     {"HOOP_SHM_READ_BYTES",
      "",
      kBytes,

@@ -113,6 +113,15 @@ void comm_case(const std::string& name) {
     o.root = odd ? 1 : 0;
     check(hoop::broadcast(c, o));
     check(hoop::barrier(c));
+  } else if (name == "comm_root_ahead") {
+    // As comm_root, 40 times before the barrier: over shared memory each rank runs ahead
+    // through its small slots and confirms the first broadcast 16 calls later (one_host.h).
+    hoop::BroadcastOptions o;
+    o.buffer = v.data();
+    o.count = v.size();
+    o.root = odd ? 1 : 0;
+    for (int i = 0; i < 40; ++i) check(hoop::broadcast(c, o));
+    check(hoop::barrier(c));
   } else if (name == "comm_steady") {
     // A job that keeps working for CHAOS_STEADY_SECONDS (default 10), checking every result,
     // while the test attacks its listening ports; with CHAOS_STEADY_FILE, until that file

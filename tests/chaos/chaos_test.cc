@@ -42,6 +42,7 @@ const std::vector<Case>& cases() {
       {"comm_count", {"rank"}, true, {}},
       {"comm_kind", {"differs"}, true, {}},
       {"comm_root", {"bytes|root differs"}, true, {}},
+      {"comm_root_ahead", {"bytes|root differs"}, true, {}},
       {"comm_kill", {"rank 1"}, false, {}},
       {"comm_kill_large", {"rank 1"}, false, {}},
       {"comm_rooted_kill", {"rank 1"}, false, {}},

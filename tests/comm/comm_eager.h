@@ -8,11 +8,15 @@
 
 namespace hoop::comm_check {
 
-/// Root 0's broadcast returns, then it creates DIR/root and only then do the others call it;
-/// the others' gather returns, each creates DIR/rank<R>, and only then does the root call it; a
-/// barrier ends it. Prints "rank R: eager ok" and returns 0, or prints FAIL and returns 1 (a
-/// giving rank that waited for the others would wait for a file that comes only after it
-/// returned, until the call's deadline).
+/// How many small rooted calls the giving ranks make before the others call them: as many as
+/// HOOP_SHM_RUN_AHEAD lets them run ahead (its default).
+inline constexpr int kEagerCalls = 16;
+
+/// Root 0's kEagerCalls broadcasts return, then it creates DIR/root and only then do the others
+/// call them; the others' kEagerCalls gathers return, each creates DIR/rank<R>, and only then
+/// does the root call them; a barrier ends it. Prints "rank R: eager ok" and returns 0, or
+/// prints FAIL and returns 1 (a giving rank that waited for the others would wait for a file
+/// that comes only after it returned, until the call's deadline).
 int run_eager(Communicator& comm, const std::string& dir);
 
 }  // namespace hoop::comm_check

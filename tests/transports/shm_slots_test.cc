@@ -1,9 +1,10 @@
 // The shared-memory transport's shared slots (hoop::SharedSlots) between threads of one
 // process, each its own rank: every rank reads every other rank's slot call after call (the
-// two slots taking turns), a root's slot alone while the root runs ahead, slots only where every rank is a peer, the same slot size on every
-// rank, and the failures a gather must end with: a deadline naming the ranks that never
-// published, a peer's abort, a peer's orderly shutdown. A peer process that dies is in
-// shm_fault_test.cc.
+// two slots taking turns), a root's slot alone while the root runs ahead (one call through the
+// large slots, half the small slots through those), slots only where every rank is a peer, the
+// same slot size and number of small slots on every rank, and the failures a gather must end
+// with: a deadline naming the ranks that never published, a peer's abort, a peer's orderly
+// shutdown. A peer process that dies is in shm_fault_test.cc.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -81,6 +82,55 @@ TEST_F(ShmTest, GatherOneTakesTheRootsSlotWhileTheRootRunsAhead) {
   });
 }
 
+// The small slots' protocol (one_host.h, SlotNeed): rank 0 is the root of small call after
+// call and goes on without waiting, up to half the small slots ahead: before publishing small
+// call s a rank confirms every call up to s - k/2. Every 50th call is a large one that every
+// rank meets in (its large slot, after confirming every call before it). Each reader takes
+// the root's slot of either kind by its number alone.
+TEST_F(ShmTest, SmallSlotsLetARootRunHalfTheirNumberAheadBesideTheLargeSlots) {
+  constexpr int kRanks = 4;
+  run_shm_ranks(kRanks, shm_test_options(), [](int rank, Transport& t) {
+    SharedSlots& slots = *t.shared_slots();
+    const std::uint64_t k = slots.small_slots();
+    ASSERT_EQ(k, 32u) << "HOOP_SHM_RUN_AHEAD's default, 16, gives 32 small slots";
+    ASSERT_EQ(slots.small_slot_bytes(), std::size_t{8192} + 64);
+    std::vector<const std::byte*> at(kRanks);
+    std::uint64_t confirmed = 0;
+    auto confirm_through = [&](std::uint64_t upto) {
+      for (; confirmed < upto; ++confirmed) {
+        const Status s = slots.gather(confirmed + 1, at, test_deadline());
+        ASSERT_TRUE(s.ok()) << "rank " << rank << " confirming call " << confirmed + 1 << ": "
+                            << s.to_string();
+      }
+    };
+    for (std::uint64_t seq = 1; seq <= 3000; ++seq) {
+      const bool small = seq % 50 != 0;
+      ASSERT_NO_FATAL_FAILURE(confirm_through(small ? (seq > k / 2 ? seq - k / 2 : 0) : seq - 1));
+      const std::size_t bytes = small ? (seq * 37) % 8000 : (seq * 37) % 20000;
+      const std::vector<std::byte> data = pattern(0, seq, bytes);
+      if (rank == 0 || !small) {
+        std::memcpy(slots.own_slot(seq, small), pattern(rank, seq, bytes).data(), bytes);
+      }
+      slots.publish(seq, small);
+      if (!small) {
+        const Status s = slots.gather(seq, at, test_deadline());
+        ASSERT_TRUE(s.ok()) << "rank " << rank << " call " << seq << ": " << s.to_string();
+        for (int r = 0; r < kRanks; ++r)
+          ASSERT_EQ(std::memcmp(at[r], pattern(r, seq, bytes).data(), bytes), 0)
+              << "rank " << rank << " read rank " << r << "'s large slot of call " << seq;
+        confirmed = seq;
+        continue;
+      }
+      if (rank == 0) continue;
+      const Result<const std::byte*> got = slots.gather_one(seq, 0, test_deadline());
+      ASSERT_TRUE(got.ok()) << "rank " << rank << " call " << seq << ": "
+                            << got.status().to_string();
+      ASSERT_EQ(std::memcmp(*got, data.data(), bytes), 0)
+          << "rank " << rank << " read rank 0's small slot of call " << seq;
+    }
+  });
+}
+
 TEST_F(ShmTest, GatherOneRefusesItsOwnRankAndNamesARootThatNeverPublished) {
   std::barrier done(2);  // rank 0 stays connected, silent, until rank 1 has timed out
   run_shm_ranks(2, shm_test_options(), [&](int rank, Transport& t) {
@@ -119,23 +169,14 @@ TEST_F(ShmTest, SlotsOnlyWhereEveryRankIsAPeerAndWhenAskedFor) {
 }
 
 TEST_F(ShmTest, SlotSizesThatDifferBetweenRanksAreRefusedNamingTheVariable) {
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank] {
-      shm::ShmOptions o = shm_test_options();
-      o.slot_bytes = rank == 0 ? 4096 : 8192;
-      o.connect_timeout = milliseconds{5000};
-      auto t = connect_shm(rank, 2, o);
-      ASSERT_FALSE(t.ok());
-      // The rank that maps the other's segment first names both sizes; the other may time out
-      // waiting for it.
-      if (t.status().code() == StatusCode::kInvalidArgument) {
-        EXPECT_NE(t.status().message().find("HOOP_SHM_SLOT_BYTES"), std::string::npos)
-            << t.status().message();
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
+  expect_refused_naming(
+      [](shm::ShmOptions& o, int rank) { o.slot_bytes = rank == 0 ? 4096 : 8192; },
+      "HOOP_SHM_SLOT_BYTES");
+}
+
+TEST_F(ShmTest, RunAheadThatDiffersBetweenRanksIsRefusedNamingTheVariable) {
+  expect_refused_naming([](shm::ShmOptions& o, int rank) { o.run_ahead = rank == 0 ? 16 : 4; },
+                        "HOOP_SHM_RUN_AHEAD");
 }
 
 TEST_F(ShmTest, SlotDeadlineNamesTheRanksThatNeverPublishedAndTheCauseReachesThem) {

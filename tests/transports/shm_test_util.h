@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +69,27 @@ class ShmTest : public TcpTest {
     auto s = store(rank);
     if (s == nullptr) return internal_error("no store");
     return shm::connect(*s, rank, size, peers, job_id_, o);
+  }
+
+  /// Connects two ranks whose options `differ` sets apart (rank 0's, rank 1's) and expects the
+  /// set-up to fail; the rank that maps the other's segment first names `variable`, the other may
+  /// time out waiting for it.
+  void expect_refused_naming(const std::function<void(shm::ShmOptions&, int)>& differ,
+                             const std::string& variable) {
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < 2; ++rank) {
+      threads.emplace_back([&, rank] {
+        shm::ShmOptions o = shm_test_options();
+        differ(o, rank);
+        o.connect_timeout = std::chrono::milliseconds{5000};
+        auto t = connect_shm(rank, 2, o);
+        ASSERT_FALSE(t.ok());
+        if (t.status().code() == StatusCode::kInvalidArgument) {
+          EXPECT_NE(t.status().message().find(variable), std::string::npos) << t.status().message();
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
   }
 
   /// Runs `body` on `size` threads, each with its own connected rank.

@@ -72,6 +72,7 @@ struct Peer {
   InRing in;
   Status closed;  // not ok once the peer is gone (orderly or not)
   const SlotHeader* slots[2] = {nullptr, nullptr};  // the peer's shared slots, if any
+  const char* small = nullptr;                      // the peer's first small slot, if any
   bool reads_us = false;  // the peer can read this rank's memory (its set-up verdict)
 };
 
@@ -100,8 +101,10 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
 
   // SharedSlots (shm_slots.cc).
   std::size_t slot_bytes() const override { return slot_bytes_; }
-  std::byte* own_slot(std::uint64_t seq) override;
-  void publish(std::uint64_t seq) override;
+  std::size_t small_slot_bytes() const override { return small_slots_ > 0 ? kSmallSlotBytes : 0; }
+  std::size_t small_slots() const override { return small_slots_; }
+  std::byte* own_slot(std::uint64_t seq, bool small = false) override;
+  void publish(std::uint64_t seq, bool small = false) override;
   Status gather(std::uint64_t seq, std::span<const std::byte*> slots, Deadline deadline) override;
   Result<const std::byte*> gather_one(std::uint64_t seq, int peer, Deadline deadline) override;
   bool can_read_peers() const override { return reads_peers_; }
@@ -167,6 +170,8 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   RequestId next_id_ = 1;
   Status aborted_;
   std::size_t slot_bytes_ = 0;  // 0: no shared slots
+  std::size_t small_slots_ = 0;   // every rank's small slots alike; 0: none
+  std::size_t small_stride_ = 0;  // bytes from one small slot to the next
   std::size_t read_bytes_ = 0;  // ShmOptions::read_bytes
   // More ranks on this host than cores this process may run on: a waiting rank yields at once,
   // since the rank it waits for may need its core.

@@ -65,6 +65,8 @@ Result<ShmOptions> shm_options_from_env() {
   o.ring_bytes = static_cast<std::size_t>(ring);
   HOOP_ASSIGN_OR_RETURN(const std::int64_t slot, config::get_int("HOOP_SHM_SLOT_BYTES"));
   o.slot_bytes = static_cast<std::size_t>(slot);
+  HOOP_ASSIGN_OR_RETURN(const std::int64_t ahead, config::get_int("HOOP_SHM_RUN_AHEAD"));
+  o.run_ahead = static_cast<std::size_t>(ahead);
   HOOP_ASSIGN_OR_RETURN(const std::int64_t read, config::get_int("HOOP_SHM_READ_BYTES"));
   o.read_bytes = static_cast<std::size_t>(read);
   HOOP_ASSIGN_OR_RETURN(const std::int64_t spin, config::get_int("HOOP_SPIN_US"));
@@ -86,7 +88,7 @@ Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
   // The caller's header (a call fingerprint) comes on top of the payload the option names.
   if (o.slot_bytes > 0) o.slot_bytes = (o.slot_bytes + kSlotReserve + 15) / 16 * 16;
   HOOP_ASSIGN_OR_RETURN(Segment own, Segment::create(own_name, rank, peers.data(), peers.size(),
-                                                     o.ring_bytes, o.slot_bytes));
+                                                     o.ring_bytes, o.slot_bytes, 2 * o.run_ahead));
   // Until the peers have mapped it the name must stay; after that (or on failure) it goes.
   struct Unlink {
     const std::string& name;
@@ -120,6 +122,12 @@ Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
           "shm: rank {} has shared slots of {} bytes and rank {} of {} (HOOP_SHM_SLOT_BYTES must "
           "be the same on every rank)",
           p, seg.header()->slot_bytes, rank, o.slot_bytes));
+    }
+    if (seg.header()->small_slots != own.header()->small_slots) {
+      return invalid_argument(fmt::format(
+          "shm: rank {} has {} small shared slots and rank {} has {} (HOOP_SHM_RUN_AHEAD must "
+          "be the same on every rank)",
+          p, seg.header()->small_slots, rank, own.header()->small_slots));
     }
     peer->pid = seg.header()->pid;
     peer->pidfd = open_pidfd(peer->pid);

@@ -64,12 +64,14 @@ Segment::~Segment() {
 
 Result<Segment> Segment::create(const std::string& name, int owner, const int* senders,
                                 std::size_t num_senders, std::size_t ring_bytes,
-                                std::size_t slot_bytes) {
+                                std::size_t slot_bytes, std::size_t small_slots) {
   const std::size_t board_offset =
       round_up(rings_offset() + num_senders * sizeof(RingControl), kLine);
   const std::size_t slot_stride = round_up(kSlotDataOffset + slot_bytes, kLine);
-  const std::size_t data_start =
-      round_up(board_offset + (slot_bytes > 0 ? 2 * slot_stride : 0), kPage);
+  const std::size_t small_offset = board_offset + (slot_bytes > 0 ? 2 * slot_stride : 0);
+  const std::size_t small_stride = round_up(kSlotDataOffset + kSmallSlotBytes, kLine);
+  if (slot_bytes == 0) small_slots = 0;
+  const std::size_t data_start = round_up(small_offset + small_slots * small_stride, kPage);
   const std::size_t total = data_start + num_senders * ring_bytes;
   Fd fd(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
   if (!fd.valid() && errno == EEXIST) {
@@ -110,9 +112,14 @@ Result<Segment> Segment::create(const std::string& name, int owner, const int* s
   h->board_offset = board_offset;
   h->slot_stride = slot_stride;
   h->slot_bytes = slot_bytes;
+  h->small_offset = small_offset;
+  h->small_stride = small_stride;
+  h->small_bytes = small_slots > 0 ? kSmallSlotBytes : 0;
+  h->small_slots = small_slots;
   h->owner_base = reinterpret_cast<std::uintptr_t>(seg.base_);
   if (slot_bytes > 0)
     for (int i = 0; i < 2; ++i) new (seg.slot(i)) SlotHeader{};
+  for (std::size_t i = 0; i < small_slots; ++i) new (seg.small_slot(i)) SlotHeader{};
   auto* rings = reinterpret_cast<RingControl*>(static_cast<char*>(seg.base_) + rings_offset());
   for (std::size_t i = 0; i < num_senders; ++i) {
     auto* r = new (&rings[i]) RingControl{};
@@ -139,7 +146,12 @@ Result<Segment> Segment::open(const std::string& name, int owner) {
       (h.slot_bytes > 0 &&
        (h.board_offset < rings_end || h.board_offset % kLine != 0 ||
         h.slot_stride < kSlotDataOffset + h.slot_bytes || h.slot_stride % kLine != 0 ||
-        h.slot_stride > seg.bytes_ / 2 || h.board_offset > seg.bytes_ - 2 * h.slot_stride))) {
+        h.slot_stride > seg.bytes_ / 2 || h.board_offset > seg.bytes_ - 2 * h.slot_stride)) ||
+      (h.small_slots > 0 &&
+       (h.small_offset % kLine != 0 || h.small_offset < rings_end ||
+        h.small_bytes != kSmallSlotBytes || h.small_stride < kSlotDataOffset + h.small_bytes ||
+        h.small_stride % kLine != 0 || h.small_slots > seg.bytes_ / h.small_stride ||
+        h.small_offset > seg.bytes_ - h.small_slots * h.small_stride))) {
     return protocol_error(fmt::format(
         "shm: {} is not rank {}'s segment of layout version {} (magic {:#x}, version {}, rank {})",
         name, owner, kLayoutVersion, h.magic, h.version, h.rank));

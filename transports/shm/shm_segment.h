@@ -4,6 +4,7 @@
 //   offset 0            SegmentHeader   identity, doorbell, sleeping flag, goodbye, abort cause
 //   sizeof header       RingControl[n]  per sender: head and tail on their own cache lines
 //   line aligned        slots[2]        the owner's shared slots (hoop::SharedSlots), if any
+//   line aligned        small[k]        the owner's small shared slots, if any
 //   page aligned        ring data[n]    ring_bytes each
 //
 // Every field that two processes write is a lock-free std::atomic in the shared pages (they are
@@ -22,7 +23,7 @@
 namespace hoop::shm {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x686f6f702d73686dULL;  // "hoop-shm"
-inline constexpr std::uint32_t kLayoutVersion = 2;
+inline constexpr std::uint32_t kLayoutVersion = 3;
 /// Longest abort message a header carries; a longer one is cut.
 inline constexpr std::size_t kMaxAbortText = 1024;
 /// Smallest ring that HOOP_SHM_RING_BYTES may ask for.
@@ -51,6 +52,12 @@ struct SegmentHeader {
   std::uint64_t board_offset;
   std::uint64_t slot_stride;
   std::uint64_t slot_bytes;
+  // The owner's small slots: small_slots of them from small_offset, small_stride apart, of
+  // small_bytes each; small_slots 0: none.
+  std::uint64_t small_offset;
+  std::uint64_t small_stride;
+  std::uint64_t small_bytes;
+  std::uint64_t small_slots;
   // Where the owner mapped this segment in its own address space: a peer reads the magic there
   // with process_vm_readv to learn whether cross-memory attach works between them.
   std::uint64_t owner_base;
@@ -94,6 +101,10 @@ inline constexpr std::size_t kSlotDataOffset = 8;
 /// Bytes of a slot beyond the payload that ShmOptions::slot_bytes names, for the caller's own
 /// header in front of it.
 inline constexpr std::size_t kSlotReserve = 64;
+/// Bytes of a small slot (hoop::SharedSlots::small_slot_bytes), the caller's header included:
+/// the rooted calls whose payloads fit run ahead through them (the collectives take up to 8
+/// KiB, where the ranks outnumber the cores; one_host.cc).
+inline constexpr std::size_t kSmallSlotBytes = 8192 + kSlotReserve;
 
 /// Every message in a ring starts with this header; payloads are padded to a multiple of
 /// kMessageAlign so that the next header never straddles the wrap-around.
@@ -116,11 +127,11 @@ class Segment {
   ~Segment();
 
   /// Creates /dev/shm `name` (mode 0600, replacing a stale one) for `owner` with one ring of
-  /// `ring_bytes` per rank in `senders` and two shared slots of `slot_bytes` (0: none),
-  /// reserves its pages and initializes the header.
+  /// `ring_bytes` per rank in `senders`, two shared slots of `slot_bytes` (0: none) and, beside
+  /// them, `small_slots` of kSmallSlotBytes, reserves its pages and initializes the header.
   static Result<Segment> create(const std::string& name, int owner, const int* senders,
                                 std::size_t num_senders, std::size_t ring_bytes,
-                                std::size_t slot_bytes = 0);
+                                std::size_t slot_bytes = 0, std::size_t small_slots = 0);
   /// Maps the existing segment `name` of rank `owner` and checks its header.
   static Result<Segment> open(const std::string& name, int owner);
 
@@ -133,6 +144,12 @@ class Segment {
     const SegmentHeader& h = *header();
     return reinterpret_cast<SlotHeader*>(static_cast<char*>(base_) + h.board_offset +
                                          static_cast<std::size_t>(which) * h.slot_stride);
+  }
+  /// The owner's small slot `which` (below the header's small_slots).
+  SlotHeader* small_slot(std::size_t which) const {
+    const SegmentHeader& h = *header();
+    return reinterpret_cast<SlotHeader*>(static_cast<char*>(base_) + h.small_offset +
+                                         which * h.small_stride);
   }
   bool valid() const { return base_ != nullptr; }
 

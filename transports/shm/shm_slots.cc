@@ -26,12 +26,16 @@ constexpr unsigned kCheckEvery = 64;
 
 }  // namespace
 
-std::byte* ShmTransport::own_slot(std::uint64_t seq) {
-  return reinterpret_cast<std::byte*>(own_.slot(static_cast<int>(seq & 1))) + kSlotDataOffset;
+std::byte* ShmTransport::own_slot(std::uint64_t seq, bool small) {
+  SlotHeader* s =
+      small ? own_.small_slot(seq % small_slots_) : own_.slot(static_cast<int>(seq & 1));
+  return reinterpret_cast<std::byte*>(s) + kSlotDataOffset;
 }
 
-void ShmTransport::publish(std::uint64_t seq) {
-  own_.slot(static_cast<int>(seq & 1))->seq.store(seq, std::memory_order_release);
+void ShmTransport::publish(std::uint64_t seq, bool small) {
+  SlotHeader* s =
+      small ? own_.small_slot(seq % small_slots_) : own_.slot(static_cast<int>(seq & 1));
+  s->seq.store(seq, std::memory_order_release);
   // Pairs with doze()'s fence: a peer that raised its sleeping flag before this point is rung,
   // one that raises it later sees the slot in its last look before sleeping.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -47,7 +51,11 @@ Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots
     return invalid_argument(
         fmt::format("shm: gather of call {} over {} slots on a transport of {} ranks{}", seq,
                     slots.size(), size_, slot_bytes_ == 0 ? " without shared slots" : ""));
-  slots[static_cast<std::size_t>(rank_)] = own_slot(seq);
+  // This rank published the call before it gathers it, in one kind of slot or the other.
+  const bool small =
+      small_slots_ > 0 &&
+      own_.slot(static_cast<int>(seq & 1))->seq.load(std::memory_order_relaxed) != seq;
+  slots[static_cast<std::size_t>(rank_)] = own_slot(seq, small);
   missing_.clear();
   for (auto& p : peers_) missing_.push_back(p->rank);
   return await_slots(seq, slots, deadline);
@@ -72,11 +80,18 @@ Status ShmTransport::await_slots(std::uint64_t seq, std::span<const std::byte*> 
   check_remote_abort();
   if (!aborted_.ok()) return aborted_;
   const int which = static_cast<int>(seq & 1);
-  // Takes the ranks whose slot holds the call now; true once none is missing.
+  const std::size_t small_at = small_slots_ > 0 ? seq % small_slots_ * small_stride_ : 0;
+  // Takes the ranks whose slot holds the call now, in either kind of slot (the caller's call
+  // decides which, alike on every rank of a matching call); true once none is missing.
   auto look = [&] {
     std::erase_if(missing_, [&](int r) {
-      const SlotHeader* s = by_rank_[static_cast<std::size_t>(r)]->slots[which];
-      if (s->seq.load(std::memory_order_acquire) != seq) return false;
+      const Peer& p = *by_rank_[static_cast<std::size_t>(r)];
+      const SlotHeader* s = p.slots[which];
+      if (s->seq.load(std::memory_order_acquire) != seq) {
+        if (p.small == nullptr) return false;
+        s = reinterpret_cast<const SlotHeader*>(p.small + small_at);
+        if (s->seq.load(std::memory_order_acquire) != seq) return false;
+      }
       slots[static_cast<std::size_t>(r)] = slot_data(s);
       return true;
     });

@@ -38,6 +38,11 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segmen
     slot_bytes_ = own_header_->slot_bytes;
     for (auto& p : peers_)
       for (int i = 0; i < 2; ++i) p->slots[i] = p->segment.slot(i);
+    // connect() checked that every peer has as many small slots as this rank.
+    small_slots_ = own_header_->small_slots;
+    small_stride_ = own_header_->small_stride;
+    if (small_slots_ > 0)
+      for (auto& p : peers_) p->small = reinterpret_cast<const char*>(p->segment.small_slot(0));
     reads_peers_ = own_header_->reads_peers.load(std::memory_order_acquire) == kReadsPeers;
     for (auto& p : peers_)
       reads_peers_ = reads_peers_ && p->segment.header()->reads_peers.load(

@@ -74,6 +74,10 @@ struct ShmOptions {
   /// bytes more for a header), offered when every rank of the job is a peer here; 0: none.
   /// HOOP_SHM_SLOT_BYTES.
   std::size_t slot_bytes = std::size_t{256} << 10;
+  /// Calls a rank that only gives may run ahead of the slowest rank through its small slots
+  /// (hoop::SharedSlots::small_slots, twice this many; none with slot_bytes 0); 0: none.
+  /// HOOP_SHM_RUN_AHEAD.
+  std::size_t run_ahead = 16;
   /// A message of at least this many bytes goes by single copy where the receiver can read the
   /// sender's memory (cross-memory attach): the ring carries only its address and the receiver
   /// reads the payload where it lies; 0: every message through the rings. HOOP_SHM_READ_BYTES.
@@ -87,8 +91,9 @@ struct ShmOptions {
   std::string key_prefix = "hoop/shm";
 };
 
-/// Options from HOOP_SHM_RING_BYTES, HOOP_SHM_SLOT_BYTES, HOOP_SHM_READ_BYTES, HOOP_SPIN_US and
-/// HOOP_START_TIMEOUT; invalid_argument naming a malformed variable (or a ring under 64 KiB).
+/// Options from HOOP_SHM_RING_BYTES, HOOP_SHM_SLOT_BYTES, HOOP_SHM_RUN_AHEAD, HOOP_SHM_READ_BYTES,
+/// HOOP_SPIN_US and HOOP_START_TIMEOUT; invalid_argument naming a malformed variable (or a ring
+/// under 64 KiB).
 Result<ShmOptions> shm_options_from_env();
 
 /// Connects rank `rank` of a `size`-rank job to the ranks in `peers` (global rank numbers, all

@@ -96,9 +96,14 @@ class CommImpl final : public Communicator {
   std::uint64_t next_slot_call() { return ++slot_calls_; }
   /// Where the last slot call found each rank's payload (size() entries).
   std::vector<const std::byte*>& slot_payloads() { return slot_payloads_; }
-  /// The last slot call this rank left without seeing every rank's slot (a rooted call's root
-  /// that only gives, or its receivers); 0 when none. The next slot call confirms it first.
-  std::uint64_t& unconfirmed_slot_call() { return unconfirmed_slot_call_; }
+  /// What this rank still owes the slot calls it left without seeing every rank's slot (a
+  /// rooted call's giving ranks, or its receivers): one_host.cc confirms them later.
+  struct SlotLedger {
+    std::uint64_t confirmed = 0;          ///< every slot call up to this one is confirmed
+    std::uint64_t large = 0;              ///< an unconfirmed call in the two large slots (0: none)
+    std::vector<const std::byte*> found;  ///< the confirming gathers' scratch
+  };
+  SlotLedger& slot_ledger() { return slot_ledger_; }
   /// Numbers the splits of this communicator (the same sequence on every rank).
   std::uint64_t next_split() { return ++splits_; }
   /// Keeps the store connection Communicator::create made, for the device side's set-up.
@@ -129,7 +134,7 @@ class CommImpl final : public Communicator {
   SharedSlots* slots_;
   std::uint64_t slot_calls_ = 0;
   std::vector<const std::byte*> slot_payloads_;
-  std::uint64_t unconfirmed_slot_call_ = 0;
+  SlotLedger slot_ledger_;
   Scratch cross_scratch_;  // the hierarchical allreduce's cross-host thread
   std::optional<Hierarchy> hierarchy_;
   std::optional<patterns::Ring> ring_;

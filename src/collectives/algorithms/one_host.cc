@@ -141,63 +141,92 @@ SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all) {
 
 namespace {
 
-/// Compares this rank's slot `own` with rank r's, `theirs`: the hashes of the fingerprints, and
-/// the fingerprints themselves where those differ.
-Status check_slot(const std::byte* own, const std::byte* theirs, std::size_t trailer, int me,
-                  int r) {
-  if (std::memcmp(theirs, own, kSlotHeaderBytes) == 0) return Status::success();
-  return compare_fingerprints(own + trailer, theirs + trailer, me, r);
+/// Where a slot's fingerprint lies: at its end, and the slot is a small one where the low bit
+/// of its hash (its first word) is set. A rank that took the other kind of slot for a call has
+/// another hash, so the fingerprints are compared, each read where its own slot keeps it.
+std::size_t trailer_of(const SharedSlots& slots, const std::byte* slot) {
+  std::uint64_t hash;
+  std::memcpy(&hash, slot, sizeof hash);
+  return ((hash & 1) != 0 ? slots.small_slot_bytes() : slots.slot_bytes()) - kFingerprintBytes;
 }
 
-/// Waits for every rank's slot of call `seq` (into impl.slot_payloads(), at the slots' starts)
-/// and compares each with this rank's own, `own`.
-Status gather_checked(CommImpl& impl, std::uint64_t seq, const std::byte* own,
+/// Compares this rank's slot `own` with rank r's, `theirs`: the hashes of the fingerprints, and
+/// the fingerprints themselves where those differ.
+Status check_slot(const SharedSlots& slots, const std::byte* own, const std::byte* theirs, int me,
+                  int r) {
+  if (std::memcmp(theirs, own, kSlotHeaderBytes) == 0) return Status::success();
+  return compare_fingerprints(own + trailer_of(slots, own), theirs + trailer_of(slots, theirs), me,
+                              r);
+}
+
+/// Waits for every rank's slot of call `seq` (into `at`, at the slots' starts) and compares
+/// each with this rank's own.
+Status gather_checked(CommImpl& impl, std::uint64_t seq, std::vector<const std::byte*>& at,
                       Deadline deadline) {
   SharedSlots& slots = *impl.slots();
-  std::vector<const std::byte*>& at = impl.slot_payloads();
   at.resize(static_cast<std::size_t>(impl.size()));
   HOOP_RETURN_IF_ERROR(slots.gather(seq, at, deadline));
-  const std::size_t trailer = slots.slot_bytes() - kFingerprintBytes;
   const int me = impl.rank();
+  const std::byte* own = at[static_cast<std::size_t>(me)];
   for (int r = 0; r < impl.size(); ++r)
     if (r != me)
-      HOOP_RETURN_IF_ERROR(check_slot(own, at[static_cast<std::size_t>(r)], trailer, me, r));
+      HOOP_RETURN_IF_ERROR(check_slot(slots, own, at[static_cast<std::size_t>(r)], me, r));
+  return Status::success();
+}
+
+/// Confirms, in order, the slot calls up to `upto` that this rank left without seeing every
+/// rank's slot (SlotNeed): every rank published each, with this rank's fingerprint.
+Status confirm_through(CommImpl& impl, std::uint64_t upto, Deadline deadline) {
+  CommImpl::SlotLedger& ledger = impl.slot_ledger();
+  for (; ledger.confirmed < upto; ++ledger.confirmed)
+    HOOP_RETURN_IF_ERROR(gather_checked(impl, ledger.confirmed + 1, ledger.found, deadline));
+  if (ledger.large <= ledger.confirmed) ledger.large = 0;
   return Status::success();
 }
 
 }  // namespace
 
 Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
-                     std::size_t bytes, Deadline deadline, SlotNeed need, int root) {
+                     std::size_t bytes, Deadline deadline, const SlotRole& role) {
   SharedSlots& slots = *impl.slots();
   const std::uint64_t seq = impl.next_slot_call();
-  // The last call left without seeing every slot: every rank must have published it (so
-  // finished reading the call before, whose slot this one rewrites), with this fingerprint.
-  if (seq > 1 && impl.unconfirmed_slot_call() == seq - 1)
-    HOOP_RETURN_IF_ERROR(gather_checked(impl, seq - 1, slots.own_slot(seq - 1), deadline));
-  const std::size_t trailer = slots.slot_bytes() - kFingerprintBytes;
-  std::byte* own = slots.own_slot(seq);
+  CommImpl::SlotLedger& ledger = impl.slot_ledger();
+  const bool small = role.small && slots.small_slots() >= 2;
+  // The calls this rank left early, as far as this slot's rewrite needs them (SlotNeed): a
+  // small call runs up to half the small slots ahead, a large one none.
+  const std::uint64_t ahead = small ? slots.small_slots() / 2 : 1;
+  std::uint64_t upto = seq > ahead ? seq - ahead : 0;
+  upto = std::max(upto, ledger.large);
+  HOOP_RETURN_IF_ERROR(confirm_through(impl, upto, deadline));
+  const std::size_t trailer =
+      (small ? slots.small_slot_bytes() : slots.slot_bytes()) - kFingerprintBytes;
+  std::byte* own = slots.own_slot(seq, small);
   encode_fingerprint(fp, seq, own + trailer);
-  const std::uint64_t hash = fingerprint_hash(own + trailer);
+  const std::uint64_t hash =
+      (fingerprint_hash(own + trailer) & ~std::uint64_t{1}) | static_cast<std::uint64_t>(small);
   std::memcpy(own, &hash, sizeof hash);
   if (bytes > 0) std::memcpy(own + kSlotHeaderBytes, payload, bytes);
-  slots.publish(seq);
+  slots.publish(seq, small);
   std::vector<const std::byte*>& at = impl.slot_payloads();
+  SlotNeed need = role.need;
   // With two ranks the root is every other rank.
   if (need == SlotNeed::kRoot && impl.size() == 2) need = SlotNeed::kAll;
   if (need == SlotNeed::kAll) {
-    HOOP_RETURN_IF_ERROR(gather_checked(impl, seq, own, deadline));
+    // In call order, so that a mismatch is named at the first call it shows in.
+    HOOP_RETURN_IF_ERROR(confirm_through(impl, seq - 1, deadline));
+    HOOP_RETURN_IF_ERROR(gather_checked(impl, seq, at, deadline));
+    ledger.confirmed = seq;
     for (const std::byte*& a : at) a += kSlotHeaderBytes;
     return Status::success();
   }
   at.resize(static_cast<std::size_t>(impl.size()));
   const int me = impl.rank();
-  impl.unconfirmed_slot_call() = seq;
+  if (!small) ledger.large = seq;
   at[static_cast<std::size_t>(me)] = own + kSlotHeaderBytes;
   if (need == SlotNeed::kRoot) {
-    HOOP_ASSIGN_OR_RETURN(const std::byte* theirs, slots.gather_one(seq, root, deadline));
-    HOOP_RETURN_IF_ERROR(check_slot(own, theirs, trailer, me, root));
-    at[static_cast<std::size_t>(root)] = theirs + kSlotHeaderBytes;
+    HOOP_ASSIGN_OR_RETURN(const std::byte* theirs, slots.gather_one(seq, role.root, deadline));
+    HOOP_RETURN_IF_ERROR(check_slot(slots, own, theirs, me, role.root));
+    at[static_cast<std::size_t>(role.root)] = theirs + kSlotHeaderBytes;
   }
   return Status::success();
 }
@@ -380,7 +409,7 @@ Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* paylo
   impl.async().drain();
   const std::uint64_t call = impl.next_call();
   Status status = meet_in_slots(impl, fp, payload, role.keep_own ? 0 : bytes,
-                                Clock::now() + impl.timeout(), role.need, role.root);
+                                Clock::now() + impl.timeout(), role);
   if (status.ok() && role.keep_own)
     impl.slot_payloads()[static_cast<std::size_t>(impl.rank())] =
         static_cast<const std::byte*>(payload);
@@ -394,6 +423,14 @@ namespace {
 // From this size a rooted call's root keeps its own payload out of its slot (run_in_slots'
 // keep_own); below it the copy costs nothing worth measuring.
 constexpr std::size_t kKeepOwnBytes = 4096;
+
+// Where the ranks outnumber the cores (CostParams::crowded, the same on every rank), a rooted
+// call's giving ranks run ahead through the small slots up to their size, 8 KiB: a call then
+// no longer costs a switch of processes (4 ranks on 2 cores, 8 B-8 KiB: 0.2-0.5x the time of
+// the two large slots). Where every rank has a core, up to this size only: payloads written
+// many calls ahead of their reader cost more than they save there (2 ranks on 2 cores, 8 KiB
+// broadcast and scatter: 1.4-1.8x the time; 1 KiB and below: no change).
+constexpr std::size_t kSmallUncrowdedBytes = 1024;
 
 /// `out` = op over the slots `in`, from `offset` bytes into each, in rank order (every rank
 /// that computes it gets the same bits).
@@ -409,12 +446,18 @@ Status reduce_slots(void* out, std::span<const std::byte* const> in, std::size_t
 
 /// A rooted call's part for this rank: the rank that reads every slot (`root_reads`: reduce and
 /// gather) or only the root's (broadcast and scatter), the others giving only, and returning
-/// without waiting for the ranks that read them.
-SlotRole rooted_role(const CommImpl& impl, int root, bool root_reads, bool keep_own) {
+/// without waiting for the ranks that read them; through the small slots where the call's
+/// largest payload on any rank, `call_bytes`, fits one.
+SlotRole rooted_role(const CommImpl& impl, int root, bool root_reads, bool keep_own,
+                     std::size_t call_bytes) {
   const bool is_root = impl.rank() == root;
+  const std::size_t fits =
+      impl.cost().crowded ? impl.slots()->small_slot_bytes() - kSlotOverhead : kSmallUncrowdedBytes;
+  const bool small = impl.slots()->small_slots() > 0 && call_bytes <= fits;
   if (root_reads)
-    return is_root ? SlotRole{SlotNeed::kAll, root, keep_own} : SlotRole{SlotNeed::kNone, root};
-  return SlotRole{is_root ? SlotNeed::kNone : SlotNeed::kRoot, root};
+    return is_root ? SlotRole{SlotNeed::kAll, root, keep_own, small}
+                   : SlotRole{SlotNeed::kNone, root, false, small};
+  return SlotRole{is_root ? SlotNeed::kNone : SlotNeed::kRoot, root, false, small};
 }
 
 }  // namespace
@@ -444,7 +487,7 @@ Status reduce_in_slots(CommImpl& impl, const RootReduceOptions& o, std::size_t b
         if (!root || bytes == 0) return Status::success();
         return reduce_slots(o.output, in, o.count, o.dtype, o.op);
       },
-      rooted_role(impl, o.root, true, keep_own));
+      rooted_role(impl, o.root, true, keep_own, bytes));
 }
 
 Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, std::byte* blocks,
@@ -474,7 +517,9 @@ Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, s
           std::memmove(mine, in[static_cast<std::size_t>(root)] + offsets[m], lengths[m]);
         return Status::success();
       },
-      rooted_role(impl, root, gather, keep_own));
+      rooted_role(impl, root, gather, keep_own,
+                  gather ? *std::max_element(lengths.begin(), lengths.end())
+                         : offsets.back() + lengths.back()));
 }
 
 Status broadcast_in_slots(CommImpl& impl, const BroadcastOptions& o, std::size_t bytes,
@@ -488,7 +533,7 @@ Status broadcast_in_slots(CommImpl& impl, const BroadcastOptions& o, std::size_t
         if (!root && bytes > 0) std::memcpy(o.buffer, in[o.root], bytes);
         return Status::success();
       },
-      rooted_role(impl, o.root, false, false));
+      rooted_role(impl, o.root, false, false, bytes));
 }
 
 Status allgather_in_slots(CommImpl& impl, const AllgatherOptions& o, std::size_t block,

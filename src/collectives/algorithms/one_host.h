@@ -45,8 +45,16 @@ CommImpl* in_slots(Communicator& comm, std::size_t bytes, bool read_all,
 /// come), the root's alone (a broadcast's or scatter's receiver), or none (a rank that only
 /// gives: a broadcast's or scatter's root, a reduce's or gather's other ranks). A rank that
 /// needs less than every slot leaves as soon as it has what it needs, as an eager message's
-/// sender does, and its next slot call first confirms that every rank published this one, with
-/// the same fingerprint, before it rewrites the slot a rank might still be reading.
+/// sender does. Such a call is confirmed later: before a rank rewrites a slot that a rank might
+/// still be reading, it gathers the calls it left early and compares their fingerprints.
+///
+/// How far a rank may run ahead: a call in the two large slots is confirmed before the next
+/// call is published (one call ahead). A rooted call whose payloads fit the small slots
+/// (SharedSlots::small_slots(), k of them) is confirmed k/2 calls later: before a rank
+/// publishes small call s it confirms every call up to s - k/2, so a rank that has published s
+/// has confirmed s - k/2, and slot s - k, which s rewrites, has been read and confirmed by
+/// every rank. A meet confirms every call before it too (all are published by then). A
+/// mismatch is named k/2 calls late at most, or at the next meet.
 enum class SlotNeed { kAll, kRoot, kNone };
 
 /// How a rank takes part in a slot call (run_in_slots).
@@ -56,15 +64,17 @@ struct SlotRole {
   /// This rank's payload is for itself alone (a rooted call's root that reads every slot): it
   /// publishes none, and body's entry for this rank is the payload where it lies, a copy saved.
   bool keep_own = false;
+  /// The call goes through the small slots: the largest payload on any rank fits one (decided
+  /// alike on every rank, see SlotNeed).
+  bool small = false;
 };
 
 /// Publishes `fp` and `bytes` bytes at `payload` in the next slot call of `impl`, waits by
-/// `deadline` for the slots this rank needs (`need`; `root`'s for SlotNeed::kRoot) and compares
-/// their fingerprints with its own. impl.slot_payloads()[r] then points at rank r's payload, for
-/// this rank and the ranks whose slot it needed.
+/// `deadline` for the slots this rank needs (role.need; role.root's for SlotNeed::kRoot) and
+/// compares their fingerprints with its own. impl.slot_payloads()[r] then points at rank r's
+/// payload, for this rank and the ranks whose slot it needed.
 Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
-                     std::size_t bytes, Deadline deadline, SlotNeed need = SlotNeed::kAll,
-                     int root = -1);
+                     std::size_t bytes, Deadline deadline, const SlotRole& role = {});
 
 /// One collective through the slots: meet_in_slots() as `role` says, then `body` on the
 /// payloads; on failure the transport is aborted (every peer fails with the cause) and `what`

@@ -101,6 +101,7 @@ class CommImpl final : public Communicator {
   struct SlotLedger {
     std::uint64_t confirmed = 0;          ///< every slot call up to this one is confirmed
     std::uint64_t large = 0;              ///< an unconfirmed call in the two large slots (0: none)
+    std::uint64_t digest = 0;             ///< of the hashes of every slot call published so far
     std::vector<const std::byte*> found;  ///< the confirming gathers' scratch
   };
   SlotLedger& slot_ledger() { return slot_ledger_; }

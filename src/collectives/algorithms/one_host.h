@@ -24,10 +24,11 @@
 
 namespace hoop::collectives {
 
-/// A slot: a hash of the call's fingerprint (8 bytes), the payload, and at the slot's end the
-/// fingerprint itself, read only when the hashes differ. A payload of up to 48 bytes then
+/// A slot: a hash of the call's fingerprint (8 bytes), a digest of the hashes of every slot
+/// call of its rank up to this one (8 bytes), the payload, and at the slot's end the
+/// fingerprint itself, read only when the hashes differ. A payload of up to 40 bytes then
 /// shares one cache line with the hash and the call number: one line to move per peer.
-inline constexpr std::size_t kSlotHeaderBytes = 8;
+inline constexpr std::size_t kSlotHeaderBytes = 16;
 inline constexpr std::size_t kSlotOverhead = kSlotHeaderBytes + kFingerprintBytes;
 
 /// `impl`'s slots when a collective whose largest payload on any rank is `bytes` (and, where
@@ -46,15 +47,18 @@ CommImpl* in_slots(Communicator& comm, std::size_t bytes, bool read_all,
 /// gives: a broadcast's or scatter's root, a reduce's or gather's other ranks). A rank that
 /// needs less than every slot leaves as soon as it has what it needs, as an eager message's
 /// sender does. Such a call is confirmed later: before a rank rewrites a slot that a rank might
-/// still be reading, it gathers the calls it left early and compares their fingerprints.
+/// still be reading, it waits until every rank has published a later call and compares the
+/// digests in their slots, which fold in the fingerprint of every call up to it; where they
+/// differ it compares the calls one by one and names the first that differs.
 ///
 /// How far a rank may run ahead: a call in the two large slots is confirmed before the next
 /// call is published (one call ahead). A rooted call whose payloads fit the small slots
-/// (SharedSlots::small_slots(), k of them) is confirmed k/2 calls later: before a rank
-/// publishes small call s it confirms every call up to s - k/2, so a rank that has published s
-/// has confirmed s - k/2, and slot s - k, which s rewrites, has been read and confirmed by
-/// every rank. A meet confirms every call before it too (all are published by then). A
-/// mismatch is named k/2 calls late at most, or at the next meet.
+/// (SharedSlots::small_slots(), k of them) is confirmed up to k/2 calls later: before a rank
+/// publishes small call s it has confirmed every call up to s - k/2 (a quarter of k/2 more at
+/// once when it must confirm, so that it reads the others' slots once per several calls), so a
+/// rank that has published s has confirmed s - k/2, and slot s - k, which s rewrites, has been
+/// read and confirmed by every rank. A meet confirms every call before it too (all are
+/// published by then). A mismatch is named k/2 calls late at most, or at the next meet.
 enum class SlotNeed { kAll, kRoot, kNone };
 
 /// How a rank takes part in a slot call (run_in_slots).

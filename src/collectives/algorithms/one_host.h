@@ -31,6 +31,16 @@ namespace hoop::collectives {
 inline constexpr std::size_t kSlotHeaderBytes = 16;
 inline constexpr std::size_t kSlotOverhead = kSlotHeaderBytes + kFingerprintBytes;
 
+/// The fingerprint of an allreduce through the slots or by reading: both are auto's choice, so
+/// a rank that named an algorithm took the messages and is a mismatch.
+inline CallFingerprint allreduce_fingerprint(std::size_t count, DataType dtype, ReduceOp op) {
+  return CallFingerprint{.kind = Collective::kAllreduce,
+                         .dtype = dtype,
+                         .op = op,
+                         .algorithm = Algorithm::kAuto,
+                         .count = count};
+}
+
 /// `impl`'s slots when a collective whose largest payload on any rank is `bytes` (and, where
 /// every rank reads every other's, `read_all`) goes through them; null otherwise.
 SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all);

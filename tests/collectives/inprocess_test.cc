@@ -308,6 +308,24 @@ INSTANTIATE_TEST_SUITE_P(Jobs, LargeBuffersInProcess,
 // A ring that visits the ranks out of rank order (as topology lays it over interleaved hosts:
 // here the even ranks, then the odd): the ring allreduce, reduce-scatter (chunk r still ends on
 // rank r), allgather and the ring broadcast chain stay exact.
+// Past 64 ranks the per-rank sizes of gather, scatter, allgather and alltoall move from the
+// stack to the heap (collectives::RankSizes): 70 ranks, each collective in each placement.
+TEST(ManyRanksInProcess, BlockCollectivesPastSixtyFourRanksAreExact) {
+  constexpr int kRanks = 70;
+  std::vector<fuzz::Case> cases;
+  for (Collective kind :
+       {Collective::kGather, Collective::kScatter, Collective::kAllgather, Collective::kAlltoall}) {
+    for (std::size_t p = 0; p < std::size(kPlacements); ++p) {
+      fuzz::Case c = make(cases.size(), kind, DataType::kF32, 3);
+      c.placement = kPlacements[p];
+      c.root = static_cast<int>(p * 31) % kRanks;
+      cases.push_back(c);
+    }
+  }
+  const auto problems = run_cases(kRanks, 0, cases);
+  EXPECT_TRUE(problems.empty()) << report(problems);
+}
+
 TEST(RingOrderInProcess, APermutedRingIsExact) {
   for (int n : {3, 5, 8}) {
     std::vector<int> order;

@@ -190,9 +190,10 @@ Status allgather(Communicator& comm, const AllgatherOptions& o) {
   HOOP_RETURN_IF_ERROR(collectives::checked_bytes(o.count, comm.size(), o.dtype, "count").status());
   collectives::Trace trace(comm, Collective::kAllgather, block);
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));
-  const std::vector<std::size_t> counts(comm.size(), o.count);
-  std::vector<std::size_t> offsets, lengths;
-  block_layout(counts, dtype_size(o.dtype), offsets, lengths);
+  const collectives::UniformBlocks layout(static_cast<std::size_t>(comm.size()), o.count,
+                                          dtype_size(o.dtype));
+  const std::span<const std::size_t> offsets = layout.offsets();
+  const std::span<const std::size_t> lengths = layout.lengths();
   auto what = [&] { return fmt::format("allgather of {} {}", o.count, dtype_name(o.dtype)); };
   const CallFingerprint fp{.kind = Collective::kAllgather, .dtype = o.dtype, .count = o.count};
   auto* one_host = in_slots(comm, 0, false, {{o.input, "input"}, {o.output, "output"}});
@@ -358,9 +359,10 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
                         collectives::checked_bytes(o.count, comm.size(), o.dtype, "count"));
   collectives::Trace trace(comm, Collective::kAlltoall, total);
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(o.output, o.count, "output"));
-  const std::vector<std::size_t> counts(comm.size(), o.count);
-  std::vector<std::size_t> offsets, lengths;
-  block_layout(counts, dtype_size(o.dtype), offsets, lengths);
+  const collectives::UniformBlocks layout(static_cast<std::size_t>(comm.size()), o.count,
+                                          dtype_size(o.dtype));
+  const std::span<const std::size_t> offsets = layout.offsets();
+  const std::span<const std::size_t> lengths = layout.lengths();
   auto what = [&] { return fmt::format("alltoall of {} {}", o.count, dtype_name(o.dtype)); };
   collectives::DevicePart* part = nullptr;
   const CallFingerprint fp{.kind = Collective::kAlltoall, .dtype = o.dtype, .count = o.count};

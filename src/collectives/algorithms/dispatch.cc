@@ -88,6 +88,11 @@ void block_layout(std::span<const std::size_t> counts, std::size_t esize,
                   std::vector<std::size_t>& offsets, std::vector<std::size_t>& lengths) {
   offsets.resize(counts.size());
   lengths.resize(counts.size());
+  block_layout(counts, esize, std::span<std::size_t>(offsets), std::span<std::size_t>(lengths));
+}
+
+void block_layout(std::span<const std::size_t> counts, std::size_t esize,
+                  std::span<std::size_t> offsets, std::span<std::size_t> lengths) {
   std::size_t at = 0;
   for (std::size_t i = 0; i < counts.size(); ++i) {
     offsets[i] = at;

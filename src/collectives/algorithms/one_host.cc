@@ -242,11 +242,14 @@ Status reduce_in_slots(CommImpl& impl, const RootReduceOptions& o, std::size_t b
   // slot: one pass less over the data. Not when it is the output and a rank after the first two
   // adds its term after the running sum has overwritten it.
   const bool keep_own = root && bytes >= kKeepOwnBytes && (o.input != o.output || o.root < 2);
+  // Only the root reduces: the others' body captures nothing to keep (std::function would
+  // allocate for more than two references).
+  const RootReduceOptions* reduces = root && bytes > 0 ? &o : nullptr;
   return run_in_slots(
       impl, fp, o.input, bytes, what,
-      [&](std::span<const std::byte* const> in) {
-        if (!root || bytes == 0) return Status::success();
-        return reduce_slots(o.output, in, o.count, o.dtype, o.op);
+      [reduces](std::span<const std::byte* const> in) {
+        if (reduces == nullptr) return Status::success();
+        return reduce_slots(reduces->output, in, reduces->count, reduces->dtype, reduces->op);
       },
       rooted_role(impl, o.root, true, keep_own, bytes));
 }
@@ -263,19 +266,28 @@ Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, s
   if (!gather && is_root) bytes = offsets.back() + lengths.back();
   // A gather's root moves its own block straight to its place (nothing at all in place).
   const bool keep_own = gather && is_root && bytes >= kKeepOwnBytes;
+  // The body captures one reference, which std::function keeps without allocating.
+  const struct {
+    bool gather, is_root;
+    std::size_t m;
+    int root;
+    std::byte *blocks, *mine;
+    std::span<const std::size_t> offsets, lengths;
+  } c{gather, is_root, m, root, blocks, mine, offsets, lengths};
   return run_in_slots(
       impl, fp, payload, bytes, what,
-      [&](std::span<const std::byte* const> in) {
-        if (gather) {
-          if (!is_root) return Status::success();
+      [&c](std::span<const std::byte* const> in) {
+        if (c.gather) {
+          if (!c.is_root) return Status::success();
           // memmove: in place, the root's own block is its slot's source.
           for (std::size_t r = 0; r < in.size(); ++r)
-            if (lengths[r] > 0 && in[r] != blocks + offsets[r])
-              std::memmove(blocks + offsets[r], in[r], lengths[r]);
+            if (c.lengths[r] > 0 && in[r] != c.blocks + c.offsets[r])
+              std::memmove(c.blocks + c.offsets[r], in[r], c.lengths[r]);
           return Status::success();
         }
-        if (lengths[m] > 0)
-          std::memmove(mine, in[static_cast<std::size_t>(root)] + offsets[m], lengths[m]);
+        if (c.lengths[c.m] > 0)
+          std::memmove(c.mine, in[static_cast<std::size_t>(c.root)] + c.offsets[c.m],
+                       c.lengths[c.m]);
         return Status::success();
       },
       rooted_role(impl, root, gather, keep_own,
@@ -288,10 +300,15 @@ Status broadcast_in_slots(CommImpl& impl, const BroadcastOptions& o, std::size_t
   const CallFingerprint fp{
       .kind = Collective::kBroadcast, .dtype = o.dtype, .root = o.root, .count = o.count};
   const bool root = impl.rank() == o.root;
+  // A receiver's copy: the buffer and its length, small enough for std::function to keep
+  // without allocating.
+  const std::pair<void*, std::size_t> copy{root ? nullptr : o.buffer, bytes};
+  const int from = o.root;
   return run_in_slots(
       impl, fp, o.buffer, root ? bytes : 0, what,
-      [&](std::span<const std::byte* const> in) {
-        if (!root && bytes > 0) std::memcpy(o.buffer, in[o.root], bytes);
+      [&copy, from](std::span<const std::byte* const> in) {
+        if (copy.first != nullptr && copy.second > 0)
+          std::memcpy(copy.first, in[static_cast<std::size_t>(from)], copy.second);
         return Status::success();
       },
       rooted_role(impl, o.root, false, false, bytes));
@@ -320,9 +337,16 @@ Status barrier_in_slots(CommImpl& impl) {
 Status reduce_scatter_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* input,
                               std::size_t bytes, void* output, std::size_t offset,
                               std::size_t count, const std::function<std::string()>& what) {
-  return run_in_slots(impl, fp, input, bytes, what, [&](std::span<const std::byte* const> in) {
-    if (count == 0) return Status::success();
-    return reduce_slots(output, in, count, *fp.dtype, *fp.op, offset);
+  // One reference to capture, which std::function keeps without allocating.
+  const struct {
+    void* output;
+    std::size_t offset, count;
+    DataType dtype;
+    ReduceOp op;
+  } c{output, offset, count, *fp.dtype, *fp.op};
+  return run_in_slots(impl, fp, input, bytes, what, [&c](std::span<const std::byte* const> in) {
+    if (c.count == 0) return Status::success();
+    return reduce_slots(c.output, in, c.count, c.dtype, c.op, c.offset);
   });
 }
 
@@ -330,12 +354,17 @@ Status alltoall_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* 
                          std::size_t block, void* output,
                          const std::function<std::string()>& what) {
   const std::size_t n = static_cast<std::size_t>(impl.size());
-  const std::size_t me = static_cast<std::size_t>(impl.rank());
-  auto* out = static_cast<std::byte*>(output);
-  return run_in_slots(impl, fp, input, block * n, what, [&](std::span<const std::byte* const> in) {
-    if (block == 0) return Status::success();
+  // The block and where this rank's output and blocks are: one reference to capture, which
+  // std::function keeps without allocating.
+  const struct {
+    std::size_t block, me;
+    std::byte* out;
+  } c{block, static_cast<std::size_t>(impl.rank()), static_cast<std::byte*>(output)};
+  return run_in_slots(impl, fp, input, block * n, what, [&c](std::span<const std::byte* const> in) {
+    if (c.block == 0) return Status::success();
     // In place, every block comes from a slot, this rank's own too: none is overwritten first.
-    for (std::size_t r = 0; r < n; ++r) std::memcpy(out + block * r, in[r] + block * me, block);
+    for (std::size_t r = 0; r < in.size(); ++r)
+      std::memcpy(c.out + c.block * r, in[r] + c.block * c.me, c.block);
     return Status::success();
   });
 }

@@ -119,7 +119,7 @@ Status reduce_ring(Context& ctx, const std::byte* input, std::byte* work, std::s
 /// `blocks` comes from (goes to) rank r's `mine`. Every pair exchanges one message, empty ones
 /// included, all posted at once.
 Status move_blocks(Context& ctx, bool gather, std::byte* blocks, std::byte* mine,
-                   const std::vector<std::size_t>& offsets, const std::vector<std::size_t>& lengths,
+                   std::span<const std::size_t> offsets, std::span<const std::size_t> lengths,
                    int root) {
   const int me = ctx.rank;
   std::vector<RequestId> ids;
@@ -187,7 +187,10 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
   const int me = comm.rank();
   const bool is_root = me == o.root;
   const std::size_t es = dtype_size(o.dtype);
-  std::vector<std::size_t> offsets, lengths;
+  collectives::RankSizes offsets_of(o.counts.size(), 0);
+  collectives::RankSizes lengths_of(o.counts.size(), 0);
+  const std::span<std::size_t> offsets = offsets_of.span();
+  const std::span<std::size_t> lengths = lengths_of.span();
   block_layout(o.counts, es, offsets, lengths);
   // The gather writes the root's buffer and reads this rank's; the scatter the other way.
   const void* blocks = gather ? static_cast<const void*>(o.output) : o.input;
@@ -198,9 +201,15 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
     if (mine == nullptr) mine = bytes_of(blocks) + offsets[me];  // in place
   }
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(mine, o.counts[me], gather ? "input" : "output"));
-  auto what = [&] {
-    return fmt::format("{} of {} {} {} rank {}", collective_name(kind), total, dtype_name(o.dtype),
-                       gather ? "to" : "from", o.root);
+  // One reference captured: std::function keeps it without allocating.
+  const struct {
+    Collective kind;
+    std::size_t total;
+    const Options& o;
+  } call{kind, total, o};
+  auto what = [&call] {
+    return fmt::format("{} of {} {} {} rank {}", collective_name(call.kind), call.total,
+                       dtype_name(call.o.dtype), gather ? "to" : "from", call.o.root);
   };
   const CallFingerprint fp = blocks_fingerprint(kind, o.dtype, o.root, o.counts, total);
   // On one host a small call is one step through the shared slots: the gather's root reads
@@ -261,9 +270,16 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
       part);
 }
 
+/// A gather's or scatter's options as its v-form's, with `counts` (`count` for every rank).
+template <typename V, typename O>
+V as_v(const O& o, std::span<const std::size_t> counts) {
+  return V{
+      .input = o.input, .output = o.output, .counts = counts, .dtype = o.dtype, .root = o.root};
+}
+
 /// `count` for every rank: gather and scatter as their v-forms.
-std::vector<std::size_t> uniform_counts(const Communicator& comm, std::size_t count) {
-  return std::vector<std::size_t>(static_cast<std::size_t>(std::max(comm.size(), 0)), count);
+collectives::RankSizes uniform_counts(const Communicator& comm, std::size_t count) {
+  return collectives::RankSizes(static_cast<std::size_t>(std::max(comm.size(), 0)), count);
 }
 
 Status gatherv_as(Communicator& comm, const GathervOptions& o, Collective kind) {
@@ -329,11 +345,8 @@ Status reduce(Communicator& comm, const RootReduceOptions& given) {
 }
 
 Status gather(Communicator& comm, const GatherOptions& o) {
-  const std::vector<std::size_t> counts = uniform_counts(comm, o.count);
-  return gatherv_as(
-      comm,
-      {.input = o.input, .output = o.output, .counts = counts, .dtype = o.dtype, .root = o.root},
-      Collective::kGather);
+  const collectives::RankSizes counts = uniform_counts(comm, o.count);
+  return gatherv_as(comm, as_v<GathervOptions>(o, counts.span()), Collective::kGather);
 }
 
 Status gatherv(Communicator& comm, const GathervOptions& o) {
@@ -341,11 +354,8 @@ Status gatherv(Communicator& comm, const GathervOptions& o) {
 }
 
 Status scatter(Communicator& comm, const ScatterOptions& o) {
-  const std::vector<std::size_t> counts = uniform_counts(comm, o.count);
-  return scatterv_as(
-      comm,
-      {.input = o.input, .output = o.output, .counts = counts, .dtype = o.dtype, .root = o.root},
-      Collective::kScatter);
+  const collectives::RankSizes counts = uniform_counts(comm, o.count);
+  return scatterv_as(comm, as_v<ScattervOptions>(o, counts.span()), Collective::kScatter);
 }
 
 Status scatterv(Communicator& comm, const ScattervOptions& o) {

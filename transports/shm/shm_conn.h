@@ -180,6 +180,8 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   std::vector<int> missing_;  // gather's scratch: the ranks not yet seen
   std::vector<const std::byte*> one_slots_;  // gather_one's scratch, size_ entries
 
+  // This rank's slot header for call `seq`, of the kind `small` says (shm_slots.cc).
+  SlotHeader* own_slot_header(std::uint64_t seq, bool small) const;
   // Waits until every rank in missing_ has published call `seq`, setting slots[r] for each
   // (shm_slots.cc).
   Status await_slots(std::uint64_t seq, std::span<const std::byte*> slots, Deadline deadline);

@@ -26,16 +26,16 @@ constexpr unsigned kCheckEvery = 64;
 
 }  // namespace
 
+SlotHeader* ShmTransport::own_slot_header(std::uint64_t seq, bool small) const {
+  return small ? own_.small_slot(seq % small_slots_) : own_.slot(static_cast<int>(seq & 1));
+}
+
 std::byte* ShmTransport::own_slot(std::uint64_t seq, bool small) {
-  SlotHeader* s =
-      small ? own_.small_slot(seq % small_slots_) : own_.slot(static_cast<int>(seq & 1));
-  return reinterpret_cast<std::byte*>(s) + kSlotDataOffset;
+  return reinterpret_cast<std::byte*>(own_slot_header(seq, small)) + kSlotDataOffset;
 }
 
 void ShmTransport::publish(std::uint64_t seq, bool small) {
-  SlotHeader* s =
-      small ? own_.small_slot(seq % small_slots_) : own_.slot(static_cast<int>(seq & 1));
-  s->seq.store(seq, std::memory_order_release);
+  own_slot_header(seq, small)->seq.store(seq, std::memory_order_release);
   // Pairs with doze()'s fence: a peer that raised its sleeping flag before this point is rung,
   // one that raises it later sees the slot in its last look before sleeping.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -53,8 +53,7 @@ Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots
                     slots.size(), size_, slot_bytes_ == 0 ? " without shared slots" : ""));
   // This rank published the call before it gathers it, in one kind of slot or the other.
   const bool small =
-      small_slots_ > 0 &&
-      own_.slot(static_cast<int>(seq & 1))->seq.load(std::memory_order_relaxed) != seq;
+      small_slots_ > 0 && own_slot_header(seq, false)->seq.load(std::memory_order_relaxed) != seq;
   slots[static_cast<std::size_t>(rank_)] = own_slot(seq, small);
   missing_.clear();
   for (auto& p : peers_) missing_.push_back(p->rank);

@@ -175,19 +175,18 @@ class RankSizes {
   std::size_t size_;
 };
 
-/// Where `ranks` blocks of `count` elements of `esize` bytes each lie (block_layout), without
-/// allocating up to 64 ranks: allgather and alltoall as their v-forms.
+/// Where `ranks` blocks of `count` elements of `esize` bytes each lie (block_layout's offsets
+/// and lengths), without allocating up to 64 ranks: allgather and alltoall as their v-forms.
 class UniformBlocks {
  public:
   UniformBlocks(std::size_t ranks, std::size_t count, std::size_t esize)
-      : counts_(ranks, count), offsets_(ranks, 0), lengths_(ranks, 0) {
-    block_layout(counts_.span(), esize, offsets_.span(), lengths_.span());
+      : offsets_(ranks, 0), lengths_(ranks, count * esize) {
+    for (std::size_t r = 0; r < ranks; ++r) offsets_.span()[r] = r * count * esize;
   }
   std::span<const std::size_t> offsets() const { return offsets_.span(); }
   std::span<const std::size_t> lengths() const { return lengths_.span(); }
 
  private:
-  RankSizes counts_;
   RankSizes offsets_;
   RankSizes lengths_;
 };

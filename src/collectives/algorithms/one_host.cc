@@ -163,9 +163,8 @@ Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payl
 }
 
 Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
-                    std::size_t bytes, const std::function<std::string()>& what,
-                    const std::function<Status(std::span<const std::byte* const>)>& body,
-                    SlotRole role) {
+                    std::size_t bytes, FunctionRef<std::string()> what,
+                    FunctionRef<Status(std::span<const std::byte* const>)> body, SlotRole role) {
   // A blocking call comes after the non-blocking ones started before it (communicator.h).
   impl.async().drain();
   const std::uint64_t call = impl.next_call();
@@ -224,7 +223,7 @@ SlotRole rooted_role(const CommImpl& impl, int root, bool root_reads, bool keep_
 }  // namespace
 
 Status allreduce_in_slots(CommImpl& impl, const AllreduceOptions& o, std::size_t bytes,
-                          const std::function<std::string()>& what) {
+                          FunctionRef<std::string()> what) {
   const CallFingerprint fp = allreduce_fingerprint(o.count, o.dtype, o.op);
   const void* input = o.input != nullptr ? o.input : o.output;
   return run_in_slots(impl, fp, input, bytes, what, [&](std::span<const std::byte* const> in) {
@@ -234,7 +233,7 @@ Status allreduce_in_slots(CommImpl& impl, const AllreduceOptions& o, std::size_t
 }
 
 Status reduce_in_slots(CommImpl& impl, const RootReduceOptions& o, std::size_t bytes,
-                       const std::function<std::string()>& what) {
+                       FunctionRef<std::string()> what) {
   const CallFingerprint fp{
       .kind = Collective::kReduce, .dtype = o.dtype, .op = o.op, .root = o.root, .count = o.count};
   const bool root = impl.rank() == o.root;
@@ -242,22 +241,19 @@ Status reduce_in_slots(CommImpl& impl, const RootReduceOptions& o, std::size_t b
   // slot: one pass less over the data. Not when it is the output and a rank after the first two
   // adds its term after the running sum has overwritten it.
   const bool keep_own = root && bytes >= kKeepOwnBytes && (o.input != o.output || o.root < 2);
-  // Only the root reduces: the others' body captures nothing to keep (std::function would
-  // allocate for more than two references).
-  const RootReduceOptions* reduces = root && bytes > 0 ? &o : nullptr;
   return run_in_slots(
       impl, fp, o.input, bytes, what,
-      [reduces](std::span<const std::byte* const> in) {
-        if (reduces == nullptr) return Status::success();
-        return reduce_slots(reduces->output, in, reduces->count, reduces->dtype, reduces->op);
+      [&](std::span<const std::byte* const> in) {
+        if (!root || bytes == 0) return Status::success();
+        return reduce_slots(o.output, in, o.count, o.dtype, o.op);
       },
       rooted_role(impl, o.root, true, keep_own, bytes));
 }
 
 Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, std::byte* blocks,
                        std::byte* mine, std::span<const std::size_t> offsets,
-                       std::span<const std::size_t> lengths, int root,
-                       const std::function<std::string()>& what) {
+                       std::span<const std::size_t> lengths, int root, std::size_t call_bytes,
+                       FunctionRef<std::string()> what) {
   const int me = impl.rank();
   const auto m = static_cast<std::size_t>(me);
   const bool is_root = me == root;
@@ -266,56 +262,40 @@ Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, s
   if (!gather && is_root) bytes = offsets.back() + lengths.back();
   // A gather's root moves its own block straight to its place (nothing at all in place).
   const bool keep_own = gather && is_root && bytes >= kKeepOwnBytes;
-  // The body captures one reference, which std::function keeps without allocating.
-  const struct {
-    bool gather, is_root;
-    std::size_t m;
-    int root;
-    std::byte *blocks, *mine;
-    std::span<const std::size_t> offsets, lengths;
-  } c{gather, is_root, m, root, blocks, mine, offsets, lengths};
   return run_in_slots(
       impl, fp, payload, bytes, what,
-      [&c](std::span<const std::byte* const> in) {
-        if (c.gather) {
-          if (!c.is_root) return Status::success();
+      [&](std::span<const std::byte* const> in) {
+        if (gather) {
+          if (!is_root) return Status::success();
           // memmove: in place, the root's own block is its slot's source.
           for (std::size_t r = 0; r < in.size(); ++r)
-            if (c.lengths[r] > 0 && in[r] != c.blocks + c.offsets[r])
-              std::memmove(c.blocks + c.offsets[r], in[r], c.lengths[r]);
+            if (lengths[r] > 0 && in[r] != blocks + offsets[r])
+              std::memmove(blocks + offsets[r], in[r], lengths[r]);
           return Status::success();
         }
-        if (c.lengths[c.m] > 0)
-          std::memmove(c.mine, in[static_cast<std::size_t>(c.root)] + c.offsets[c.m],
-                       c.lengths[c.m]);
+        if (lengths[m] > 0)
+          std::memmove(mine, in[static_cast<std::size_t>(root)] + offsets[m], lengths[m]);
         return Status::success();
       },
-      rooted_role(impl, root, gather, keep_own,
-                  gather ? *std::max_element(lengths.begin(), lengths.end())
-                         : offsets.back() + lengths.back()));
+      rooted_role(impl, root, gather, keep_own, call_bytes));
 }
 
 Status broadcast_in_slots(CommImpl& impl, const BroadcastOptions& o, std::size_t bytes,
-                          const std::function<std::string()>& what) {
+                          FunctionRef<std::string()> what) {
   const CallFingerprint fp{
       .kind = Collective::kBroadcast, .dtype = o.dtype, .root = o.root, .count = o.count};
   const bool root = impl.rank() == o.root;
-  // A receiver's copy: the buffer and its length, small enough for std::function to keep
-  // without allocating.
-  const std::pair<void*, std::size_t> copy{root ? nullptr : o.buffer, bytes};
-  const int from = o.root;
   return run_in_slots(
       impl, fp, o.buffer, root ? bytes : 0, what,
-      [&copy, from](std::span<const std::byte* const> in) {
-        if (copy.first != nullptr && copy.second > 0)
-          std::memcpy(copy.first, in[static_cast<std::size_t>(from)], copy.second);
+      [&](std::span<const std::byte* const> in) {
+        if (!root && bytes > 0) std::memcpy(o.buffer, in[o.root], bytes);
         return Status::success();
       },
       rooted_role(impl, o.root, false, false, bytes));
 }
 
 Status allgather_in_slots(CommImpl& impl, const AllgatherOptions& o, std::size_t block,
-                          const std::function<std::string()>& what) {
+                          FunctionRef<std::string()> what) {
   const CallFingerprint fp{.kind = Collective::kAllgather, .dtype = o.dtype, .count = o.count};
   auto* out = static_cast<std::byte*>(o.output);
   // In place, this rank's block is in the output already.
@@ -335,36 +315,23 @@ Status barrier_in_slots(CommImpl& impl) {
 }
 
 Status reduce_scatter_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* input,
-                              std::size_t bytes, void* output, std::size_t offset,
-                              std::size_t count, const std::function<std::string()>& what) {
-  // One reference to capture, which std::function keeps without allocating.
-  const struct {
-    void* output;
-    std::size_t offset, count;
-    DataType dtype;
-    ReduceOp op;
-  } c{output, offset, count, *fp.dtype, *fp.op};
-  return run_in_slots(impl, fp, input, bytes, what, [&c](std::span<const std::byte* const> in) {
-    if (c.count == 0) return Status::success();
-    return reduce_slots(c.output, in, c.count, c.dtype, c.op, c.offset);
+                               std::size_t bytes, void* output, std::size_t offset,
+                               std::size_t count, FunctionRef<std::string()> what) {
+  return run_in_slots(impl, fp, input, bytes, what, [&](std::span<const std::byte* const> in) {
+    if (count == 0) return Status::success();
+    return reduce_slots(output, in, count, *fp.dtype, *fp.op, offset);
   });
 }
 
 Status alltoall_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* input,
-                         std::size_t block, void* output,
-                         const std::function<std::string()>& what) {
+                         std::size_t block, void* output, FunctionRef<std::string()> what) {
   const std::size_t n = static_cast<std::size_t>(impl.size());
-  // The block and where this rank's output and blocks are: one reference to capture, which
-  // std::function keeps without allocating.
-  const struct {
-    std::size_t block, me;
-    std::byte* out;
-  } c{block, static_cast<std::size_t>(impl.rank()), static_cast<std::byte*>(output)};
-  return run_in_slots(impl, fp, input, block * n, what, [&c](std::span<const std::byte* const> in) {
-    if (c.block == 0) return Status::success();
+  const std::size_t me = static_cast<std::size_t>(impl.rank());
+  auto* out = static_cast<std::byte*>(output);
+  return run_in_slots(impl, fp, input, block * n, what, [&](std::span<const std::byte* const> in) {
+    if (block == 0) return Status::success();
     // In place, every block comes from a slot, this rank's own too: none is overwritten first.
-    for (std::size_t r = 0; r < in.size(); ++r)
-      std::memcpy(c.out + c.block * r, in[r] + c.block * c.me, c.block);
+    for (std::size_t r = 0; r < n; ++r) std::memcpy(out + block * r, in[r] + block * me, block);
     return Status::success();
   });
 }

@@ -20,6 +20,7 @@
 #include "collectives/algorithms/call_check.h"
 #include "collectives/algorithms/comm_impl.h"
 #include "collectives/algorithms/device_path.h"
+#include "core/function_ref.h"
 #include "hoop/communicator.h"
 
 namespace hoop::collectives {
@@ -94,8 +95,8 @@ Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payl
 /// payloads; on failure the transport is aborted (every peer fails with the cause) and `what`
 /// named.
 Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payload,
-                    std::size_t bytes, const std::function<std::string()>& what,
-                    const std::function<Status(std::span<const std::byte* const>)>& body,
+                    std::size_t bytes, FunctionRef<std::string()> what,
+                    FunctionRef<Status(std::span<const std::byte* const>)> body,
                     SlotRole role = {});
 
 /// Whether an allreduce of `bytes` goes through reading the other ranks' memory directly
@@ -125,36 +126,36 @@ Status reduce_by_reading(CommImpl& impl, const RootReduceOptions& o,
 
 /// The one-step forms of the collectives (`bytes`: the payload of this rank's slot).
 Status allreduce_in_slots(CommImpl& impl, const AllreduceOptions& o, std::size_t bytes,
-                          const std::function<std::string()>& what);
+                          FunctionRef<std::string()> what);
 Status broadcast_in_slots(CommImpl& impl, const BroadcastOptions& o, std::size_t bytes,
-                          const std::function<std::string()>& what);
+                          FunctionRef<std::string()> what);
 Status allgather_in_slots(CommImpl& impl, const AllgatherOptions& o, std::size_t block,
-                          const std::function<std::string()>& what);
+                          FunctionRef<std::string()> what);
 Status barrier_in_slots(CommImpl& impl);
 
 /// The rooted collectives in one step: every rank publishes its input and the root reduces the
 /// slots in rank order (the bits of allreduce_in_slots); gather: every rank publishes its block
 /// (`lengths[rank]` bytes) and the root copies each to `offsets[r]` of `blocks`; scatter: the
 /// root publishes every block (`blocks`) and each rank copies its own to `mine`. In place on
-/// the root, its own block may already be where it belongs.
+/// the root, its own block may already be where it belongs. `call_bytes`: the largest slot
+/// payload on any rank (the largest block, or the scatter root's every block).
 Status reduce_in_slots(CommImpl& impl, const RootReduceOptions& o, std::size_t bytes,
-                       const std::function<std::string()>& what);
+                       FunctionRef<std::string()> what);
 Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, std::byte* blocks,
                        std::byte* mine, std::span<const std::size_t> offsets,
-                       std::span<const std::size_t> lengths, int root,
-                       const std::function<std::string()>& what);
+                       std::span<const std::size_t> lengths, int root, std::size_t call_bytes,
+                       FunctionRef<std::string()> what);
 
 /// reduce_scatter(v) in one step: every rank publishes all its `bytes` of input and reduces, in
 /// rank order, the `count` elements from `offset` bytes of every slot into `output` (fp carries
 /// the dtype and op).
 Status reduce_scatter_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* input,
                                std::size_t bytes, void* output, std::size_t offset,
-                               std::size_t count, const std::function<std::string()>& what);
+                               std::size_t count, FunctionRef<std::string()> what);
 /// alltoall in one step: every rank publishes its size() blocks of `block` bytes and copies
 /// block `rank` of every slot into its output, in place too.
 Status alltoall_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* input,
-                         std::size_t block, void* output,
-                         const std::function<std::string()>& what);
+                         std::size_t block, void* output, FunctionRef<std::string()> what);
 
 /// Whether gather, scatter or alltoall with blocks of up to `block` bytes (the largest, the
 /// same on every rank) read them where they lie (move_by_reading): a host whose ranks can read

@@ -201,15 +201,9 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
     if (mine == nullptr) mine = bytes_of(blocks) + offsets[me];  // in place
   }
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(mine, o.counts[me], gather ? "input" : "output"));
-  // One reference captured: std::function keeps it without allocating.
-  const struct {
-    Collective kind;
-    std::size_t total;
-    const Options& o;
-  } call{kind, total, o};
-  auto what = [&call] {
-    return fmt::format("{} of {} {} {} rank {}", collective_name(call.kind), call.total,
-                       dtype_name(call.o.dtype), gather ? "to" : "from", call.o.root);
+  auto what = [&] {
+    return fmt::format("{} of {} {} {} rank {}", collective_name(kind), total, dtype_name(o.dtype),
+                       gather ? "to" : "from", o.root);
   };
   const CallFingerprint fp = blocks_fingerprint(kind, o.dtype, o.root, o.counts, total);
   // On one host a small call is one step through the shared slots: the gather's root reads
@@ -247,12 +241,12 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
                                  own, lengths[m]);
         });
   }
-  if (one_host != nullptr &&
-      collectives::slots_for(*one_host, gather ? largest : total * es, gather) != nullptr)
-    return collectives::blocks_in_slots(*one_host, fp, gather,
-                                        const_cast<std::byte*>(bytes_of(blocks)),
-                                        const_cast<std::byte*>(bytes_of(mine)), offsets, lengths,
-                                        o.root, what);
+  // The largest slot payload on any rank: a gather's largest block, a scatter root's every one.
+  const std::size_t slot_bytes = gather ? largest : total * es;
+  if (one_host != nullptr && collectives::slots_for(*one_host, slot_bytes, gather) != nullptr)
+    return collectives::blocks_in_slots(
+        *one_host, fp, gather, const_cast<std::byte*>(bytes_of(blocks)),
+        const_cast<std::byte*>(bytes_of(mine)), offsets, lengths, o.root, slot_bytes, what);
   collectives::DevicePart* part = nullptr;
   const std::size_t root_bytes = is_root ? total * es : 0;
   const void* root_buf = is_root ? blocks : nullptr;

@@ -9,6 +9,13 @@
 // of what JAX compiles), and under jit the operand is a constant.
 //
 // JAX dtypes that hoop lacks travel as a hoop type of the same width (common/carrier.h).
+//
+// Every handler also takes and returns a token, which it ignores: hoop/jax/__init__.py chains
+// the calls of one function body by their tokens, so that XLA runs them in the order they were
+// traced. Without the chain XLA runs calls that do not depend on each other in whatever order
+// their inputs become ready, also concurrently on its thread pool, and since every call blocks
+// until all ranks have submitted its tensor, two ranks that started different calls first
+// waited for each other for ever.
 #include <xla/ffi/api/ffi.h>
 
 #include <cstdint>
@@ -122,9 +129,9 @@ ffi::Error deliver(const hoop::OwnedTensor& result, ffi::Result<ffi::AnyBuffer> 
   return ffi::Error::Success();
 }
 
-ffi::Error allreduce_impl(ffi::AnyBuffer name_bytes, ffi::RemainingArgs args,
-                          ffi::RemainingRets rets, std::int64_t op, double prescale,
-                          double postscale, std::int64_t process_set) {
+ffi::Error allreduce_impl(ffi::Token, ffi::AnyBuffer name_bytes, ffi::RemainingArgs args,
+                          ffi::Result<ffi::Token>, ffi::RemainingRets rets, std::int64_t op,
+                          double prescale, double postscale, std::int64_t process_set) {
   const std::optional<std::string> name = name_of(name_bytes);
   if (!name) return bad_name();
   if (args.size() != rets.size() || args.size() == 0)
@@ -158,9 +165,9 @@ ffi::Error allreduce_impl(ffi::AnyBuffer name_bytes, ffi::RemainingArgs args,
   });
 }
 
-ffi::Error broadcast_impl(ffi::AnyBuffer name_bytes, ffi::AnyBuffer in,
-                          ffi::Result<ffi::AnyBuffer> out, std::int64_t root,
-                          std::int64_t process_set) {
+ffi::Error broadcast_impl(ffi::Token, ffi::AnyBuffer name_bytes, ffi::AnyBuffer in,
+                          ffi::Result<ffi::Token>, ffi::Result<ffi::AnyBuffer> out,
+                          std::int64_t root, std::int64_t process_set) {
   std::string name;
   Carrier c;
   if (ffi::Error e = prepare(name_bytes, in, kNoOp, &name, &c); e.failure()) return e;
@@ -172,8 +179,9 @@ ffi::Error broadcast_impl(ffi::AnyBuffer name_bytes, ffi::AnyBuffer in,
   });
 }
 
-ffi::Error allgather_impl(ffi::AnyBuffer name_bytes, ffi::AnyBuffer in,
-                          ffi::Result<ffi::AnyBuffer> out, std::int64_t process_set) {
+ffi::Error allgather_impl(ffi::Token, ffi::AnyBuffer name_bytes, ffi::AnyBuffer in,
+                          ffi::Result<ffi::Token>, ffi::Result<ffi::AnyBuffer> out,
+                          std::int64_t process_set) {
   std::string name;
   Carrier c;
   if (ffi::Error e = prepare(name_bytes, in, kNoOp, &name, &c); e.failure()) return e;
@@ -184,9 +192,10 @@ ffi::Error allgather_impl(ffi::AnyBuffer name_bytes, ffi::AnyBuffer in,
   return e.failure() ? e : deliver(result, out, "allgather", name);
 }
 
-ffi::Error reducescatter_impl(ffi::AnyBuffer name_bytes, ffi::AnyBuffer in,
-                              ffi::Result<ffi::AnyBuffer> out, std::int64_t op, double prescale,
-                              double postscale, std::int64_t process_set) {
+ffi::Error reducescatter_impl(ffi::Token, ffi::AnyBuffer name_bytes, ffi::AnyBuffer in,
+                              ffi::Result<ffi::Token>, ffi::Result<ffi::AnyBuffer> out,
+                              std::int64_t op, double prescale, double postscale,
+                              std::int64_t process_set) {
   std::string name;
   Carrier c;
   if (ffi::Error e = prepare(name_bytes, in, op, &name, &c); e.failure()) return e;
@@ -201,9 +210,9 @@ ffi::Error reducescatter_impl(ffi::AnyBuffer name_bytes, ffi::AnyBuffer in,
   return e.failure() ? e : deliver(result, out, "reducescatter", name);
 }
 
-ffi::Error alltoall_impl(ffi::AnyBuffer name_bytes, ffi::AnyBuffer in,
-                         ffi::Result<ffi::AnyBuffer> out, ffi::Span<const std::int64_t> splits,
-                         std::int64_t process_set) {
+ffi::Error alltoall_impl(ffi::Token, ffi::AnyBuffer name_bytes, ffi::AnyBuffer in,
+                         ffi::Result<ffi::Token>, ffi::Result<ffi::AnyBuffer> out,
+                         ffi::Span<const std::int64_t> splits, std::int64_t process_set) {
   std::string name;
   Carrier c;
   if (ffi::Error e = prepare(name_bytes, in, kNoOp, &name, &c); e.failure()) return e;
@@ -219,17 +228,25 @@ ffi::Error alltoall_impl(ffi::AnyBuffer name_bytes, ffi::AnyBuffer in,
 
 namespace {
 
-/// The binding of a handler of one tensor: the name operand, the input, the output.
+/// The binding of a handler of one tensor: the order token, the name operand, the input; the
+/// token and the output.
 auto one_tensor() {
-  return ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>();
+  return ffi::Ffi::Bind()
+      .Arg<ffi::Token>()
+      .Arg<ffi::AnyBuffer>()
+      .Arg<ffi::AnyBuffer>()
+      .Ret<ffi::Token>()
+      .Ret<ffi::AnyBuffer>();
 }
 
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(hoop_jax_allreduce, allreduce_impl,
                               ffi::Ffi::Bind()
+                                  .Arg<ffi::Token>()
                                   .Arg<ffi::AnyBuffer>()
                                   .RemainingArgs()
+                                  .Ret<ffi::Token>()
                                   .RemainingRets()
                                   .Attr<std::int64_t>("op")
                                   .Attr<double>("prescale")

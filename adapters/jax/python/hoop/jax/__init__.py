@@ -24,12 +24,15 @@ import itertools
 import os
 
 import jax
+import jax._src.core
 import jax._src.dispatch
 import jax._src.interpreters.partial_eval
 import jax.extend.core
 import jax.interpreters.mlir
 import jax.numpy as jnp
 import numpy as np
+from jax._src.lib.mlir import ir
+from jax._src.lib.mlir.dialects import hlo
 
 from hoop import HoopError, HoopValueError, _hoop
 from hoop._hoop import (cross_rank, cross_size, is_initialized, local_rank,  # noqa: F401
@@ -142,11 +145,25 @@ def _name_on_device(name):
 # One primitive for every collective: the FFI target and attributes are its parameters. It is
 # lowered as a custom call with a side effect, which XLA never leaves out or merges, and it
 # carries no JAX effect, which would cost every jitted call JAX's slow dispatch path (35 us on
-# the development machine); its DCE rule keeps it in a jaxpr even where a rank does not use its
-# result (only rank 0 logs it, the non-root side of broadcast's gradient), so that it runs on
-# every rank alike.
+# the development machine; an ordered effect, which would order the calls for us, made a jitted
+# lone allreduce 17x slower and a jitted step of 400 tensors 2.5x). Its DCE rule keeps it in a
+# jaxpr even where a rank does not use its result (only rank 0 logs it, the non-root side of
+# broadcast's gradient), so that it runs on every rank alike.
+#
+# The custom calls of one function body are chained by a token (each call's token is the
+# next one's operand) so that XLA runs them in the order they were traced, on every rank alike.
+# Without the chain XLA runs calls that do not depend on each other in whatever order their
+# inputs become ready, also concurrently on its thread pool; each call blocks until every rank
+# has submitted its tensor, so two ranks that started different calls first waited for each
+# other for ever (jax.collectives_np2 hung so under load; tests/jax/order_test.py).
 _collective_p = jax.extend.core.Primitive("hoop_collective")
 _collective_p.multiple_results = True
+# Not cacheable: JAX would lower it once per set of parameters into a function of its own and
+# call that, and the calls would have no common block to chain in.
+
+# Where a module's lowering keeps the last token of each block it has put a call into: in a
+# dict of the module's own lowering context, so it ends with the module.
+_TOKENS_KEY = ("hoop.jax", "the last collective's token, by block")
 
 
 def _abstract(*_args, target, outs, attrs):
@@ -157,12 +174,28 @@ def _abstract(*_args, target, outs, attrs):
 def _lower(ctx, *operands, target, outs, attrs):
     del outs
     values = {k: np.asarray(v, dtype=np.int64) if isinstance(v, tuple) else v for k, v in attrs}
-    return jax.ffi.ffi_lowering(f"hoop_{target}", has_side_effect=True)(ctx, *operands, **values)
+    # A value defined earlier in the same block dominates the ops after it: the chain may use
+    # it. Calls in other blocks (a loop's body, another function) start chains of their own.
+    block = ir.InsertionPoint.current.block
+    tokens = ctx.module_context.cached_primitive_lowerings.setdefault(_TOKENS_KEY, [])
+    last = next((i for i, (b, _) in enumerate(tokens) if b == block), None)
+    token = tokens[last][1] if last is not None else hlo.create_token()
+    token_aval = jax._src.core.abstract_token
+    rule = jax.ffi.ffi_lowering(f"hoop_{target}", has_side_effect=True)
+    token, *results = rule(ctx.replace(avals_in=[token_aval, *ctx.avals_in],
+                                       avals_out=[token_aval, *ctx.avals_out]),
+                           token, *operands, **values)
+    if last is None:
+        tokens.append((block, token))
+    else:
+        tokens[last] = (block, token)
+    return results
 
 
 _collective_p.def_impl(functools.partial(jax._src.dispatch.apply_primitive, _collective_p))
 _collective_p.def_abstract_eval(_abstract)
-jax.interpreters.mlir.register_lowering(_collective_p, _lower, platform="cpu")
+jax.interpreters.mlir.register_lowering(_collective_p, _lower, platform="cpu",
+                                        cacheable=False)
 jax._src.interpreters.partial_eval.dce_rules[_collective_p] = (
     lambda used_outputs, eqn: ([True] * len(eqn.invars), eqn))
 

@@ -194,8 +194,7 @@ def _lower(ctx, *operands, target, outs, attrs):
 
 _collective_p.def_impl(functools.partial(jax._src.dispatch.apply_primitive, _collective_p))
 _collective_p.def_abstract_eval(_abstract)
-jax.interpreters.mlir.register_lowering(_collective_p, _lower, platform="cpu",
-                                        cacheable=False)
+jax.interpreters.mlir.register_lowering(_collective_p, _lower, platform="cpu", cacheable=False)
 jax._src.interpreters.partial_eval.dce_rules[_collective_p] = (
     lambda used_outputs, eqn: ([True] * len(eqn.invars), eqn))
 

@@ -194,7 +194,9 @@ def _lower(ctx, *operands, target, outs, attrs):
 
 _collective_p.def_impl(functools.partial(jax._src.dispatch.apply_primitive, _collective_p))
 _collective_p.def_abstract_eval(_abstract)
-jax.interpreters.mlir.register_lowering(_collective_p, _lower, platform="cpu", cacheable=False)
+# (platform "cpu", inline, not cacheable: positional, since Doxygen reads a keyword argument at
+# module level as an undocumented variable.)
+jax.interpreters.mlir.register_lowering(_collective_p, _lower, "cpu", True, False)
 jax._src.interpreters.partial_eval.dce_rules[_collective_p] = (
     lambda used_outputs, eqn: ([True] * len(eqn.invars), eqn))
 

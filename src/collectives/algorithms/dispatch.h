@@ -180,8 +180,9 @@ class RankSizes {
 class UniformBlocks {
  public:
   UniformBlocks(std::size_t ranks, std::size_t count, std::size_t esize)
-      : offsets_(ranks, 0), lengths_(ranks, count * esize) {
-    for (std::size_t r = 0; r < ranks; ++r) offsets_.span()[r] = r * count * esize;
+      : offsets_(ranks, 0), lengths_(ranks, 0) {
+    const RankSizes counts(ranks, count);
+    block_layout(counts.span(), esize, offsets_.span(), lengths_.span());
   }
   std::span<const std::size_t> offsets() const { return offsets_.span(); }
   std::span<const std::size_t> lengths() const { return lengths_.span(); }

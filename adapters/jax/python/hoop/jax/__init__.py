@@ -158,11 +158,9 @@ def _name_on_device(name):
 # other for ever (jax.collectives_np2 hung so under load; tests/jax/order_test.py).
 _collective_p = jax.extend.core.Primitive("hoop_collective")
 _collective_p.multiple_results = True
-# Not cacheable: JAX would lower it once per set of parameters into a function of its own and
-# call that, and the calls would have no common block to chain in.
 
-# Where a module's lowering keeps the last token of each block it has put a call into: in a
-# dict of the module's own lowering context, so it ends with the module.
+# Where a module's lowering keeps the last token of each block it has put a call into: a list
+# under this key of the module's own lowering caches, so it ends with the module.
 _TOKENS_KEY = ("hoop.jax", "the last collective's token, by block")
 
 
@@ -194,8 +192,9 @@ def _lower(ctx, *operands, target, outs, attrs):
 
 _collective_p.def_impl(functools.partial(jax._src.dispatch.apply_primitive, _collective_p))
 _collective_p.def_abstract_eval(_abstract)
-# (platform "cpu", inline, not cacheable: positional, since Doxygen reads a keyword argument at
-# module level as an undocumented variable.)
+# Not cacheable: JAX would lower each set of parameters once into a function of its own and call
+# it, and the calls would share no block to chain in. (Platform "cpu", inline, not cacheable,
+# positionally: Doxygen reads a keyword argument at module level as an undocumented variable.)
 jax.interpreters.mlir.register_lowering(_collective_p, _lower, "cpu", True, False)
 jax._src.interpreters.partial_eval.dce_rules[_collective_p] = (
     lambda used_outputs, eqn: ([True] * len(eqn.invars), eqn))

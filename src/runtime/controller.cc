@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstring>
 #include <iterator>
 
 #include "core/config.h"
@@ -17,7 +18,7 @@ namespace {
 constexpr std::chrono::microseconds kBurstGap{20};
 // A control message longer than this is a corrupt length, not a list of tensors.
 constexpr std::uint64_t kMaxControlMessage = std::uint64_t{1} << 32;
-// The length header of a heartbeat, which has no body.
+// The length field of a heartbeat's frame, which carries no message.
 constexpr std::uint64_t kHeartbeat = ~std::uint64_t{0};
 // How often liveness is looked at; heartbeats go out every fifth of the timeout, within these.
 constexpr std::chrono::milliseconds kLivenessCheck{50};
@@ -284,30 +285,46 @@ bool Controller::collect(RequestList& out) {
   return any || out.join || out.shutdown;
 }
 
-Status Controller::send_message(int peer, std::string payload) {
+Status Controller::send_message(int peer, std::string_view payload) {
   Transport& t = control_->transport();
-  const std::uint64_t length = payload.size();
-  HOOP_ASSIGN_OR_RETURN(RequestId h, t.send(peer, &length, sizeof(length)));
-  HOOP_ASSIGN_OR_RETURN(RequestId b, t.send(peer, payload.data(), payload.size()));
-  const RequestId ids[2] = {h, b};
+  const std::size_t inline_bytes = std::min(payload.size(), kFrameInline);
+  ControlFrame frame;
+  frame.length = payload.size();
+  std::memcpy(frame.bytes.data(), payload.data(), inline_bytes);
+  RequestId ids[2] = {0, 0};
+  std::size_t n = 1;
+  if (inline_bytes == payload.size()) {
+    HOOP_ASSIGN_OR_RETURN(ids[0], t.send(peer, &frame, sizeof(frame)));
+  } else {
+    HOOP_ASSIGN_OR_RETURN(ids[0], t.send_more(peer, &frame, sizeof(frame)));
+    HOOP_ASSIGN_OR_RETURN(ids[1], t.send(peer, payload.data() + inline_bytes,
+                                         payload.size() - inline_bytes));
+    n = 2;
+  }
   last_sent_[static_cast<std::size_t>(peer)] = Clock::now();
-  return t.wait(ids, Clock::now() + control_->timeout());
+  return t.wait(std::span<const RequestId>(ids, n), Clock::now() + control_->timeout());
 }
 
 Status Controller::post_header_recv(int peer) {
   HeaderRecv& h = headers_[static_cast<std::size_t>(peer)];
-  HOOP_ASSIGN_OR_RETURN(h.id, control_->transport().recv(peer, &h.length, sizeof(h.length)));
+  HOOP_ASSIGN_OR_RETURN(h.id, control_->transport().recv(peer, &h.frame, sizeof(h.frame)));
   return Status::success();
 }
 
-Result<std::string> Controller::read_body(int peer, std::uint64_t length, Deadline deadline) {
+Result<std::string> Controller::read_body(int peer, const ControlFrame& frame,
+                                          Deadline deadline) {
+  const std::uint64_t length = frame.length;
   if (length > kMaxControlMessage)
     return protocol_error(
         fmt::format("runtime: rank {} announced a control message of {} bytes", peer, length));
+  const std::size_t inline_bytes = std::min(static_cast<std::size_t>(length), kFrameInline);
   std::string payload(static_cast<std::size_t>(length), '\0');
+  std::memcpy(payload.data(), frame.bytes.data(), inline_bytes);
+  if (inline_bytes == length) return payload;
   Transport& t = control_->transport();
-  HOOP_ASSIGN_OR_RETURN(RequestId body, t.recv(peer, payload.data(), payload.size()));
-  HOOP_RETURN_IF_ERROR(wait_one(t, body, deadline));
+  HOOP_ASSIGN_OR_RETURN(RequestId rest, t.recv(peer, payload.data() + inline_bytes,
+                                               payload.size() - inline_bytes));
+  HOOP_RETURN_IF_ERROR(wait_one(t, rest, deadline));
   return payload;
 }
 
@@ -321,12 +338,12 @@ Result<bool> Controller::poll_messages() {
     if (!complete) continue;
     h.id = 0;
     last_heard_[static_cast<std::size_t>(peer)] = Clock::now();
-    if (h.length == kHeartbeat) {
+    if (h.frame.length == kHeartbeat) {
       HOOP_RETURN_IF_ERROR(post_header_recv(peer));
       continue;
     }
     HOOP_ASSIGN_OR_RETURN(std::string payload,
-                          read_body(peer, h.length, Clock::now() + control_->timeout()));
+                          read_body(peer, h.frame, Clock::now() + control_->timeout()));
     moved = true;
     if (coordinator_ != nullptr) {
       HOOP_RETURN_IF_ERROR(post_header_recv(peer));
@@ -356,12 +373,12 @@ Status Controller::collect_goodbyes() {
     HeaderRecv& h = headers_[static_cast<std::size_t>(peer)];
     while (true) {
       HOOP_RETURN_IF_ERROR(wait_one(t, h.id, deadline));
-      if (h.length == kHeartbeat) {
+      if (h.frame.length == kHeartbeat) {
         HOOP_RETURN_IF_ERROR(post_header_recv(peer));
         continue;
       }
-      HOOP_RETURN_IF_ERROR(read_body(peer, h.length, deadline).status());
-      if (h.length == 0) break;
+      HOOP_RETURN_IF_ERROR(read_body(peer, h.frame, deadline).status());
+      if (h.frame.length == 0) break;
       // A message sent before the worker saw the shutdown: nothing can run any more.
       HOOP_RETURN_IF_ERROR(post_header_recv(peer));
     }
@@ -491,7 +508,9 @@ Status Controller::send_heartbeats() {
     auto& sent = last_sent_[static_cast<std::size_t>(peer)];
     if (now - sent < heartbeat_) continue;
     sent = now;
-    HOOP_ASSIGN_OR_RETURN(RequestId id, t.send(peer, &kHeartbeat, sizeof(kHeartbeat)));
+    ControlFrame frame;
+    frame.length = kHeartbeat;
+    HOOP_ASSIGN_OR_RETURN(RequestId id, t.send(peer, &frame, sizeof(frame)));
     HOOP_RETURN_IF_ERROR(wait_one(t, id, now + control_->timeout()));
   }
   return Status::success();

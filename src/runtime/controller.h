@@ -9,7 +9,7 @@
 // only once every rank has submitted its tensors.
 //
 // Liveness: the threads of a set say they are alive over the control connections (a
-// message, or a bare heartbeat header, at least every heartbeat interval; a collective that
+// message, or a heartbeat frame, at least every heartbeat interval; a collective that
 // completes proves every rank alive too), so that a rank that stopped answering (SIGSTOP, a
 // hung process, a cut link) fails every rank within HOOP_TIMEOUT_SECONDS naming it, apart from
 // a rank that is alive but has not submitted a tensor yet (the stall inspector's business).
@@ -29,6 +29,7 @@
 // sends them in one message. A lone tensor followed by its wait goes out at once.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -70,6 +71,19 @@ struct RuntimeSettings {
 /// Reads RuntimeSettings from the environment; invalid_argument naming a malformed variable.
 Result<RuntimeSettings> runtime_settings_from_env();
 
+/// Bytes of a control message that travel in its frame.
+inline constexpr std::size_t kFrameInline = 248;
+
+/// What a rank sends over a control connection, one transport message of a fixed size: the
+/// message's length and its first bytes. A message longer than the frame holds follows it with
+/// the rest as a second transport message; a negotiation's messages (a few tensors, or cached
+/// ones by slot) fit, so that each costs one send and one receive, and the receiver learns a
+/// message and its length at once instead of posting the body's receive after the length's.
+struct ControlFrame {
+  std::uint64_t length = 0;  // the message's bytes, or ~0 for a heartbeat (no message)
+  std::array<char, kFrameInline> bytes{};
+};
+
 class Controller {
  public:
   /// Builds the set's communicators through `store` (keys under "<prefix>/..."; null for a
@@ -108,13 +122,13 @@ class Controller {
   Pass run_pass();
   /// Takes queued work into a message (batching bursts); false when there was none.
   bool collect(RequestList& out);
-  Status send_message(int peer, std::string payload);
+  Status send_message(int peer, std::string_view payload);
   /// Reads every complete message; the coordinator feeds them to the coordinator, the others
   /// run the response lists.
   Result<bool> poll_messages();
   Status post_header_recv(int peer);
-  /// Receives the `length`-byte body of a message whose length header has arrived.
-  Result<std::string> read_body(int peer, std::uint64_t length, Deadline deadline);
+  /// The message whose frame has arrived: its inline bytes, and the rest where it is longer.
+  Result<std::string> read_body(int peer, const ControlFrame& frame, Deadline deadline);
   /// After the shutdown list: a worker's last message, and the coordinator's wait for them.
   Result<bool> say_goodbye();
   Status collect_goodbyes();
@@ -197,9 +211,9 @@ class Controller {
   std::vector<std::unordered_map<std::string, Entry>::node_type> spare_entries_;
   struct HeaderRecv {
     RequestId id = 0;
-    std::uint64_t length = 0;
+    ControlFrame frame;
   };
-  std::vector<HeaderRecv> headers_;  // by peer: the posted receive of the next message length
+  std::vector<HeaderRecv> headers_;  // by peer: the posted receive of the next message's frame
   bool joined_ = false;
   bool shutting_down_ = false;
   bool done_ = false;

@@ -176,7 +176,7 @@ constexpr Var kVars[] = {
     {"HOOP_SHM_RUN_AHEAD",
      "",
      kInt,
-     "16",
+     "128",
      "Shared-memory transport: how many small rooted calls (a broadcast's or scatter's root, a "
      "reduce's or gather's other ranks; payloads up to 1 KiB, 8 KiB where the ranks outnumber "
      "the cores) a rank may run ahead of the slowest rank through its small shared slots; 0 "

@@ -115,8 +115,9 @@ void comm_case(const std::string& name) {
     check(hoop::barrier(c));
   } else if (name == "comm_root_ahead") {
     // As comm_root, from the sixth of 40 broadcasts before the barrier: over shared memory
-    // each rank runs ahead through its small slots, confirms a batch of calls some 16 calls
-    // later by their digests, and then finds the sixth by comparing the calls one by one.
+    // each rank runs ahead through its small slots (up to HOOP_SHM_RUN_AHEAD calls), the
+    // barrier finds the digests of the calls before it differ, and the sixth is found by
+    // comparing the calls one by one.
     hoop::BroadcastOptions o;
     o.buffer = v.data();
     o.count = v.size();

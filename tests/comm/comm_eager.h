@@ -8,8 +8,8 @@
 
 namespace hoop::comm_check {
 
-/// How many small rooted calls the giving ranks make before the others call them: as many as
-/// HOOP_SHM_RUN_AHEAD lets them run ahead (its default).
+/// How many small rooted calls the giving ranks make before the others call them: within what
+/// HOOP_SHM_RUN_AHEAD lets them run ahead (its default is 128).
 inline constexpr int kEagerCalls = 16;
 
 /// Root 0's kEagerCalls broadcasts return, then it creates DIR/root and only then do the others

@@ -92,7 +92,7 @@ TEST_F(ShmTest, SmallSlotsLetARootRunHalfTheirNumberAheadBesideTheLargeSlots) {
   run_shm_ranks(kRanks, shm_test_options(), [](int rank, Transport& t) {
     SharedSlots& slots = *t.shared_slots();
     const std::uint64_t k = slots.small_slots();
-    ASSERT_EQ(k, 32u) << "HOOP_SHM_RUN_AHEAD's default, 16, gives 32 small slots";
+    ASSERT_EQ(k, 256u) << "HOOP_SHM_RUN_AHEAD's default, 128, gives 256 small slots";
     ASSERT_EQ(slots.small_slot_bytes(), std::size_t{8192} + 64);
     std::vector<const std::byte*> at(kRanks);
     std::uint64_t confirmed = 0;

@@ -77,7 +77,7 @@ struct ShmOptions {
   /// Calls a rank that only gives may run ahead of the slowest rank through its small slots
   /// (hoop::SharedSlots::small_slots, twice this many; none with slot_bytes 0); 0: none.
   /// HOOP_SHM_RUN_AHEAD.
-  std::size_t run_ahead = 16;
+  std::size_t run_ahead = 128;
   /// A message of at least this many bytes goes by single copy where the receiver can read the
   /// sender's memory (cross-memory attach): the ring carries only its address and the receiver
   /// reads the payload where it lies; 0: every message through the rings. HOOP_SHM_READ_BYTES.

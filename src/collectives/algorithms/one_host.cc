@@ -8,6 +8,7 @@
 
 #include "collectives/algorithms/dispatch.h"
 #include "core/reduce.h"
+#include "core/stream_copy.h"
 
 namespace hoop::collectives {
 namespace {
@@ -17,6 +18,22 @@ namespace {
 // payload whatever the size: past this many bytes read per rank they win (measured on 2, 4 and 8
 // ranks: docs/BENCHMARKS.md, "Shared slots and single-copy reads").
 constexpr std::size_t kReadAllBudget = std::size_t{512} << 10;
+// From this size a payload that only other ranks read (SlotNeed::kNone) is written past this
+// rank's caches where its readers run on other cores: they then take it from memory instead of
+// snooping modified lines out of the writer's cache (docs/BENCHMARKS.md, "Slot payloads that
+// only other ranks read"). A rank that reads its own slot keeps the cached copy (allgather,
+// reduce_scatter: up to 1.8x slower streamed).
+constexpr std::size_t kStreamSlotBytes = std::size_t{16} << 10;
+
+/// Whether this rank writes its payload of `bytes` past its caches (see kStreamSlotBytes): a
+/// rooted call's root that every other rank reads (broadcast, scatter), or, where every rank
+/// has a core of its own, a giving rank that the root reads (reduce, gather). Where ranks share
+/// cores, the root may run next on the giver's core and find the payload in its cache (a 4-rank
+/// reduce at 16-128 KiB took 1.1-1.45x the time streamed).
+bool streams(const CommImpl& impl, const SlotRole& role, std::size_t bytes) {
+  return role.need == SlotNeed::kNone && bytes >= kStreamSlotBytes &&
+         (impl.rank() == role.root || !impl.cost().crowded);
+}
 
 }  // namespace
 
@@ -134,7 +151,11 @@ Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payl
   ledger.digest ^= ledger.digest >> 29;
   std::memcpy(own, &hash, sizeof hash);
   std::memcpy(own + sizeof hash, &ledger.digest, sizeof ledger.digest);
-  if (bytes > 0) std::memcpy(own + kSlotHeaderBytes, payload, bytes);
+  if (streams(impl, role, bytes)) {
+    copy_streaming(own + kSlotHeaderBytes, payload, bytes);
+  } else if (bytes > 0) {
+    std::memcpy(own + kSlotHeaderBytes, payload, bytes);
+  }
   slots.publish(seq, small);
   std::vector<const std::byte*>& at = impl.slot_payloads();
   at.resize(static_cast<std::size_t>(impl.size()));
@@ -273,8 +294,11 @@ Status blocks_in_slots(CommImpl& impl, const CallFingerprint& fp, bool gather, s
               std::memmove(blocks + offsets[r], in[r], lengths[r]);
           return Status::success();
         }
-        if (lengths[m] > 0)
-          std::memmove(mine, in[static_cast<std::size_t>(root)] + offsets[m], lengths[m]);
+        // The root's own block comes from its input, not from its slot, which it never reads
+        // (SlotNeed::kNone: the slot may bypass its caches).
+        const std::byte* from =
+            is_root ? blocks + offsets[m] : in[static_cast<std::size_t>(root)] + offsets[m];
+        if (lengths[m] > 0 && from != mine) std::memmove(mine, from, lengths[m]);
         return Status::success();
       },
       rooted_role(impl, root, gather, keep_own, call_bytes));

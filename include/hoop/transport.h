@@ -89,6 +89,10 @@ class SharedSlots {
   /// (this rank's, in order), which cover the same number of bytes, in one copy.
   virtual Status read_peer_pieces(int peer, std::span<const MemoryPiece> remote,
                                   std::span<const MemoryPiece> local) = 0;
+  /// The other way: copies `bytes` bytes at `local` to `remote`, an address in `peer`'s memory
+  /// that the peer published for it and leaves alone meanwhile, in one copy. Works between the
+  /// ranks read_peer() works between.
+  virtual Status write_peer(int peer, const void* local, void* remote, std::size_t bytes) = 0;
 };
 
 /// One rank's connections to all the other ranks of a job over one fabric.

@@ -287,6 +287,47 @@ TEST_F(ShmTest, ReadPeerCopiesFromTheAddressAPeerPublished) {
   });
 }
 
+// write_peer: each rank writes a pattern into the buffer the next rank published, and finds
+// the previous rank's pattern in its own once every rank has written.
+TEST_F(ShmTest, WritePeerCopiesToTheAddressAPeerPublished) {
+  constexpr int kRanks = 3;
+  run_shm_ranks(kRanks, shm_test_options(), [](int rank, Transport& t) {
+    SharedSlots& slots = *t.shared_slots();
+    ASSERT_TRUE(slots.can_read_peers());
+    std::uint64_t seq = 0;
+    for (std::size_t bytes : {std::size_t{1}, std::size_t{4095}, std::size_t{3} << 20}) {
+      std::vector<std::byte> mine(bytes, std::byte{0});
+      const auto address = reinterpret_cast<std::uintptr_t>(mine.data());
+      std::memcpy(slots.own_slot(++seq), &address, sizeof address);
+      slots.publish(seq);
+      std::vector<const std::byte*> at(kRanks);
+      ASSERT_TRUE(slots.gather(seq, at, test_deadline()).ok());
+      const int next = (rank + 1) % kRanks;
+      std::uintptr_t theirs = 0;
+      std::memcpy(&theirs, at[next], sizeof theirs);
+      const std::vector<std::byte> mark = pattern(rank, seq, bytes);
+      const Status s = slots.write_peer(next, mark.data(), reinterpret_cast<void*>(theirs), bytes);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      // Every rank has written before any looks.
+      slots.publish(++seq);
+      ASSERT_TRUE(slots.gather(seq, at, test_deadline()).ok());
+      const int previous = (rank + kRanks - 1) % kRanks;
+      EXPECT_EQ(mine, pattern(previous, seq - 1, bytes)) << "rank " << rank << ", " << bytes;
+      // Nobody frees its buffer while another may still write it.
+      slots.publish(++seq);
+      ASSERT_TRUE(slots.gather(seq, at, test_deadline()).ok());
+    }
+    // Itself, a rank outside the job, and an address that is not mapped.
+    std::byte b{};
+    EXPECT_EQ(slots.write_peer(rank, &b, &b, 1).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(slots.write_peer(kRanks, &b, &b, 1).code(), StatusCode::kInvalidArgument);
+    const Status unmapped = slots.write_peer((rank + 1) % kRanks, &b, nullptr, 1);
+    EXPECT_EQ(unmapped.code(), StatusCode::kIoError) << unmapped.to_string();
+    EXPECT_NE(unmapped.message().find("process_vm_writev"), std::string::npos)
+        << unmapped.message();
+  });
+}
+
 TEST_F(ShmTest, SlotGatherRefusesAWrongNumberOfSlots) {
   run_shm_ranks(2, shm_test_options(), [](int, Transport& t) {
     std::vector<const std::byte*> at(3);

@@ -109,6 +109,7 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   Result<const std::byte*> gather_one(std::uint64_t seq, int peer, Deadline deadline) override;
   bool can_read_peers() const override { return reads_peers_; }
   Status read_peer(int peer, const void* remote, void* local, std::size_t bytes) override;
+  Status write_peer(int peer, const void* local, void* remote, std::size_t bytes) override;
   Status read_peer_pieces(int peer, std::span<const MemoryPiece> remote,
                           std::span<const MemoryPiece> local) override;
 
@@ -142,8 +143,9 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   /// payload from the sender's memory and consumes the descriptor; false while it is not
   /// wholly in the ring yet.
   bool take_lent(Peer& p, std::uint64_t len, Request* target);
-  /// The cause of a failed read of `bytes` of `p`'s memory (errno `err`).
-  Status read_failure(const Peer& p, int err, std::size_t bytes);
+  /// The cause of a failed read (or, with `write`, write) of `bytes` of `p`'s memory (errno
+  /// `err`).
+  Status read_failure(const Peer& p, int err, std::size_t bytes, bool write = false);
   /// The peer a read_peer* call reads, or why it cannot.
   Result<const Peer*> readable_peer(int peer) const;
   /// Sleeps on the own doorbell up to `timeout_us`, unless progress() moves something after

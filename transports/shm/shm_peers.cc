@@ -49,21 +49,36 @@ PeerState peer_state(const SegmentHeader& header, const Fd& pidfd, int pid) {
   return exited ? PeerState::kDied : PeerState::kAlive;
 }
 
-int read_memory_of(int pid, const void* remote, void* local, std::size_t bytes) {
-  auto* to = static_cast<char*>(local);
-  auto* from = static_cast<char*>(const_cast<void*>(remote));
+namespace {
+
+/// One contiguous cross-memory copy between `local` and `remote` in process `pid`, in as many
+/// calls as the kernel needs: process_vm_readv or process_vm_writev.
+template <typename Call>
+int move_memory_of(int pid, char* local, char* remote, std::size_t bytes, Call call) {
   while (bytes > 0) {
-    iovec l{to, bytes};
-    iovec r{from, bytes};
-    const ssize_t n = ::process_vm_readv(pid, &l, 1, &r, 1, 0);
+    iovec l{local, bytes};
+    iovec r{remote, bytes};
+    const ssize_t n = call(pid, &l, 1, &r, 1, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno;
     if (n == 0) return EFAULT;
-    to += n;
-    from += n;
+    local += n;
+    remote += n;
     bytes -= static_cast<std::size_t>(n);
   }
   return 0;
+}
+
+}  // namespace
+
+int read_memory_of(int pid, const void* remote, void* local, std::size_t bytes) {
+  return move_memory_of(pid, static_cast<char*>(local),
+                        static_cast<char*>(const_cast<void*>(remote)), bytes, ::process_vm_readv);
+}
+
+int write_memory_of(int pid, const void* local, void* remote, std::size_t bytes) {
+  return move_memory_of(pid, static_cast<char*>(const_cast<void*>(local)),
+                        static_cast<char*>(remote), bytes, ::process_vm_writev);
 }
 
 namespace {

@@ -37,6 +37,8 @@ bool can_read_memory_of(int pid, std::uint64_t address, std::uint64_t expect, st
 /// Copies `bytes` at `remote` in process `pid` to `local` (as many calls as the kernel needs);
 /// the errno of a failure, 0 on success.
 int read_memory_of(int pid, const void* remote, void* local, std::size_t bytes);
+/// Copies `bytes` at `local` to `remote` in process `pid`; as read_memory_of.
+int write_memory_of(int pid, const void* local, void* remote, std::size_t bytes);
 /// The same for memory in pieces: `remote` in process `pid` to `local`, both in order and of
 /// the same total.
 int read_memory_of(int pid, std::span<const MemoryPiece> remote,

@@ -170,16 +170,24 @@ Status ShmTransport::read_peer_pieces(int peer, std::span<const MemoryPiece> rem
   return read_failure(*p, err, bytes);
 }
 
-Status ShmTransport::read_failure(const Peer& p, int err, std::size_t bytes) {
+Status ShmTransport::write_peer(int peer, const void* local, void* remote, std::size_t bytes) {
+  HOOP_ASSIGN_OR_RETURN(const Peer* p, readable_peer(peer));
+  const int err = write_memory_of(p->pid, local, remote, bytes);
+  if (err == 0) return Status::success();
+  return read_failure(*p, err, bytes, true);
+}
+
+Status ShmTransport::read_failure(const Peer& p, int err, std::size_t bytes, bool write) {
   // A peer that aborted (for another rank's fault, say) posted its cause here before it let
   // its buffers go or exited: that cause is why the read failed, and the one to report.
   if (std::optional<Status> cause = posted_abort(*own_header_, "shm")) return *cause;
   if (err == ESRCH)
-    return peer_lost(fmt::format("shm: rank {} (pid {}) exited while rank {} read its memory",
-                                 p.rank, p.pid, rank_));
-  return errno_error(fmt::format("shm: rank {} reading {} bytes of rank {}'s memory (pid {}) "
-                                 "with process_vm_readv",
-                                 rank_, bytes, p.rank, p.pid),
+    return peer_lost(fmt::format("shm: rank {} (pid {}) exited while rank {} {} its memory",
+                                 p.rank, p.pid, rank_, write ? "wrote" : "read"));
+  return errno_error(fmt::format("shm: rank {} {} {} bytes of rank {}'s memory (pid {}) "
+                                 "with {}",
+                                 rank_, write ? "writing" : "reading", bytes, p.rank, p.pid,
+                                 write ? "process_vm_writev" : "process_vm_readv"),
                      err);
 }
 

@@ -118,9 +118,11 @@ Status allreduce_by_reading(CommImpl& impl, std::span<const AllreduceBuffer> buf
 /// the sizes where allreduce reads too. With more ranks the root alone would read every input.
 bool reads_take_reduce(CommImpl& impl, std::size_t bytes);
 
-/// The single-copy reduce: the ranks publish their inputs' addresses in the slots, the root
-/// reduces every rank's input in rank order into its output, piece by piece, reading the
-/// others' where they lie, and a last meet keeps the inputs unchanged until it has.
+/// The single-copy reduce of two ranks: they publish their inputs' addresses in the slots (the
+/// root its output's too); the root reduces the first part of the elements into its output,
+/// reading the other's input where it lies, and the other rank the rest, reading the root's
+/// input and writing the result into the root's output (SharedSlots::write_peer), both in rank
+/// order and piece by piece; a last meet keeps the buffers unchanged until both are done.
 Status reduce_by_reading(CommImpl& impl, const RootReduceOptions& o,
                          const std::function<std::string()>& what);
 

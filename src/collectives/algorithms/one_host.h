@@ -162,7 +162,7 @@ Status alltoall_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* 
 /// Whether gather, scatter or alltoall with blocks of up to `block` bytes (the largest, the
 /// same on every rank) read them where they lie (move_by_reading): a host whose ranks can read
 /// each other's memory, blocks past what the slots' two copies move faster, and where one rank
-/// reads every block (`root_reads_all`: gather) not so large that the messages' two-sided
+/// gathers every block (`root_reads_all`: gather) not so large that the messages' two-sided
 /// copies win.
 bool reads_take_moves(CommImpl& impl, std::size_t block, bool root_reads_all);
 
@@ -173,9 +173,9 @@ bool reads_take_moves(CommImpl& impl, std::size_t block, bool root_reads_all);
 bool reads_take_copies(CommImpl& impl, std::size_t bytes, bool read_all);
 
 /// The single-copy form of the collectives that only move bytes: every rank publishes the
-/// address of its buffer `mine` in the slots, body(slots, addresses) reads what this rank
-/// needs from the others with slots.read_peer, and a last meet keeps every buffer unchanged
-/// until every rank has read it.
+/// address of its buffer `mine` in the slots, body(slots, addresses) moves its part with
+/// slots.read_peer (and write_peer, into a buffer a peer published for it), and a last meet
+/// keeps every buffer unchanged until every rank is done with it.
 Status move_by_reading(CommImpl& impl, const CallFingerprint& fp, const void* mine,
                        const std::function<std::string()>& what,
                        const std::function<Status(SharedSlots&, std::span<const std::uint64_t>)>&

@@ -21,10 +21,11 @@ constexpr std::size_t kReadMin = std::size_t{64} << 10;
 // twice (in, out): at 32 KiB the slots took 1.3-1.5x Open MPI's vader, which copies once
 // (docs/BENCHMARKS.md, "Rooted collectives and the exchanges in the shared slots").
 constexpr std::size_t kReadMoveMin = std::size_t{32} << 10;
-// Where the root alone reads every block (gather), up to this size per block: past it the
-// messages, whose sender copies into the ring while the root copies out, use both cores and
-// won (gather of 2 MiB blocks: 0.82x vader's time by messages, 1.07x by reading; of 1 MiB
-// blocks at 4 ranks, 1.02x against 0.95x).
+// A gather moves its blocks where they lie up to this size per block: past it the messages,
+// whose sender copies into the ring while the root copies out, won when the root alone read
+// every block (gather of 2 MiB blocks: 0.82x vader's time by messages, 1.07x by reading), and
+// were as fast once the givers wrote most of their blocks themselves (4-64 MiB at 2 and 4
+// ranks: 0.61-1.36x either way, 6 pairs).
 constexpr std::size_t kRootReadsMax = std::size_t{2} << 20;
 // Elements reduced per pass: the running sum and one peer's piece stay in the L2 cache. 256 KiB
 // pieces took 0.82-0.95x the time of 64 KiB ones in 2-rank reads from 512 KiB to 8 MiB (fewer

@@ -217,8 +217,15 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
   if (one_host != nullptr && collectives::reads_take_moves(*one_host, largest, gather)) {
     auto* root_blocks = const_cast<std::byte*>(bytes_of(blocks));
     auto* own = const_cast<std::byte*>(bytes_of(mine));
+    // Each block moves in two parts at once, so that no rank waits while another copies: the
+    // root moves the first 1/size of every other rank's block (a gather's root reads it, a
+    // scatter's root writes it), and that rank the rest (a gather's giver writes it into the
+    // root's output, a scatter's receiver reads it). The root publishes its buffer of every
+    // block, the others their own block.
+    const std::size_t ranks = static_cast<std::size_t>(comm.size());
+    auto root_part = [&](std::size_t r) { return lengths[r] / ranks / 64 * 64; };
     return collectives::move_by_reading(
-        *one_host, fp, gather || !is_root ? mine : blocks, what,
+        *one_host, fp, is_root ? blocks : mine, what,
         [&](SharedSlots& slots, std::span<const std::uint64_t> at) -> Status {
           const auto m = static_cast<std::size_t>(me);
           if (is_root) {
@@ -226,19 +233,23 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
             if (lengths[m] > 0 && own != root_blocks + offsets[m])
               std::memmove(gather ? root_blocks + offsets[m] : own,
                            gather ? own : root_blocks + offsets[m], lengths[m]);
-            if (!gather) return Status::success();
             for (std::size_t r = 0; r < at.size(); ++r) {
-              if (r == m || lengths[r] == 0) continue;
-              HOOP_RETURN_IF_ERROR(slots.read_peer(static_cast<int>(r),
-                                                   reinterpret_cast<const void*>(at[r]),
-                                                   root_blocks + offsets[r], lengths[r]));
+              const std::size_t head = root_part(r);
+              if (r == m || head == 0) continue;
+              auto* theirs = reinterpret_cast<std::byte*>(at[r]);
+              std::byte* local = root_blocks + offsets[r];
+              HOOP_RETURN_IF_ERROR(gather
+                                       ? slots.read_peer(static_cast<int>(r), theirs, local, head)
+                                       : slots.write_peer(static_cast<int>(r), local, theirs, head));
             }
             return Status::success();
           }
-          if (gather || lengths[m] == 0) return Status::success();
-          const auto root = static_cast<std::size_t>(o.root);
-          return slots.read_peer(o.root, reinterpret_cast<const void*>(at[root] + offsets[m]),
-                                 own, lengths[m]);
+          const std::size_t head = root_part(m);
+          if (lengths[m] == head) return Status::success();
+          auto* at_root =
+              reinterpret_cast<std::byte*>(at[static_cast<std::size_t>(o.root)]) + offsets[m] + head;
+          return gather ? slots.write_peer(o.root, own + head, at_root, lengths[m] - head)
+                        : slots.read_peer(o.root, at_root, own + head, lengths[m] - head);
         });
   }
   // The largest slot payload on any rank: a gather's largest block, a scatter root's every one.

@@ -159,15 +159,24 @@ Status broadcast(Communicator& comm, const BroadcastOptions& o) {
   const CallFingerprint fp{
       .kind = Collective::kBroadcast, .dtype = o.dtype, .root = o.root, .count = o.count};
   auto* one_host = in_slots(comm, 0, false, {{o.buffer, "buffer"}});
-  // On one host the receivers read a mid-sized buffer where it lies (one copy each, as Open
-  // MPI's vader does), before the slots would copy it twice.
+  // On one host a mid-sized buffer moves where it lies (one copy each, as Open MPI's vader
+  // does), before the slots would copy it twice: the root writes the first 1/size of every
+  // receiver's copy while the receivers read the rest (as scatter does), so that the root does
+  // not wait idle.
   if (one_host != nullptr && collectives::reads_take_copies(*one_host, bytes, false)) {
+    const std::size_t head = bytes / static_cast<std::size_t>(comm.size()) / 64 * 64;
     return collectives::move_by_reading(
         *one_host, fp, o.buffer, what,
         [&](SharedSlots& slots, std::span<const std::uint64_t> at) -> Status {
-          if (comm.rank() == o.root) return Status::success();
-          return slots.read_peer(o.root, reinterpret_cast<const void*>(at[o.root]), o.buffer,
-                                 bytes);
+          if (comm.rank() != o.root)
+            return slots.read_peer(o.root, reinterpret_cast<const std::byte*>(at[o.root]) + head,
+                                   bytes_of(o.buffer) + head, bytes - head);
+          for (int r = 0; r < comm.size(); ++r) {
+            if (r == o.root || head == 0) continue;
+            HOOP_RETURN_IF_ERROR(
+                slots.write_peer(r, o.buffer, reinterpret_cast<void*>(at[r]), head));
+          }
+          return Status::success();
         });
   }
   if (one_host != nullptr && collectives::slots_for(*one_host, bytes, false) != nullptr)

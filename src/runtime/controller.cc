@@ -297,8 +297,8 @@ Status Controller::send_message(int peer, std::string_view payload) {
     HOOP_ASSIGN_OR_RETURN(ids[0], t.send(peer, &frame, sizeof(frame)));
   } else {
     HOOP_ASSIGN_OR_RETURN(ids[0], t.send_more(peer, &frame, sizeof(frame)));
-    HOOP_ASSIGN_OR_RETURN(ids[1], t.send(peer, payload.data() + inline_bytes,
-                                         payload.size() - inline_bytes));
+    HOOP_ASSIGN_OR_RETURN(
+        ids[1], t.send(peer, payload.data() + inline_bytes, payload.size() - inline_bytes));
     n = 2;
   }
   last_sent_[static_cast<std::size_t>(peer)] = Clock::now();
@@ -311,8 +311,7 @@ Status Controller::post_header_recv(int peer) {
   return Status::success();
 }
 
-Result<std::string> Controller::read_body(int peer, const ControlFrame& frame,
-                                          Deadline deadline) {
+Result<std::string> Controller::read_body(int peer, const ControlFrame& frame, Deadline deadline) {
   const std::uint64_t length = frame.length;
   if (length > kMaxControlMessage)
     return protocol_error(
@@ -322,8 +321,8 @@ Result<std::string> Controller::read_body(int peer, const ControlFrame& frame,
   std::memcpy(payload.data(), frame.bytes.data(), inline_bytes);
   if (inline_bytes == length) return payload;
   Transport& t = control_->transport();
-  HOOP_ASSIGN_OR_RETURN(RequestId rest, t.recv(peer, payload.data() + inline_bytes,
-                                               payload.size() - inline_bytes));
+  HOOP_ASSIGN_OR_RETURN(RequestId rest,
+                        t.recv(peer, payload.data() + inline_bytes, payload.size() - inline_bytes));
   HOOP_RETURN_IF_ERROR(wait_one(t, rest, deadline));
   return payload;
 }

@@ -43,13 +43,13 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/timeline.h"
 #include "hoop/communicator.h"
 #include "hoop/rendezvous.h"
 #include "runtime/autotune.h"
 #include "runtime/coordinator.h"
 #include "runtime/executor.h"
 #include "runtime/handle_state.h"
-#include "core/timeline.h"
 
 namespace hoop::runtime {
 

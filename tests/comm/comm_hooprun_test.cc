@@ -59,9 +59,9 @@ INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckOneHost, ::testing::Values(2, 3));
 
 // Small rooted calls in the shared slots: the ranks that only give return without waiting for
 // the others (a broadcast's root, a gather's other ranks), 16 calls in a row through the small
-// slots (fewer than HOOP_SHM_RUN_AHEAD's default), while the others call only once those have returned
-// (comm_check eager: files in a fresh folder say so); the barrier after it confirms them all.
-// With 3 ranks the broadcast's receivers read the root's slot alone.
+// slots (fewer than HOOP_SHM_RUN_AHEAD's default), while the others call only once those have
+// returned (comm_check eager: files in a fresh folder say so); the barrier after it confirms them
+// all. With 3 ranks the broadcast's receivers read the root's slot alone.
 class CommEager : public CommCheck {};
 TEST_P(CommEager, GivingRanksOfSmallRootedCallsReturnBeforeTheOthersCall) {
   const int n = GetParam();

@@ -182,8 +182,8 @@ Status ShmTransport::read_failure(const Peer& p, int err, std::size_t bytes, boo
   // its buffers go or exited: that cause is why the read failed, and the one to report.
   if (std::optional<Status> cause = posted_abort(*own_header_, "shm")) return *cause;
   if (err == ESRCH)
-    return peer_lost(fmt::format("shm: rank {} (pid {}) exited while rank {} {} its memory",
-                                 p.rank, p.pid, rank_, write ? "wrote" : "read"));
+    return peer_lost(fmt::format("shm: rank {} (pid {}) exited while rank {} {} its memory", p.rank,
+                                 p.pid, rank_, write ? "wrote" : "read"));
   return errno_error(fmt::format("shm: rank {} {} {} bytes of rank {}'s memory (pid {}) "
                                  "with {}",
                                  rank_, write ? "writing" : "reading", bytes, p.rank, p.pid,

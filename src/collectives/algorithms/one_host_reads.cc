@@ -271,8 +271,7 @@ namespace {
 /// root's input at `root_input`, reduced with this rank's `own` input in rank order (the root's
 /// bits), and written into the root's output at `root_output`.
 Status reduce_for_root(CommImpl& impl, const RootReduceOptions& o, const std::byte* own,
-                       std::uint64_t root_input, std::uint64_t root_output,
-                       patterns::Range range) {
+                       std::uint64_t root_input, std::uint64_t root_output, patterns::Range range) {
   SharedSlots& slots = *impl.slots();
   const std::size_t es = dtype_size(o.dtype);
   const std::size_t piece = std::max<std::size_t>(1, kReadPieceBytes / es);
@@ -285,12 +284,11 @@ Status reduce_for_root(CommImpl& impl, const RootReduceOptions& o, const std::by
     HOOP_RETURN_IF_ERROR(slots.read_peer(
         o.root, reinterpret_cast<const void*>(root_input + lo * es), theirs, count * es));
     const std::byte* mine = own + lo * es;
-    HOOP_RETURN_IF_ERROR(reduce(result, first ? mine : theirs, first ? theirs : mine, count,
-                                o.dtype, o.op));
+    HOOP_RETURN_IF_ERROR(
+        reduce(result, first ? mine : theirs, first ? theirs : mine, count, o.dtype, o.op));
     if (o.op == ReduceOp::kAvg) HOOP_RETURN_IF_ERROR(divide(result, count, o.dtype, 2));
-    HOOP_RETURN_IF_ERROR(slots.write_peer(o.root, result,
-                                          reinterpret_cast<void*>(root_output + lo * es),
-                                          count * es));
+    HOOP_RETURN_IF_ERROR(slots.write_peer(
+        o.root, result, reinterpret_cast<void*>(root_output + lo * es), count * es));
   }
   return Status::success();
 }
@@ -316,8 +314,7 @@ Status reduce_by_reading(CommImpl& impl, const RootReduceOptions& o,
     std::uint64_t output = 0;
     for (std::size_t r = 0; r < 2; ++r)
       std::memcpy(&inputs[r], impl.slot_payloads()[r], sizeof(std::uint64_t));
-    std::memcpy(&output, impl.slot_payloads()[static_cast<std::size_t>(o.root)] + 8,
-                sizeof output);
+    std::memcpy(&output, impl.slot_payloads()[static_cast<std::size_t>(o.root)] + 8, sizeof output);
     const std::size_t split = o.count / kRootShareDiv * kRootShareMul;
     if (root) {
       std::vector<Layout> at;

@@ -238,16 +238,16 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
               if (r == m || head == 0) continue;
               auto* theirs = reinterpret_cast<std::byte*>(at[r]);
               std::byte* local = root_blocks + offsets[r];
-              HOOP_RETURN_IF_ERROR(gather
-                                       ? slots.read_peer(static_cast<int>(r), theirs, local, head)
-                                       : slots.write_peer(static_cast<int>(r), local, theirs, head));
+              HOOP_RETURN_IF_ERROR(
+                  gather ? slots.read_peer(static_cast<int>(r), theirs, local, head)
+                         : slots.write_peer(static_cast<int>(r), local, theirs, head));
             }
             return Status::success();
           }
           const std::size_t head = root_part(m);
           if (lengths[m] == head) return Status::success();
-          auto* at_root =
-              reinterpret_cast<std::byte*>(at[static_cast<std::size_t>(o.root)]) + offsets[m] + head;
+          auto* at_root = reinterpret_cast<std::byte*>(at[static_cast<std::size_t>(o.root)]) +
+                          offsets[m] + head;
           return gather ? slots.write_peer(o.root, own + head, at_root, lengths[m] - head)
                         : slots.read_peer(o.root, at_root, own + head, lengths[m] - head);
         });

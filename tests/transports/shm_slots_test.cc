@@ -27,6 +27,32 @@ std::vector<std::byte> pattern(int rank, std::uint64_t seq, std::size_t bytes) {
   return v;
 }
 
+/// Publishes `buffer`'s address in slot call `seq`; every rank's published address (this
+/// rank's own included) once all `ranks` have published, or nothing after a failure.
+std::vector<std::uintptr_t> exchange_addresses(SharedSlots& slots, std::uint64_t seq,
+                                               const void* buffer, int ranks) {
+  const auto address = reinterpret_cast<std::uintptr_t>(buffer);
+  std::memcpy(slots.own_slot(seq), &address, sizeof address);
+  slots.publish(seq);
+  std::vector<const std::byte*> at(static_cast<std::size_t>(ranks));
+  if (const Status s = slots.gather(seq, at, test_deadline()); !s.ok()) {
+    ADD_FAILURE() << s.to_string();
+    return {};
+  }
+  std::vector<std::uintptr_t> addresses(at.size());
+  for (std::size_t r = 0; r < at.size(); ++r)
+    std::memcpy(&addresses[r], at[r], sizeof(std::uintptr_t));
+  return addresses;
+}
+
+/// Slot call `seq` with nothing in it: returns once every rank has reached it.
+void meet(SharedSlots& slots, std::uint64_t seq, int ranks) {
+  slots.publish(seq);
+  std::vector<const std::byte*> at(static_cast<std::size_t>(ranks));
+  const Status s = slots.gather(seq, at, test_deadline());
+  EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
 TEST_F(ShmTest, SlotsCarryEveryRanksDataCallAfterCall) {
   constexpr int kRanks = 4;
   run_shm_ranks(kRanks, shm_test_options(), [](int rank, Transport& t) {
@@ -257,25 +283,18 @@ TEST_F(ShmTest, ReadPeerCopiesFromTheAddressAPeerPublished) {
     for (std::size_t bytes : {std::size_t{1}, std::size_t{4095}, std::size_t{3} << 20}) {
       ++seq;
       const std::vector<std::byte> mine = pattern(rank, seq, bytes);
-      const auto address = reinterpret_cast<std::uintptr_t>(mine.data());
-      std::memcpy(slots.own_slot(seq), &address, sizeof address);
-      slots.publish(seq);
-      std::vector<const std::byte*> at(kRanks);
-      ASSERT_TRUE(slots.gather(seq, at, test_deadline()).ok());
+      const std::vector<std::uintptr_t> at = exchange_addresses(slots, seq, mine.data(), kRanks);
+      ASSERT_EQ(at.size(), std::size_t{kRanks});
       for (int r = 0; r < kRanks; ++r) {
         if (r == rank) continue;
-        std::uintptr_t theirs = 0;
-        std::memcpy(&theirs, at[r], sizeof theirs);
         std::vector<std::byte> got(bytes);
         const Status s =
-            slots.read_peer(r, reinterpret_cast<const void*>(theirs), got.data(), bytes);
+            slots.read_peer(r, reinterpret_cast<const void*>(at[r]), got.data(), bytes);
         ASSERT_TRUE(s.ok()) << s.to_string();
         EXPECT_EQ(got, pattern(r, seq, bytes)) << "rank " << rank << " read rank " << r;
       }
       // Nobody frees its buffer while another still reads it.
-      ++seq;
-      slots.publish(seq);
-      ASSERT_TRUE(slots.gather(seq, at, test_deadline()).ok());
+      meet(slots, ++seq, kRanks);
     }
     // Itself, a rank outside the job, and an address that is not mapped.
     std::byte b{};
@@ -297,25 +316,18 @@ TEST_F(ShmTest, WritePeerCopiesToTheAddressAPeerPublished) {
     std::uint64_t seq = 0;
     for (std::size_t bytes : {std::size_t{1}, std::size_t{4095}, std::size_t{3} << 20}) {
       std::vector<std::byte> mine(bytes, std::byte{0});
-      const auto address = reinterpret_cast<std::uintptr_t>(mine.data());
-      std::memcpy(slots.own_slot(++seq), &address, sizeof address);
-      slots.publish(seq);
-      std::vector<const std::byte*> at(kRanks);
-      ASSERT_TRUE(slots.gather(seq, at, test_deadline()).ok());
+      const std::vector<std::uintptr_t> at = exchange_addresses(slots, ++seq, mine.data(), kRanks);
+      ASSERT_EQ(at.size(), std::size_t{kRanks});
       const int next = (rank + 1) % kRanks;
-      std::uintptr_t theirs = 0;
-      std::memcpy(&theirs, at[next], sizeof theirs);
       const std::vector<std::byte> mark = pattern(rank, seq, bytes);
-      const Status s = slots.write_peer(next, mark.data(), reinterpret_cast<void*>(theirs), bytes);
+      const Status s =
+          slots.write_peer(next, mark.data(), reinterpret_cast<void*>(at[next]), bytes);
       ASSERT_TRUE(s.ok()) << s.to_string();
-      // Every rank has written before any looks.
-      slots.publish(++seq);
-      ASSERT_TRUE(slots.gather(seq, at, test_deadline()).ok());
+      // Every rank has written before any looks; nobody frees its buffer before every rank has.
+      meet(slots, ++seq, kRanks);
       const int previous = (rank + kRanks - 1) % kRanks;
       EXPECT_EQ(mine, pattern(previous, seq - 1, bytes)) << "rank " << rank << ", " << bytes;
-      // Nobody frees its buffer while another may still write it.
-      slots.publish(++seq);
-      ASSERT_TRUE(slots.gather(seq, at, test_deadline()).ok());
+      meet(slots, ++seq, kRanks);
     }
     // Itself, a rank outside the job, and an address that is not mapped.
     std::byte b{};

@@ -143,9 +143,9 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   /// payload from the sender's memory and consumes the descriptor; false while it is not
   /// wholly in the ring yet.
   bool take_lent(Peer& p, std::uint64_t len, Request* target);
-  /// The cause of a failed read (or, with `write`, write) of `bytes` of `p`'s memory (errno
-  /// `err`).
-  Status read_failure(const Peer& p, int err, std::size_t bytes, bool write = false);
+  /// The cause of a failed cross-memory read (or, with `write`, write) of `bytes` of `p`'s
+  /// memory (errno `err`).
+  Status memory_failure(const Peer& p, int err, std::size_t bytes, bool write = false);
   /// The peer a read_peer* call reads, or why it cannot.
   Result<const Peer*> readable_peer(int peer) const;
   /// Sleeps on the own doorbell up to `timeout_us`, unless progress() moves something after

@@ -154,7 +154,7 @@ bool ShmTransport::take_lent(Peer& p, std::uint64_t len, Request* target) {
   } else if (const int err = read_memory_of(p.pid, reinterpret_cast<const void*>(address),
                                             target->data, len);
              err != 0) {
-    failed = read_failure(p, err, len);
+    failed = memory_failure(p, err, len);
     complete(*target, failed);
   } else {
     complete(*target);

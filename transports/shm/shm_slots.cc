@@ -157,7 +157,7 @@ Status ShmTransport::read_peer(int peer, const void* remote, void* local, std::s
   HOOP_ASSIGN_OR_RETURN(const Peer* p, readable_peer(peer));
   const int err = read_memory_of(p->pid, remote, local, bytes);
   if (err == 0) return Status::success();
-  return read_failure(*p, err, bytes);
+  return memory_failure(*p, err, bytes);
 }
 
 Status ShmTransport::read_peer_pieces(int peer, std::span<const MemoryPiece> remote,
@@ -167,17 +167,17 @@ Status ShmTransport::read_peer_pieces(int peer, std::span<const MemoryPiece> rem
   if (err == 0) return Status::success();
   std::size_t bytes = 0;
   for (const MemoryPiece& m : local) bytes += m.bytes;
-  return read_failure(*p, err, bytes);
+  return memory_failure(*p, err, bytes);
 }
 
 Status ShmTransport::write_peer(int peer, const void* local, void* remote, std::size_t bytes) {
   HOOP_ASSIGN_OR_RETURN(const Peer* p, readable_peer(peer));
   const int err = write_memory_of(p->pid, local, remote, bytes);
   if (err == 0) return Status::success();
-  return read_failure(*p, err, bytes, true);
+  return memory_failure(*p, err, bytes, true);
 }
 
-Status ShmTransport::read_failure(const Peer& p, int err, std::size_t bytes, bool write) {
+Status ShmTransport::memory_failure(const Peer& p, int err, std::size_t bytes, bool write) {
   // A peer that aborted (for another rank's fault, say) posted its cause here before it let
   // its buffers go or exited: that cause is why the read failed, and the one to report.
   if (std::optional<Status> cause = posted_abort(*own_header_, "shm")) return *cause;

@@ -160,13 +160,12 @@ Status broadcast(Communicator& comm, const BroadcastOptions& o) {
       .kind = Collective::kBroadcast, .dtype = o.dtype, .root = o.root, .count = o.count};
   auto* one_host = in_slots(comm, 0, false, {{o.buffer, "buffer"}});
   // On one host a mid-sized buffer moves where it lies (one copy each, as Open MPI's vader
-  // does), before the slots would copy it twice: the root writes the first 1/size of every
-  // receiver's copy while the receivers read the rest (as scatter does), so that the root does
-  // not wait idle.
+  // does), before the slots would copy it twice: the root writes the first part of every
+  // receiver's copy (root_share) while the receivers read the rest.
   if (one_host != nullptr && collectives::reads_take_copies(*one_host, bytes, false)) {
-    const std::size_t head = bytes / static_cast<std::size_t>(comm.size()) / 64 * 64;
+    const std::size_t head = collectives::root_share(bytes, comm.size());
     return collectives::move_by_reading(
-        *one_host, fp, o.buffer, what,
+        *one_host, fp, {o.buffer}, what,
         [&](SharedSlots& slots, std::span<const std::uint64_t> at) -> Status {
           if (comm.rank() != o.root)
             return slots.read_peer(o.root, reinterpret_cast<const std::byte*>(at[o.root]) + head,
@@ -212,7 +211,7 @@ Status allgather(Communicator& comm, const AllgatherOptions& o) {
     const int me = comm.rank();
     const void* mine = o.input != nullptr ? o.input : out + block * me;
     return collectives::move_by_reading(
-        *one_host, fp, mine, what,
+        *one_host, fp, {mine}, what,
         [&](SharedSlots& slots, std::span<const std::uint64_t> at) -> Status {
           // memmove: an input given as this rank's block of the output is in place.
           if (o.input != nullptr) std::memmove(out + block * me, o.input, block);
@@ -384,7 +383,7 @@ Status alltoall(Communicator& comm, const AlltoallOptions& o) {
     const std::size_t me = static_cast<std::size_t>(comm.rank());
     auto* out = bytes_of(o.output);
     return collectives::move_by_reading(
-        *one_host, fp, o.input, what,
+        *one_host, fp, {o.input}, what,
         [&](SharedSlots& slots, std::span<const std::uint64_t> at) -> Status {
           std::memcpy(out + block * me, bytes_of(o.input) + block * me, block);
           for (std::size_t r = 0; r < at.size(); ++r) {

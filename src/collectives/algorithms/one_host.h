@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <initializer_list>
 #include <span>
 #include <string>
 
@@ -169,19 +170,28 @@ Status alltoall_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* 
 /// copies win.
 bool reads_take_moves(CommImpl& impl, std::size_t block, bool root_reads_all);
 
+/// The first part of a block of `bytes` that a rooted call's root moves itself where the
+/// block's own rank moves the rest (move_by_reading in gather, scatter and broadcast): 1/size
+/// of it, whole cache lines, so that the two sides copy at once and neither waits idle.
+inline std::size_t root_share(std::size_t bytes, int size) {
+  return bytes / static_cast<std::size_t>(size) / 64 * 64;
+}
+
 /// Whether a broadcast of `bytes` (or an allgather of `bytes` blocks: `read_all`) has its
 /// ranks read what they need where it lies (move_by_reading): a host whose ranks can read each
 /// other's memory, from the size where one read beats the slots' two copies up to where the
 /// messages, whose senders and receivers share the copying, win.
 bool reads_take_copies(CommImpl& impl, std::size_t bytes, bool read_all);
 
-/// The single-copy form of the collectives that only move bytes: every rank publishes the
-/// address of its buffer `mine` in the slots, body(slots, addresses) moves its part with
-/// slots.read_peer (and write_peer, into a buffer a peer published for it), and a last meet
-/// keeps every buffer unchanged until every rank is done with it.
-Status move_by_reading(CommImpl& impl, const CallFingerprint& fp, const void* mine,
-                       const std::function<std::string()>& what,
-                       const std::function<Status(SharedSlots&, std::span<const std::uint64_t>)>&
-                           body);
+/// The single-copy form of the collectives that only move bytes (and of the 2-rank reduce):
+/// every rank publishes the addresses of its buffers `mine` in the slots (as many on every
+/// rank, at most 4), body(slots, addresses) moves its part with slots.read_peer (and
+/// write_peer, into a buffer a peer published for it), rank r's i-th address being
+/// addresses[r * mine.size() + i], and a last meet keeps every buffer unchanged until every
+/// rank is done with it.
+Status move_by_reading(
+    CommImpl& impl, const CallFingerprint& fp, std::initializer_list<const void*> mine,
+    const std::function<std::string()>& what,
+    const std::function<Status(SharedSlots&, std::span<const std::uint64_t>)>& body);
 
 }  // namespace hoop::collectives

@@ -1,5 +1,7 @@
 // The one-host paths that read the other ranks' buffers where they lie (one_host.h):
 // the single-copy allreduce and reduce, and the collectives that only move bytes.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -38,6 +40,8 @@ constexpr std::size_t kReadPieceBytes = std::size_t{256} << 10;
 // 7/10 another 0.8-0.93x from 512 KiB to 4 MiB; 39/50 was slower from 4 MiB).
 constexpr std::size_t kRootShareMul = 7;
 constexpr std::size_t kRootShareDiv = 10;
+// At most this many addresses a rank publishes in move_by_reading.
+constexpr std::size_t kMaxPublished = 4;
 
 /// What a rank publishes for allreduce_by_reading: how many buffers it has and where their
 /// list is, and the one buffer itself when there is only one (no read of the list then).
@@ -301,41 +305,21 @@ Status reduce_by_reading(CommImpl& impl, const RootReduceOptions& o,
       .kind = Collective::kReduce, .dtype = o.dtype, .op = o.op, .root = o.root, .count = o.count};
   const auto* input = static_cast<const std::byte*>(o.input != nullptr ? o.input : o.output);
   const bool root = impl.rank() == o.root;
-  impl.async().drain();
-  const std::uint64_t call = impl.next_call();
-  const Deadline deadline = Clock::now() + impl.timeout();
-  auto run = [&]() -> Status {
-    // Each rank publishes its input, the root its output too.
-    const std::uint64_t mine[2] = {
-        static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(input)),
-        root ? static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(o.output)) : 0};
-    HOOP_RETURN_IF_ERROR(meet_in_slots(impl, fp, mine, sizeof mine, deadline));
-    std::uint64_t inputs[2];
-    std::uint64_t output = 0;
-    for (std::size_t r = 0; r < 2; ++r)
-      std::memcpy(&inputs[r], impl.slot_payloads()[r], sizeof(std::uint64_t));
-    std::memcpy(&output, impl.slot_payloads()[static_cast<std::size_t>(o.root)] + 8, sizeof output);
-    const std::size_t split = o.count / kRootShareDiv * kRootShareMul;
-    if (root) {
-      std::vector<Layout> at;
-      for (std::size_t r = 0; r < 2; ++r) {
-        const bool me = static_cast<int>(r) == o.root;
-        at.emplace_back(std::vector<AllreduceBuffer>{
-            {reinterpret_cast<const void*>(inputs[r]), me ? o.output : nullptr, o.count}});
-      }
-      HOOP_RETURN_IF_ERROR(
-          reduce_by_reading_range(impl, at, patterns::Range{0, split}, o.dtype, o.op));
-    } else {
-      HOOP_RETURN_IF_ERROR(reduce_for_root(impl, o, input, inputs[o.root], output,
-                                           patterns::Range{split, o.count - split}));
-    }
-    // No rank returns (and lets its caller change its buffers) while the other still reads or
-    // writes them.
-    return meet_in_slots(impl, fp, nullptr, 0, deadline);
-  };
-  Status status = run();
-  if (status.ok()) return status;
-  return fail_call(impl, impl.transport(), std::move(status), call, what);
+  // Each rank publishes its input and, the root, its output: at[2r] and at[2r + 1].
+  return move_by_reading(
+      impl, fp, {input, root ? o.output : nullptr}, what,
+      [&](SharedSlots&, std::span<const std::uint64_t> at) -> Status {
+        const auto r0 = static_cast<std::size_t>(o.root);
+        const std::size_t split = o.count / kRootShareDiv * kRootShareMul;
+        if (!root)
+          return reduce_for_root(impl, o, input, at[2 * r0], at[2 * r0 + 1],
+                                 patterns::Range{split, o.count - split});
+        std::vector<Layout> layouts;
+        for (std::size_t r = 0; r < 2; ++r)
+          layouts.emplace_back(std::vector<AllreduceBuffer>{
+              {reinterpret_cast<const void*>(at[2 * r]), r == r0 ? o.output : nullptr, o.count}});
+        return reduce_by_reading_range(impl, layouts, patterns::Range{0, split}, o.dtype, o.op);
+      });
 }
 
 bool reads_take_moves(CommImpl& impl, std::size_t block, bool root_reads_all) {
@@ -354,19 +338,25 @@ bool reads_take_copies(CommImpl& impl, std::size_t bytes, bool read_all) {
 }
 
 Status move_by_reading(
-    CommImpl& impl, const CallFingerprint& fp, const void* mine,
+    CommImpl& impl, const CallFingerprint& fp, std::initializer_list<const void*> mine,
     const std::function<std::string()>& what,
     const std::function<Status(SharedSlots&, std::span<const std::uint64_t>)>& body) {
   impl.async().drain();
   const std::uint64_t call = impl.next_call();
   const Deadline deadline = Clock::now() + impl.timeout();
   auto run = [&]() -> Status {
-    const auto address = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(mine));
-    HOOP_RETURN_IF_ERROR(meet_in_slots(impl, fp, &address, sizeof address, deadline));
+    const std::size_t k = mine.size();
+    if (k == 0 || k > kMaxPublished)
+      return internal_error(fmt::format("move_by_reading: {} addresses to publish", k));
+    std::uint64_t addresses[kMaxPublished];
+    std::size_t i = 0;
+    for (const void* p : mine)
+      addresses[i++] = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p));
+    HOOP_RETURN_IF_ERROR(meet_in_slots(impl, fp, addresses, k * sizeof(std::uint64_t), deadline));
     // The slots are rewritten by the next meet: keep the addresses.
-    std::vector<std::uint64_t> at(static_cast<std::size_t>(impl.size()));
-    for (std::size_t r = 0; r < at.size(); ++r)
-      std::memcpy(&at[r], impl.slot_payloads()[r], sizeof(std::uint64_t));
+    std::vector<std::uint64_t> at(static_cast<std::size_t>(impl.size()) * k);
+    for (std::size_t r = 0; r < at.size() / k; ++r)
+      std::memcpy(&at[r * k], impl.slot_payloads()[r], k * sizeof(std::uint64_t));
     HOOP_RETURN_IF_ERROR(body(*impl.slots(), at));
     // No rank returns (and lets its caller change its buffer) while another still reads it.
     return meet_in_slots(impl, fp, nullptr, 0, deadline);

@@ -217,15 +217,15 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
   if (one_host != nullptr && collectives::reads_take_moves(*one_host, largest, gather)) {
     auto* root_blocks = const_cast<std::byte*>(bytes_of(blocks));
     auto* own = const_cast<std::byte*>(bytes_of(mine));
-    // Each block moves in two parts at once, so that no rank waits while another copies: the
-    // root moves the first 1/size of every other rank's block (a gather's root reads it, a
-    // scatter's root writes it), and that rank the rest (a gather's giver writes it into the
-    // root's output, a scatter's receiver reads it). The root publishes its buffer of every
-    // block, the others their own block.
-    const std::size_t ranks = static_cast<std::size_t>(comm.size());
-    auto root_part = [&](std::size_t r) { return lengths[r] / ranks / 64 * 64; };
+    // Each block moves in two parts at once (root_share): the root moves the first part of
+    // every other rank's block (a gather's root reads it, a scatter's root writes it), and that
+    // rank the rest (a gather's giver writes it into the root's output, a scatter's receiver
+    // reads it). The root publishes its buffer of every block, the others their own block.
+    auto root_part = [&](std::size_t r) {
+      return collectives::root_share(lengths[r], comm.size());
+    };
     return collectives::move_by_reading(
-        *one_host, fp, is_root ? blocks : mine, what,
+        *one_host, fp, {is_root ? blocks : mine}, what,
         [&](SharedSlots& slots, std::span<const std::uint64_t> at) -> Status {
           const auto m = static_cast<std::size_t>(me);
           if (is_root) {

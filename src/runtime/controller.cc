@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "core/coarse_clock.h"
 #include "core/config.h"
 #include "core/log.h"
 
@@ -302,7 +303,7 @@ Status Controller::send_message(int peer, std::string_view payload) {
     n = 2;
   }
   last_sent_[static_cast<std::size_t>(peer)] = Clock::now();
-  return t.wait(std::span<const RequestId>(ids, n), Clock::now() + control_->timeout());
+  return t.wait(std::span<const RequestId>(ids, n), coarse_now() + control_->timeout());
 }
 
 Status Controller::post_header_recv(int peer) {
@@ -342,7 +343,7 @@ Result<bool> Controller::poll_messages() {
       continue;
     }
     HOOP_ASSIGN_OR_RETURN(std::string payload,
-                          read_body(peer, h.frame, Clock::now() + control_->timeout()));
+                          read_body(peer, h.frame, coarse_now() + control_->timeout()));
     moved = true;
     if (coordinator_ != nullptr) {
       HOOP_RETURN_IF_ERROR(post_header_recv(peer));
@@ -367,7 +368,7 @@ Result<bool> Controller::say_goodbye() {
 
 Status Controller::collect_goodbyes() {
   Transport& t = control_->transport();
-  const Deadline deadline = Clock::now() + control_->timeout();
+  const Deadline deadline = coarse_now() + control_->timeout();
   for (int peer = 1; peer < size_; ++peer) {
     HeaderRecv& h = headers_[static_cast<std::size_t>(peer)];
     while (true) {

@@ -17,6 +17,7 @@
 #include "runtime/handle_state.h"
 #include "runtime/memory.h"
 #include "runtime/message.h"
+#include "core/coarse_clock.h"
 #include "core/timeline.h"
 
 namespace hoop::runtime {
@@ -75,7 +76,7 @@ class Executor {
   /// The memory of `resp`'s tensors on this rank: host, or the CUDA device of this rank's
   /// tensors (for a rank that joined and has none, the device it used last).
   Result<Memory> memory_for(const Response& resp, const std::vector<Entry*>& entries);
-  Deadline deadline() const { return Clock::now() + comm_.timeout(); }
+  Deadline deadline() const { return coarse_now() + comm_.timeout(); }
   void begin(const Response& resp, const char* phase);
   void end(const Response& resp);
 

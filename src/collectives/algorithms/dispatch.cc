@@ -29,7 +29,7 @@ Status run_call(Communicator& comm, const CallFingerprint* fp,
   std::optional<CheckedTransport> checked;
   if (check && part == nullptr && !in_slots) checked.emplace(base, *impl->call_check(), *fp);
   Transport& transport = checked ? static_cast<Transport&>(*checked) : base;
-  Context ctx{transport, comm.rank(), comm.size(), Clock::now() + comm.timeout(),
+  Context ctx{transport, comm.rank(), comm.size(), coarse_now() + comm.timeout(),
               impl != nullptr ? impl->scratch() : local};
   if (part != nullptr) {
     ctx.device = part->device;

@@ -19,6 +19,7 @@
 #include "collectives/algorithms/comm_impl.h"
 #include "collectives/algorithms/context.h"
 #include "collectives/algorithms/device_path.h"
+#include "core/coarse_clock.h"
 #include "hoop/communicator.h"
 
 namespace hoop::collectives {
@@ -98,7 +99,7 @@ std::optional<Status> run_on_device(Communicator& comm, const Options& o, const 
   // First of all, so that ranks that disagree fail before any of them gathers device facts
   // (which a rank calling on host buffers never joins) or enqueues device work.
   if (fp != nullptr) {
-    Status checked = check_device_call(*impl, *fp, Clock::now() + comm.timeout());
+    Status checked = check_device_call(*impl, *fp, coarse_now() + comm.timeout());
     if (!checked.ok()) {
       comm.transport().abort(checked);
       return checked.with_context(what());
@@ -109,7 +110,7 @@ std::optional<Status> run_on_device(Communicator& comm, const Options& o, const 
   Result<DeviceRoute> route = impl->route(**got, call);
   if (!route.ok()) return route.status().with_context(what());
   DevicePart& p = **got;
-  const Deadline deadline = Clock::now() + comm.timeout();
+  const Deadline deadline = coarse_now() + comm.timeout();
   switch (*route) {
     case DeviceRoute::kTransport:
       part = &p;

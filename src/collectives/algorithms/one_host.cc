@@ -190,7 +190,7 @@ Status run_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* paylo
   impl.async().drain();
   const std::uint64_t call = impl.next_call();
   Status status = meet_in_slots(impl, fp, payload, role.keep_own ? 0 : bytes,
-                                Clock::now() + impl.timeout(), role);
+                                coarse_now() + impl.timeout(), role);
   if (status.ok() && (role.keep_own || role.own_from_source))
     impl.slot_payloads()[static_cast<std::size_t>(impl.rank())] =
         static_cast<const std::byte*>(payload);

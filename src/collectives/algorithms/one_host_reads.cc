@@ -217,7 +217,7 @@ Status allreduce_by_reading(CommImpl& impl, std::span<const AllreduceBuffer> buf
                             const std::function<std::string()>& what) {
   impl.async().drain();
   const std::uint64_t call = impl.next_call();
-  const Deadline deadline = Clock::now() + impl.timeout();
+  const Deadline deadline = coarse_now() + impl.timeout();
   const CallFingerprint fp = allreduce_fingerprint(count, dtype, op);
   SharedSlots& slots = *impl.slots();
   const int n = impl.size();
@@ -343,7 +343,7 @@ Status move_by_reading(
     const std::function<Status(SharedSlots&, std::span<const std::uint64_t>)>& body) {
   impl.async().drain();
   const std::uint64_t call = impl.next_call();
-  const Deadline deadline = Clock::now() + impl.timeout();
+  const Deadline deadline = coarse_now() + impl.timeout();
   auto run = [&]() -> Status {
     const std::size_t k = mine.size();
     if (k == 0 || k > kMaxPublished)

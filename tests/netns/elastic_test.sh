@@ -40,10 +40,12 @@ case "$variant" in
     # Absolute, so that worker_in finds it as is on the workers' command lines.
     train=$(realpath "${4:?$kUsage}")
     worker=("$python" "$train")
-    # Four epochs of about 5 s at three workers, after 3 to 5 s of python start-up: the kill
-    # lands in epoch 2. Round 2 waits for the new worker's start-up, and the epochs after it
-    # run with three workers.
-    kEpochs=4
+    # Three epochs of about 5 s at three workers, after 3 to 5 s of python start-up: the kill
+    # lands in epoch 2 (or, on a machine twice as fast, in epoch 3, which the slowed links then
+    # keep from ending before round 2). Round 2 waits for the new worker's start-up, and the
+    # epochs after it run with three workers. (Four epochs took 140 s of a 150 s limit in a
+    # loaded suite; three workers of torch on 2 cores are most of a core each.)
+    kEpochs=3
     kMidEpoch=2.5
     data_glob='train-images-idx3-ubyte.gz'
     ;;

@@ -13,12 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "core/coarse_clock.h"
+#include "core/timeline.h"
 #include "hoop/communicator.h"
 #include "runtime/handle_state.h"
 #include "runtime/memory.h"
 #include "runtime/message.h"
-#include "core/coarse_clock.h"
-#include "core/timeline.h"
 
 namespace hoop::runtime {
 

@@ -26,7 +26,7 @@ std::vector<int> connection_ranks(collectives::CommImpl& comm) {
 }  // namespace
 
 Result<std::unique_ptr<Communicator>> split(Communicator& comm, int color, int key) {
-  auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
+  auto* impl = collectives::impl_of(comm);
   if (impl == nullptr)
     return invalid_argument(
         "split: needs a communicator built by Communicator::create or split");

@@ -79,7 +79,7 @@ Request finished(Status status) {
 
 /// Queues `body` on the thread of `comm`'s connections.
 Request start(Communicator& comm, std::function<Status()> body) {
-  auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
+  auto* impl = collectives::impl_of(comm);
   if (impl == nullptr)
     return finished(invalid_argument(
         "non-blocking calls need a communicator built by Communicator::create or split"));

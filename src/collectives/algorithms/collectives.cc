@@ -55,7 +55,7 @@ std::string collective_name(Collective collective) {
 Algorithm allreduce_algorithm(Communicator& comm, std::size_t bytes, Algorithm requested) {
   if (requested == Algorithm::kAuto) requested = comm.forced_algorithm();
   if (requested != Algorithm::kAuto) return requested;
-  auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
+  auto* impl = collectives::impl_of(comm);
   return collectives::choose_allreduce(comm.size(), bytes,
                                        impl != nullptr ? impl->cost() : collectives::CostParams{});
 }
@@ -91,7 +91,7 @@ Status allreduce(Communicator& comm, const AllreduceOptions& o) {
   const Algorithm algo =
       adasum ? Algorithm::kRecursiveDoubling : allreduce_algorithm(comm, bytes, o.algorithm);
   trace.start(adasum ? std::string_view("adasum") : algorithm_name(algo));
-  auto* impl = dynamic_cast<collectives::CommImpl*>(&comm);
+  auto* impl = collectives::impl_of(comm);
   if (algo == Algorithm::kHierarchical && (impl == nullptr || impl->hierarchy() == nullptr))
     return invalid_argument(
         "allreduce: the hierarchical algorithm needs ranks on two or more hosts with the same "

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <optional>
+#include <typeinfo>
 #include <vector>
 
 #include "collectives/algorithms/algorithms.h"
@@ -142,5 +143,12 @@ class CommImpl final : public Communicator {
   DeviceSetup device_setup_;
   std::unique_ptr<DevicePart> device_part_;
 };
+
+/// `comm` as hoop's own communicator, or null where it is another implementation of the
+/// interface. A type comparison instead of dynamic_cast, whose walk of the class hierarchy was 3 %
+/// of a small call's time through the shared slots (CommImpl is final: no subclass to miss).
+inline CommImpl* impl_of(Communicator& comm) {
+  return typeid(comm) == typeid(CommImpl) ? static_cast<CommImpl*>(&comm) : nullptr;
+}
 
 }  // namespace hoop::collectives

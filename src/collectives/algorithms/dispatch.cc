@@ -14,7 +14,7 @@ namespace {
 Status run_call(Communicator& comm, const CallFingerprint* fp,
                 const std::function<std::string()>& what,
                 const std::function<Status(Context&)>& body, DevicePart* part) {
-  auto* impl = dynamic_cast<CommImpl*>(&comm);
+  auto* impl = impl_of(comm);
   // A blocking call comes after the non-blocking ones started before it (communicator.h).
   if (impl != nullptr) impl->async().drain();
   // A Communicator implemented outside hoop gets per-call scratch.
@@ -56,7 +56,7 @@ Status check_device_call(CommImpl& impl, const CallFingerprint& fp, Deadline dea
 
 Status fail_call(Communicator& comm, Transport& base, Status status, std::uint64_t call,
                  const std::function<std::string()>& what) {
-  auto* impl = dynamic_cast<CommImpl*>(&comm);
+  auto* impl = impl_of(comm);
   // Before the abort, so that the peers it reaches learn the diagnosis too.
   if (status.code() == StatusCode::kTimeout && call != 0 && impl != nullptr && comm.size() > 1) {
     const auto grace = std::clamp(comm.timeout() / 4, std::chrono::milliseconds(100),

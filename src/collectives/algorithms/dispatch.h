@@ -91,7 +91,7 @@ std::optional<Status> run_on_device(Communicator& comm, const Options& o, const 
   Result<int> device = buffers_device({{staged.in, "input"}, {staged.out, "output"}});
   if (!device.ok()) return device.status();
   if (*device == kCpuDevice) return std::nullopt;
-  auto* impl = dynamic_cast<CommImpl*>(&comm);
+  auto* impl = impl_of(comm);
   if (impl == nullptr)
     return invalid_argument(fmt::format(
         "{}: device buffers need a communicator built by Communicator::create", what()));

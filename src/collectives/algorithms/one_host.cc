@@ -39,7 +39,7 @@ bool streams(const CommImpl& impl, const SlotRole& role, std::size_t bytes) {
 
 CommImpl* in_slots(Communicator& comm, std::size_t bytes, bool read_all,
                    std::initializer_list<NamedBuffer> buffers, Algorithm requested) {
-  auto* impl = dynamic_cast<CommImpl*>(&comm);
+  auto* impl = impl_of(comm);
   if (impl == nullptr || requested != Algorithm::kAuto ||
       impl->forced_algorithm() != Algorithm::kAuto || slots_for(*impl, bytes, read_all) == nullptr)
     return nullptr;

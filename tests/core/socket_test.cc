@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "tests/core/closed_port.h"
+
 namespace hoop::net {
 namespace {
 
@@ -24,13 +26,6 @@ Fd accept_one(const Listener& listener) {
   pollfd p{listener.fd.get(), POLLIN, 0};
   if (::poll(&p, 1, static_cast<int>(kGenerous.count())) != 1) return Fd();
   return Fd(::accept4(listener.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
-}
-
-// A port nothing listens on (bound, then released).
-std::uint16_t closed_port() {
-  auto listener = listen_tcp("127.0.0.1", 0);
-  EXPECT_TRUE(listener.ok()) << listener.status().to_string();
-  return listener.ok() ? listener->port : 1;
 }
 
 struct ConnectedPair {
@@ -162,7 +157,8 @@ TEST(Socket, ClosedPeerIsPeerLost) {
 }
 
 TEST(Socket, ConnectToAClosedPortTimesOutNamingIt) {
-  const std::uint16_t port = closed_port();
+  const hoop::testing::ClosedPort closed = hoop::testing::closed_port();
+  const std::uint16_t port = closed.port;
   auto fd = connect_tcp("127.0.0.1", port, deadline_after(milliseconds{300}));
   ASSERT_FALSE(fd.ok());
   EXPECT_EQ(fd.status().code(), StatusCode::kTimeout) << fd.status().to_string();
@@ -172,12 +168,14 @@ TEST(Socket, ConnectToAClosedPortTimesOutNamingIt) {
 }
 
 TEST(Socket, ConnectRetriesUntilTheListenerComesUp) {
-  const std::uint16_t port = closed_port();
+  hoop::testing::ClosedPort closed = hoop::testing::closed_port();
+  const std::uint16_t port = closed.port;
   auto connecting = std::async(std::launch::async, [port] {
     return connect_tcp("127.0.0.1", port, deadline_after(kGenerous));
   });
   // Give the first attempts a chance to be refused; correctness does not depend on it.
   std::this_thread::sleep_for(milliseconds{100});
+  closed.holder.reset();
   auto listener = listen_tcp("127.0.0.1", port);
   ASSERT_TRUE(listener.ok()) << listener.status().to_string();
   auto fd = connecting.get();

@@ -9,19 +9,13 @@
 #include <vector>
 
 #include "core/socket.h"
+#include "tests/core/closed_port.h"
 #include "tests/rendezvous/store_test_util.h"
 
 namespace hoop::testing {
 namespace {
 
 using std::chrono::milliseconds;
-
-// A port nothing listens on (bound, then released).
-std::uint16_t closed_port() {
-  auto listener = net::listen_tcp("127.0.0.1", 0);
-  EXPECT_TRUE(listener.ok()) << listener.status().to_string();
-  return listener.ok() ? listener->port : 1;
-}
 
 TEST_F(StoreTest, SetGetRemoveRoundTrip) {
   auto store = connect();
@@ -376,7 +370,8 @@ TEST_F(StoreTest, EmptySecretIsRefusedOnBothSides) {
 }
 
 TEST_F(StoreTest, ConnectToNothingTimesOutNamingTheAddress) {
-  const std::uint16_t port = closed_port();
+  const ClosedPort closed = closed_port();
+  const std::uint16_t port = closed.port;
   StoreOptions options = test_options();
   options.timeout = milliseconds{300};
   auto store = Store::connect("127.0.0.1", port, options);
@@ -387,10 +382,12 @@ TEST_F(StoreTest, ConnectToNothingTimesOutNamingTheAddress) {
 }
 
 TEST_F(StoreTest, ConnectRetriesUntilTheServerIsUp) {
-  const std::uint16_t port = closed_port();
+  ClosedPort closed = closed_port();
+  const std::uint16_t port = closed.port;
   auto connecting = std::async(
       std::launch::async, [port] { return Store::connect("127.0.0.1", port, test_options(), 3); });
   std::this_thread::sleep_for(milliseconds{100});
+  closed.holder.reset();
   auto server = StoreServer::start("127.0.0.1", port, test_options());
   ASSERT_TRUE(server.ok()) << server.status().to_string();
   auto store = connecting.get();

@@ -96,30 +96,32 @@ Result<std::unique_ptr<Controller>> Controller::start(const BootstrapInfo& info,
   data.key_prefix = prefix + "/data";
   HOOP_ASSIGN_OR_RETURN(c->data_, Communicator::create(info, store, data));
   c->executor_ = std::make_unique<Executor>(*c->data_, timeline);
-  if (c->rank_ == 0)
-    c->coordinator_ = std::make_unique<Coordinator>(c->size_, settings.fusion_threshold, c->cache_);
+  c->coordinator_ = std::make_unique<Coordinator>(c->size_, settings.fusion_threshold, c->cache_);
+  // Rank 0's settings decide the fusion everywhere, whatever the other ranks' environment says.
+  if (c->rank_ == 0) c->next_tuning_ = Tuning{settings.fusion_threshold, Algorithm::kAuto, -1};
   if (c->rank_ == 0 && c->size_ > 1 && settings.autotune) {
     auto tuner = Autotuner::create(
         {settings.fusion_threshold, settings.cycle, Algorithm::kAuto}, settings.autotune_options);
     if (!tuner.ok()) return tuner.status().with_context("HOOP_AUTOTUNE_LOG");
     c->tuner_.emplace(std::move(*tuner));
   }
+  for (int p = 0; p < c->size_; ++p)
+    if (p != c->rank_) c->peers_.push_back(p);
   c->headers_.resize(static_cast<std::size_t>(c->size_));
+  c->held_.resize(static_cast<std::size_t>(c->size_));
+  c->goodbye_.assign(static_cast<std::size_t>(c->size_), false);
   c->heartbeat_ = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(
                                  c->control_->timeout() / 5),
                              kMinHeartbeat, kMaxHeartbeat);
-  const auto now = Clock::now();
+  // The liveness stamps come from the coarse clock: they are read on every pass and compared
+  // with intervals of tens of milliseconds.
+  const auto now = coarse_now();
   c->last_heard_.assign(static_cast<std::size_t>(c->size_), now);
   c->last_sent_.assign(static_cast<std::size_t>(c->size_), now);
   c->last_liveness_check_ = now;
-  if (c->size_ > 1) {
-    if (c->rank_ == 0) {
-      for (int p = 1; p < c->size_; ++p) HOOP_RETURN_IF_ERROR(c->post_header_recv(p));
-    } else {
-      HOOP_RETURN_IF_ERROR(c->post_header_recv(0));
-    }
-  }
-  c->last_activity_ = c->last_stall_check_ = Clock::now();
+  for (int p : c->peers_) HOOP_RETURN_IF_ERROR(c->post_header_recv(p));
+  c->last_activity_ = Clock::now();
+  c->last_stall_check_ = now;
   c->thread_ = std::thread([raw = c.get()] { raw->loop(); });
   return c;
 }
@@ -220,7 +222,8 @@ bool Controller::has_outstanding() const { return !pending_.empty() || joined_ |
 bool Controller::collect(RequestList& out) {
   std::vector<Entry> taken = std::move(spare_queue_);
   taken.clear();
-  const auto first = Clock::now();
+  // Read only once something was taken: an idle pass (a driving thread's spin) reads no clock.
+  std::optional<Clock::time_point> first;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -242,7 +245,12 @@ bool Controller::collect(RequestList& out) {
         shutting_down_ = true;
       }
     }
-    if (taken.empty() || Clock::now() - first >= settings_.cycle) break;
+    if (taken.empty()) break;
+    if (!first) {
+      first = Clock::now();
+    } else if (Clock::now() - *first >= settings_.cycle) {
+      break;
+    }
     // More may be on its way: a training loop submits its gradients back to back.
     const std::uint64_t seen = submitted_.load(std::memory_order_acquire);
     const auto gap_end = Clock::now() + kBurstGap;
@@ -302,7 +310,7 @@ Status Controller::send_message(int peer, std::string_view payload) {
         ids[1], t.send(peer, payload.data() + inline_bytes, payload.size() - inline_bytes));
     n = 2;
   }
-  last_sent_[static_cast<std::size_t>(peer)] = Clock::now();
+  last_sent_[static_cast<std::size_t>(peer)] = coarse_now();
   return t.wait(std::span<const RequestId>(ids, n), coarse_now() + control_->timeout());
 }
 
@@ -331,45 +339,108 @@ Result<std::string> Controller::read_body(int peer, const ControlFrame& frame, D
 Result<bool> Controller::poll_messages() {
   bool moved = false;
   Transport& t = control_->transport();
-  for (int peer = 0; peer < size_; ++peer) {
+  for (int peer : peers_) {
     HeaderRecv& h = headers_[static_cast<std::size_t>(peer)];
     if (h.id == 0) continue;
     HOOP_ASSIGN_OR_RETURN(bool complete, t.test(h.id));
     if (!complete) continue;
     h.id = 0;
-    last_heard_[static_cast<std::size_t>(peer)] = Clock::now();
+    const auto now = coarse_now();
+    last_heard_[static_cast<std::size_t>(peer)] = now;
     if (h.frame.length == kHeartbeat) {
       HOOP_RETURN_IF_ERROR(post_header_recv(peer));
       continue;
     }
-    HOOP_ASSIGN_OR_RETURN(std::string payload,
-                          read_body(peer, h.frame, coarse_now() + control_->timeout()));
+    HOOP_ASSIGN_OR_RETURN(std::string payload, read_body(peer, h.frame, now + control_->timeout()));
     moved = true;
-    if (coordinator_ != nullptr) {
-      HOOP_RETURN_IF_ERROR(post_header_recv(peer));
-      HOOP_ASSIGN_OR_RETURN(RequestList list, decode_request_list(payload));
-      HOOP_RETURN_IF_ERROR(coordinator_->add(peer, list, Clock::now()));
-    } else {
-      HOOP_ASSIGN_OR_RETURN(ResponseList list, decode_response_list(payload, &cache_));
-      HOOP_RETURN_IF_ERROR(run_responses(list));
-      if (done_) return say_goodbye();
-      HOOP_RETURN_IF_ERROR(post_header_recv(peer));
+    if (h.frame.length == 0) {
+      // The peer has completed the shutdown round ahead of this rank: nothing follows.
+      goodbye_[static_cast<std::size_t>(peer)] = true;
+      continue;
     }
+    HOOP_RETURN_IF_ERROR(post_header_recv(peer));
+    HOOP_ASSIGN_OR_RETURN(RequestList list, decode_request_list(payload));
+    auto& held = held_[static_cast<std::size_t>(peer)];
+    // This round's and the next: a peer is never further ahead.
+    if (held.size() == 2)
+      return protocol_error(fmt::format(
+          "runtime: rank {} sent a third round of negotiation while rank {} was in the first", peer,
+          rank_));
+    held.push_back(Held{std::move(list), now});
   }
   return moved;
 }
 
-Result<bool> Controller::say_goodbye() {
-  // An empty message completes the receive the coordinator keeps posted for this rank, so
-  // that neither side closes its transport with a request still pending (which would abort).
-  HOOP_RETURN_IF_ERROR(send_message(0, std::string()));
-  return true;
+Result<bool> Controller::advance() {
+  bool moved = false;
+  while (!done_) {
+    if (!sent_) {
+      RequestList mine;
+      const bool fresh = collect(mine);
+      if (next_tuning_) {
+        mine.tuning = next_tuning_;
+        next_tuning_.reset();
+      }
+      const bool begun =
+          std::any_of(held_.begin(), held_.end(), [](const auto& h) { return !h.empty(); });
+      if (!fresh && !mine.tuning && !begun) break;
+      HOOP_RETURN_IF_ERROR(contribute(std::move(mine)));
+      moved = true;
+    }
+    for (int peer : peers_)
+      if (held_[static_cast<std::size_t>(peer)].empty()) return moved;
+    HOOP_RETURN_IF_ERROR(finish_round());
+    moved = true;
+  }
+  return moved;
+}
+
+Status Controller::contribute(RequestList mine) {
+  // The peers' coordinators see the slots in the order they decode them, which for a bit
+  // vector is ascending: this rank's must count them in the same order.
+  std::sort(mine.cached.begin(), mine.cached.end());
+  if (size_ > 1) {
+    const std::string payload = encode(mine);
+    for (int peer : peers_) HOOP_RETURN_IF_ERROR(send_message(peer, payload));
+  }
+  mine_ = std::move(mine);
+  sent_ = true;
+  return Status::success();
+}
+
+Status Controller::finish_round() {
+  const auto now = coarse_now();
+  for (int r = 0; r < size_; ++r) {
+    const bool own = r == rank_;
+    auto& held = held_[static_cast<std::size_t>(r)];
+    const RequestList& list = own ? mine_ : held.front().list;
+    if (r == 0 && list.tuning) apply(*list.tuning);
+    HOOP_RETURN_IF_ERROR(coordinator_->add(r, list, own ? now : held.front().at));
+  }
+  for (int peer : peers_) held_[static_cast<std::size_t>(peer)].pop_front();
+  mine_ = RequestList();
+  sent_ = false;
+  if (!coordinator_->has_ready()) return Status::success();
+  const ResponseList list = coordinator_->take_ready();
+  HOOP_RETURN_IF_ERROR(run_responses(list));
+  if (tuner_) autotune(list);
+  if (!done_ || size_ == 1) return Status::success();
+  HOOP_RETURN_IF_ERROR(say_goodbye());
+  return collect_goodbyes();
+}
+
+Status Controller::say_goodbye() {
+  // An empty message completes the receive each peer keeps posted for this rank, so that no
+  // rank closes its transport with a request still pending (which would abort).
+  for (int peer : peers_) HOOP_RETURN_IF_ERROR(send_message(peer, std::string()));
+  return Status::success();
 }
 
 Status Controller::collect_goodbyes() {
   Transport& t = control_->transport();
   const Deadline deadline = coarse_now() + control_->timeout();
-  for (int peer = 1; peer < size_; ++peer) {
+  for (int peer : peers_) {
+    if (goodbye_[static_cast<std::size_t>(peer)]) continue;
     HeaderRecv& h = headers_[static_cast<std::size_t>(peer)];
     while (true) {
       HOOP_RETURN_IF_ERROR(wait_one(t, h.id, deadline));
@@ -379,26 +450,12 @@ Status Controller::collect_goodbyes() {
       }
       HOOP_RETURN_IF_ERROR(read_body(peer, h.frame, deadline).status());
       if (h.frame.length == 0) break;
-      // A message sent before the worker saw the shutdown: nothing can run any more.
-      HOOP_RETURN_IF_ERROR(post_header_recv(peer));
+      return protocol_error(fmt::format(
+          "runtime: rank {} sent a round of negotiation after the shutdown round", peer));
     }
     h.id = 0;
   }
   return Status::success();
-}
-
-Status Controller::coordinate() {
-  ResponseList list = coordinator_->take_ready();
-  if (next_cycle_) {
-    list.cycle_us = next_cycle_->count();
-    next_cycle_.reset();
-  }
-  // Every rank caches the same tensors at the same point of the same response sequence.
-  const std::string payload = encode(list, &cache_);
-  for (int peer = 1; peer < size_; ++peer) HOOP_RETURN_IF_ERROR(send_message(peer, payload));
-  HOOP_RETURN_IF_ERROR(run_responses(list));
-  if (tuner_) autotune(list);
-  return done_ ? collect_goodbyes() : Status::success();
 }
 
 void Controller::autotune(const ResponseList& list) {
@@ -410,16 +467,17 @@ void Controller::autotune(const ResponseList& list) {
   if (bytes == 0) return;
   const std::optional<TunedSettings> next = tuner_->record(bytes, Clock::now());
   if (!next) return;
-  coordinator_->tune(next->fusion_threshold, next->algorithm);
-  // The workers' cycle changes with the next response list, rank 0's in run_responses too.
-  next_cycle_ = next->cycle;
+  next_tuning_ = Tuning{next->fusion_threshold, next->algorithm, next->cycle.count()};
+}
+
+void Controller::apply(const Tuning& tuning) {
+  coordinator_->tune(static_cast<std::size_t>(tuning.fusion_threshold), tuning.algorithm);
+  if (tuning.cycle_us < 0) return;
+  settings_.cycle = std::chrono::microseconds(tuning.cycle_us);
+  cycle_us_.store(tuning.cycle_us, std::memory_order_relaxed);
 }
 
 Status Controller::run_responses(const ResponseList& list) {
-  if (list.cycle_us >= 0) {
-    settings_.cycle = std::chrono::microseconds(list.cycle_us);
-    cycle_us_.store(list.cycle_us, std::memory_order_relaxed);
-  }
   for (const Response& resp : list.responses) {
     std::vector<Entry*> entries;
     entries.reserve(resp.tensors.size());
@@ -468,7 +526,7 @@ Status Controller::run_responses(const ResponseList& list) {
   }
   // Every rank took part in the collectives that just completed: all of them are alive, also
   // when those collectives kept this thread from hearing heartbeats for a while.
-  if (!list.responses.empty()) std::fill(last_heard_.begin(), last_heard_.end(), Clock::now());
+  if (!list.responses.empty()) std::fill(last_heard_.begin(), last_heard_.end(), coarse_now());
   if (list.join_done_last >= 0 && join_handle_ != nullptr) {
     joined_ = false;
     std::shared_ptr<detail::HandleState> h;
@@ -491,20 +549,10 @@ Status Controller::run_responses(const ResponseList& list) {
   return Status::success();
 }
 
-std::vector<int> Controller::control_peers() const {
-  std::vector<int> peers;
-  if (rank_ != 0) {
-    peers.push_back(0);
-  } else {
-    for (int p = 1; p < size_; ++p) peers.push_back(p);
-  }
-  return peers;
-}
-
 Status Controller::send_heartbeats() {
   Transport& t = control_->transport();
-  const auto now = Clock::now();
-  for (int peer : control_peers()) {
+  const auto now = coarse_now();
+  for (int peer : peers_) {
     auto& sent = last_sent_[static_cast<std::size_t>(peer)];
     if (now - sent < heartbeat_) continue;
     sent = now;
@@ -517,12 +565,12 @@ Status Controller::send_heartbeats() {
 }
 
 Status Controller::check_liveness() {
-  const auto now = Clock::now();
+  const auto now = coarse_now();
   if (now - last_liveness_check_ < kLivenessCheck) return Status::success();
   last_liveness_check_ = now;
   HOOP_RETURN_IF_ERROR(send_heartbeats());
   const auto limit = control_->timeout();
-  for (int peer : control_peers()) {
+  for (int peer : peers_) {
     const auto quiet = now - last_heard_[static_cast<std::size_t>(peer)];
     if (quiet <= limit) continue;
     return peer_lost(fmt::format(
@@ -535,8 +583,8 @@ Status Controller::check_liveness() {
 }
 
 void Controller::check_stall() {
-  if (coordinator_ == nullptr) return;
-  const auto now = Clock::now();
+  if (rank_ != 0) return;
+  const auto now = coarse_now();
   if (now - last_stall_check_ < std::chrono::milliseconds(100)) return;
   last_stall_check_ = now;
   if (settings_.stall_check.count() > 0) {
@@ -553,25 +601,14 @@ void Controller::check_stall() {
 }
 
 Result<bool> Controller::step() {
-  bool moved = false;
-  RequestList mine;
-  if (collect(mine)) {
-    moved = true;
-    if (coordinator_ != nullptr) {
-      HOOP_RETURN_IF_ERROR(coordinator_->add(0, mine, Clock::now()));
-    } else {
-      HOOP_RETURN_IF_ERROR(send_message(0, encode(mine)));
-    }
-  }
+  // What this rank submitted goes out first; then what the peers sent may complete a round.
+  HOOP_ASSIGN_OR_RETURN(bool moved, advance());
   HOOP_ASSIGN_OR_RETURN(bool got, poll_messages());
-  moved = moved || got;
-  if (coordinator_ != nullptr) {
-    if (coordinator_->has_ready()) {
-      HOOP_RETURN_IF_ERROR(coordinate());
-      moved = true;
-    }
-    check_stall();
+  if (got) {
+    HOOP_RETURN_IF_ERROR(advance().status());
+    moved = true;
   }
+  check_stall();
   if (size_ > 1 && !done_) HOOP_RETURN_IF_ERROR(check_liveness());
   return moved;
 }

@@ -1,12 +1,22 @@
 // One process set's background thread: collects the tensors this rank submits, negotiates
-// them with the set's coordinator over a control communicator, and runs the responses on a
-// data communicator in the order the coordinator chose.
+// them with the set's other ranks over a control communicator, and runs the responses on a
+// data communicator in the order the negotiation chose.
+//
+// Negotiation in rounds: a rank that has something new (tensors, a join, a shutdown) sends it
+// to every other rank as its contribution to the next round, and a rank that receives a
+// round's first contribution answers with its own, empty where it has nothing new. Once a rank
+// holds every rank's contribution to a round it feeds them, in rank order, to its own
+// Coordinator, and runs what that makes ready. Every rank's coordinator sees the same lists
+// in the same order, so all of them make the same responses in the same order, with no rank
+// in between: a tensor is negotiated in one hop when the ranks submit it together (a round
+// trip through rank 0 took two). A rank sends its next contribution only once the round it
+// took part in is complete, so a peer is never more than one round ahead.
 //
 // Waking: the thread sleeps in its control transport's poll(), which returns as soon as a
 // message arrives or a submission calls wake(). After anything moved it keeps polling for
 // HOOP_SPIN_US, yielding the core between polls, since the next message usually follows
-// closely. A rank without outstanding work never needs to answer anyone: a response exists
-// only once every rank has submitted its tensors.
+// closely. A rank without outstanding work answers a round at its next cycle: nothing it has
+// not submitted can run before then anyway.
 //
 // Liveness: the threads of a set say they are alive over the control connections (a
 // message, or a heartbeat frame, at least every heartbeat interval; a collective that
@@ -32,6 +42,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -123,26 +134,32 @@ class Controller {
   /// Takes queued work into a message (batching bursts); false when there was none.
   bool collect(RequestList& out);
   Status send_message(int peer, std::string_view payload);
-  /// Reads every complete message; the coordinator feeds them to the coordinator, the others
-  /// run the response lists.
+  /// Reads every complete message: peers' contributions are held for their round.
   Result<bool> poll_messages();
+  /// Contributes to the round when this rank has something new or a peer has begun it, and
+  /// completes rounds while every contribution is at hand. True if anything moved.
+  Result<bool> advance();
+  /// Sends this rank's contribution to the current round to every peer.
+  Status contribute(RequestList mine);
+  /// Feeds the round's contributions to the coordinator in rank order and runs what is ready.
+  Status finish_round();
   Status post_header_recv(int peer);
   /// The message whose frame has arrived: its inline bytes, and the rest where it is longer.
   Result<std::string> read_body(int peer, const ControlFrame& frame, Deadline deadline);
-  /// After the shutdown list: a worker's last message, and the coordinator's wait for them.
-  Result<bool> say_goodbye();
+  /// After the shutdown list: an empty message to every peer, and the wait for theirs.
+  Status say_goodbye();
   Status collect_goodbyes();
   Status run_responses(const ResponseList& list);
-  /// Gives the autotuner the allreduce bytes of a list that has run; applies what it picks.
+  /// Gives the autotuner the allreduce bytes of a list that has run; what it picks goes out
+  /// with rank 0's next contribution.
   void autotune(const ResponseList& list);
-  Status coordinate();
+  /// A contribution's tuning (rank 0's), from the round it arrives in.
+  void apply(const Tuning& tuning);
   void check_stall();
   /// Sends a heartbeat to each peer that has heard nothing from this rank for an interval.
   Status send_heartbeats();
   /// peer_lost naming a peer this rank has not heard from for longer than the timeout.
   Status check_liveness();
-  /// The peers this rank exchanges control messages with (rank 0: all others; others: 0).
-  std::vector<int> control_peers() const;
   /// Why work fails once the runtime has stopped: a rank's shutdown, named, or this rank's
   /// own; the caller holds mu_.
   Status stopped(std::string_view what) const;
@@ -177,9 +194,10 @@ class Controller {
   std::unique_ptr<Communicator> data_;
   std::unique_ptr<Executor> executor_;
   ResponseCache cache_;
-  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
-  std::optional<Autotuner> tuner_;            // rank 0 with HOOP_AUTOTUNE only
-  std::optional<std::chrono::microseconds> next_cycle_;  // the tuner's, for the next list
+  // Every rank's, fed the same rounds in the same order; rank 0's alone reports stalls.
+  std::unique_ptr<Coordinator> coordinator_;
+  std::optional<Autotuner> tuner_;     // rank 0 with HOOP_AUTOTUNE only
+  std::optional<Tuning> next_tuning_;  // rank 0: goes out with its next contribution
 
   // Shared with the submitting threads.
   std::mutex mu_;
@@ -213,7 +231,19 @@ class Controller {
     RequestId id = 0;
     ControlFrame frame;
   };
+  std::vector<int> peers_;  // every other rank of the set, the ones it exchanges messages with
   std::vector<HeaderRecv> headers_;  // by peer: the posted receive of the next message's frame
+  // The round: whether this rank has sent its contribution (kept in mine_ until the round is
+  // complete), and each peer's contributions that arrived, the current round's first (a peer
+  // that completed the round may already have sent its next one).
+  bool sent_ = false;
+  RequestList mine_;
+  struct Held {
+    RequestList list;
+    Clock::time_point at;  // when it arrived: the coordinator's stall clock
+  };
+  std::vector<std::deque<Held>> held_;
+  std::vector<bool> goodbye_;  // by peer: its last message (after a shutdown) has arrived
   bool joined_ = false;
   bool shutting_down_ = false;
   bool done_ = false;

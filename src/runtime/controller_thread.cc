@@ -252,14 +252,14 @@ void Controller::drive(const std::atomic<bool>& done, Clock::time_point until) {
       idle = 0;
       continue;
     }
-    if (Clock::now() >= until) return;
-    // The answer usually comes within a microsecond or two: a system call per idle pass would
-    // delay noticing it by as much. Past a few passes, yielding lets a rank that shares this
-    // core (a crowded host) run the part this one waits for.
+    // The answer usually comes within a microsecond or two: a system call or a clock read per
+    // idle pass would delay noticing it. Past a few passes, yielding lets a rank that shares
+    // this core (a crowded host) run the part this one waits for.
     if (++idle % kYieldEvery != 0) {
       cpu_relax();
       continue;
     }
+    if (Clock::now() >= until) return;
     ::sched_yield();
   }
   // A pass here that ended the runtime (a shutdown list) leaves the exit to the background

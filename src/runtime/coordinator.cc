@@ -72,8 +72,8 @@ Status Coordinator::add(int rank, const RequestList& list, Clock::time_point now
   }
   for (const Request& r : list.requests) {
     if (fast_path_open(r)) {
-      // Described in full (a rank whose cache had not caught up yet, or rank 0's own) but the
-      // same as a cached tensor: counted with the others that sent the slot.
+      // Described in full (by a rank whose cache did not hold it when it sent the list) but
+      // the same as a cached tensor: counted with the others that sent the slot.
       if (std::optional<std::uint32_t> slot = cache_.find(r)) {
         HOOP_RETURN_IF_ERROR(add_slot(rank, *slot, now));
         continue;

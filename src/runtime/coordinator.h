@@ -1,7 +1,8 @@
-// The coordinator's bookkeeping (rank 0 of each process set): which rank has submitted which
-// tensor, when a tensor is ready everywhere, whether the ranks agree on it, how ready tensors
-// are fused into responses, and which tensors stall. Pure logic over messages, so it is
-// tested without processes; the Controller feeds it and sends what it returns.
+// The coordinator's bookkeeping (one on every rank of each process set): which rank has
+// submitted which tensor, when a tensor is ready everywhere, whether the ranks agree on it, how
+// ready tensors are fused into responses, and which tensors stall. Pure logic over messages,
+// and deterministic: the Controller feeds every rank's coordinator the same request lists in
+// the same order, and each runs the same responses. It is tested without processes.
 //
 // Two paths. A tensor in the response cache that no rank describes differently travels as its
 // slot, and the coordinator only counts, per slot, the ranks that have it ready (Horovod's
@@ -26,7 +27,7 @@
 
 namespace hoop::runtime {
 
-/// Rank 0's view of one process set's negotiation.
+/// One rank's copy of its process set's negotiation.
 class Coordinator {
  public:
   /// `size` ranks; fused allreduces up to `fusion_threshold` bytes (0: no fusion).

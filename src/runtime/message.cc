@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "core/bytes.h"
-#include "runtime/response_cache.h"
 
 namespace hoop::runtime {
 namespace {
@@ -16,7 +15,6 @@ namespace {
 constexpr std::size_t kMaxName = 4096;
 constexpr std::uint32_t kMaxItems = 1u << 24;
 constexpr std::uint32_t kMaxDims = 64;
-constexpr std::size_t kMaxError = 1 << 20;
 
 void put_string(std::string& out, std::string_view s) {
   append_le<std::uint32_t>(out, static_cast<std::uint32_t>(s.size()));
@@ -178,43 +176,13 @@ std::string encode(const RequestList& list) {
     append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.cached.size()));
     for (std::uint32_t s : list.cached) append_le<std::uint32_t>(out, s);
   }
-  out.push_back(static_cast<char>((list.join ? 1 : 0) | (list.shutdown ? 2 : 0)));
-  return out;
-}
-
-std::string encode(const ResponseList& list, const ResponseCache* cache) {
-  std::string out;
-  append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.responses.size()));
-  for (const Response& r : list.responses) {
-    out.push_back(static_cast<char>(r.type));
-    append_le<std::uint32_t>(out, static_cast<std::uint32_t>(r.tensors.size()));
-    for (std::size_t i = 0; i < r.tensors.size(); ++i) {
-      const Request& t = r.tensors[i];
-      std::optional<std::uint32_t> slot;
-      if (!r.slots.empty() && r.slots[i] != kNoSlot) {
-        slot = r.slots[i];
-      } else if (cache != nullptr) {
-        slot = cache->find(t);
-      }
-      out.push_back(static_cast<char>(slot ? 1 : 0));
-      if (slot) {
-        append_le<std::uint32_t>(out, *slot);
-      } else {
-        put_request(out, t);
-      }
-    }
-    append_le<std::uint32_t>(out, static_cast<std::uint32_t>(r.first_dims.size()));
-    for (std::int64_t d : r.first_dims)
-      append_le<std::uint64_t>(out, static_cast<std::uint64_t>(d));
-    append_le<std::uint32_t>(out, static_cast<std::uint32_t>(r.joined.size()));
-    for (std::int32_t j : r.joined) append_le<std::uint32_t>(out, static_cast<std::uint32_t>(j));
-    put_string(out, r.error);
-    out.push_back(static_cast<char>(r.algorithm));
+  out.push_back(
+      static_cast<char>((list.join ? 1 : 0) | (list.shutdown ? 2 : 0) | (list.tuning ? 4 : 0)));
+  if (list.tuning) {
+    append_le<std::uint64_t>(out, list.tuning->fusion_threshold);
+    out.push_back(static_cast<char>(list.tuning->algorithm));
+    append_le<std::uint64_t>(out, static_cast<std::uint64_t>(list.tuning->cycle_us));
   }
-  append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.join_done_last));
-  out.push_back(static_cast<char>(list.shutdown ? 1 : 0));
-  append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.shutdown_by));
-  append_le<std::uint64_t>(out, static_cast<std::uint64_t>(list.cycle_us));
   return out;
 }
 
@@ -235,49 +203,14 @@ Result<RequestList> decode_request_list(std::string_view bytes) {
   const std::uint8_t flags = in.u8("flags");
   list.join = (flags & 1) != 0;
   list.shutdown = (flags & 2) != 0;
-  HOOP_RETURN_IF_ERROR(in.finish("request list"));
-  return list;
-}
-
-Result<ResponseList> decode_response_list(std::string_view bytes, const ResponseCache* cache) {
-  Reader in(bytes);
-  ResponseList list;
-  const std::uint32_t n = in.items("response count");
-  for (std::uint32_t i = 0; i < n && in.ok(); ++i) {
-    Response r;
-    r.type = in.enumerated("operation", OpType::kBarrier);
-    const std::uint32_t t = in.items("tensor count");
-    for (std::uint32_t k = 0; k < t && in.ok(); ++k) {
-      if (in.u8("tensor kind") == 0) {
-        r.tensors.push_back(in.request());
-        if (!r.slots.empty()) r.slots.push_back(kNoSlot);
-        continue;
-      }
-      const std::uint32_t slot = in.u32("cache slot");
-      const Request* cached = cache != nullptr ? cache->at(slot) : nullptr;
-      if (in.ok() && cached == nullptr)
-        return protocol_error(
-            fmt::format("runtime: a response names response-cache slot {}, which is empty", slot));
-      if (!in.ok()) break;
-      if (r.slots.empty()) r.slots.assign(r.tensors.size(), kNoSlot);
-      r.tensors.push_back(*cached);
-      r.slots.push_back(slot);
-    }
-    const std::uint32_t d = in.items("first dims");
-    for (std::uint32_t k = 0; k < d && in.ok(); ++k)
-      r.first_dims.push_back(static_cast<std::int64_t>(in.u64("first dim")));
-    const std::uint32_t j = in.items("joined ranks");
-    for (std::uint32_t k = 0; k < j && in.ok(); ++k)
-      r.joined.push_back(static_cast<std::int32_t>(in.u32("joined rank")));
-    r.error = in.str("error", kMaxError);
-    r.algorithm = in.enumerated("algorithm", Algorithm::kHierarchical);
-    list.responses.push_back(std::move(r));
+  if ((flags & 4) != 0) {
+    Tuning t;
+    t.fusion_threshold = in.u64("fusion threshold");
+    t.algorithm = in.enumerated("algorithm", Algorithm::kHierarchical);
+    t.cycle_us = static_cast<std::int64_t>(in.u64("cycle time"));
+    list.tuning = t;
   }
-  list.join_done_last = static_cast<std::int32_t>(in.u32("join"));
-  list.shutdown = in.u8("shutdown") != 0;
-  list.shutdown_by = static_cast<std::int32_t>(in.u32("shutdown rank"));
-  list.cycle_us = static_cast<std::int64_t>(in.u64("cycle time"));
-  HOOP_RETURN_IF_ERROR(in.finish("response list"));
+  HOOP_RETURN_IF_ERROR(in.finish("request list"));
   return list;
 }
 

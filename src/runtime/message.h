@@ -1,10 +1,12 @@
-// What the runtime's background threads tell each other: a rank's requests (tensors it has
-// ready) go to the coordinator, and the coordinator's responses (what to run, in which order)
-// go to every rank. Both are encoded into byte strings for the control connection; decoding
-// checks every length, so a corrupt message is an error, never an over-read.
+// What the runtime's background threads tell each other: each rank's requests (tensors it has
+// ready), in rounds, to every other rank of its process set; and what each rank's coordinator
+// makes of a round, the responses (what to run, in which order), the same on every rank. Only
+// requests travel, as byte strings on the control connections; decoding checks every length,
+// so a corrupt message is an error, never an over-read.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,7 +49,19 @@ struct Request {
   std::size_t count() const;
 };
 
-/// A message from a rank to the coordinator of its process set.
+/// Settings every rank's coordinator must share, announced by the set's rank 0 (its own, then
+/// the autotuner's): they decide how ready tensors fuse, so every rank applies them at the same
+/// point of the negotiation.
+struct Tuning {
+  std::uint64_t fusion_threshold = 0;
+  Algorithm algorithm = Algorithm::kAuto;
+  /// >= 0: the background threads collect for at most this many microseconds from now on
+  /// (HOOP_CYCLE_TIME_MS, as the autotuner sets it); -1: unchanged.
+  std::int64_t cycle_us = -1;
+};
+
+/// One rank's contribution to a round of its process set's negotiation, sent to every other
+/// rank of the set.
 struct RequestList {
   /// Tensors submitted since the last message and not in the response cache.
   std::vector<Request> requests;
@@ -55,6 +69,8 @@ struct RequestList {
   std::vector<std::uint32_t> cached;
   bool join = false;      // this rank has joined
   bool shutdown = false;  // this rank is shutting down
+  /// Rank 0 only: settings that take effect for the tensors of this round on.
+  std::optional<Tuning> tuning;
 };
 
 /// Response::slots of a tensor that was not named by its response-cache slot.
@@ -82,7 +98,7 @@ struct Response {
   Algorithm algorithm = Algorithm::kAuto;
 };
 
-/// A message from the coordinator to every rank.
+/// What every rank runs after a round of negotiation, in order (the same on every rank).
 struct ResponseList {
   std::vector<Response> responses;
   /// Every rank has joined: their join handles finish, naming this rank as the last (-1: no).
@@ -92,22 +108,12 @@ struct ResponseList {
   /// semantics: one rank's shutdown ends the job's runtime, it never waits for the others).
   bool shutdown = false;
   std::int32_t shutdown_by = -1;
-  /// >= 0: every rank's background thread collects for at most this many microseconds from
-  /// now on (HOOP_CYCLE_TIME_MS, as the autotuner sets it); -1: unchanged.
-  std::int64_t cycle_us = -1;
 };
 
-class ResponseCache;
-
-/// Byte encodings of the messages. A response tensor with a slot (Response::slots), or one that
-/// `cache` holds with the same description, travels as its slot number (the receiver's cache
-/// holds the same slots); the decoder fills Response::slots.
+/// A request list's byte encoding.
 std::string encode(const RequestList& list);
-std::string encode(const ResponseList& list, const ResponseCache* cache = nullptr);
-/// Decoders; protocol_error naming what was malformed (or a slot `cache` lacks).
+/// Its decoder; protocol_error naming what was malformed.
 Result<RequestList> decode_request_list(std::string_view bytes);
-Result<ResponseList> decode_response_list(std::string_view bytes,
-                                          const ResponseCache* cache = nullptr);
 
 /// Whether two requests describe the same operation; with `skip_first_dim`, the first
 /// dimension of allgather and alltoall shapes (which may differ between ranks) is not compared.

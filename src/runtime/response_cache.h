@@ -16,8 +16,8 @@ namespace hoop::runtime {
 /// submits again with the same description by its slot: one integer instead of the whole
 /// description. Every rank updates its cache from the same responses in the same order, so
 /// slots agree everywhere. Slots are never reused for another name (a full cache stops taking
-/// new names): a slot a rank sends can then never mean a different tensor to the coordinator,
-/// whose cache may be a few responses ahead.
+/// new names): a slot can then never mean a different tensor to another rank's coordinator,
+/// whatever responses either has run.
 class ResponseCache {
  public:
   /// A cache of at most `capacity` names (0: caching off).

@@ -114,6 +114,19 @@ INSTANTIATE_TEST_SUITE_P(
                       std::pair{"operation",
                                 "operation: allreduce on ranks 0, 2; broadcast on rank 1"}));
 
+// Every rank's coordinator fuses the same way: by rank 0's settings, which it announces, not
+// by each rank's own environment (ranks fusing differently would call different collectives).
+TEST(Runtime, RankZerosFusionThresholdHoldsOnEveryRank) {
+  const std::string script = std::string("if [ \"$HOOP_RANK\" != 0 ]; then ") +
+                             "export HOOP_FUSION_THRESHOLD=0; fi; exec '" +
+                             HOOP_RUNTIME_CHECK_BIN + "' many 2";
+  const RunResult r = launch::testing::run_hooprun({"-np", "3", "/bin/sh", "-c", script}, {},
+                                                   kDeadline);
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "ok many"), 3) << r.out << r.err;
+}
+
 TEST(Runtime, ANameSubmittedTwiceIsRefusedAtOnce) {
   const RunResult r = run_ranks(2, {"duplicate"});
   ASSERT_FALSE(r.timed_out) << r.out << r.err;

@@ -65,25 +65,16 @@ TEST(Message, ListsRoundTrip) {
   EXPECT_TRUE(back->join);
   EXPECT_FALSE(back->shutdown);
 
-  ResponseList sl;
-  Response resp;
-  resp.type = OpType::kAllgather;
-  resp.tensors = {r};
-  resp.first_dims = {1, 2, 3};
-  resp.joined = {2};
-  resp.error = "tensor 'x': ranks disagree";
-  sl.responses = {resp};
-  sl.join_done_last = 3;
-  sl.shutdown = true;
-  sl.shutdown_by = 2;
-  auto sback = decode_response_list(encode(sl));
-  ASSERT_TRUE(sback.ok()) << sback.status().to_string();
-  EXPECT_EQ(sback->responses[0].first_dims, resp.first_dims);
-  EXPECT_EQ(sback->responses[0].joined, resp.joined);
-  EXPECT_EQ(sback->responses[0].error, resp.error);
-  EXPECT_EQ(sback->join_done_last, 3);
-  EXPECT_TRUE(sback->shutdown);
-  EXPECT_EQ(sback->shutdown_by, 2);
+  EXPECT_FALSE(back->tuning.has_value());
+
+  RequestList tuned;
+  tuned.tuning = Tuning{1 << 20, Algorithm::kRing, 2500};
+  back = decode_request_list(encode(tuned));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  ASSERT_TRUE(back->tuning.has_value());
+  EXPECT_EQ(back->tuning->fusion_threshold, 1u << 20);
+  EXPECT_EQ(back->tuning->algorithm, Algorithm::kRing);
+  EXPECT_EQ(back->tuning->cycle_us, 2500);
 }
 
 TEST(Message, CachedSlotsTravelAsABitVectorWhenDense) {

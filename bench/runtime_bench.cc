@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
         const double a = median(rt);
         const double b = median(cm);
         const std::string f = fused.empty() ? "-" : fmt::format("{:.1f}", median(fu));
-        fmt::print("| {} | {:.1f} | {:.1f} | {:.2f} | {} |\n", c.name, a, b, b / a, f);
+        fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {} |\n", c.name, a, b, b / a, f);
       }
     }
     comm.reset();

@@ -222,7 +222,7 @@ bool Controller::has_outstanding() const { return !pending_.empty() || joined_ |
 bool Controller::collect(RequestList& out) {
   std::vector<Entry> taken = std::move(spare_queue_);
   taken.clear();
-  // Read only once something was taken: an idle pass (a driving thread's spin) reads no clock.
+  // Read only once something was taken and more may follow.
   std::optional<Clock::time_point> first;
   while (true) {
     {
@@ -245,7 +245,9 @@ bool Controller::collect(RequestList& out) {
         shutting_down_ = true;
       }
     }
-    if (taken.empty()) break;
+    // A thread waiting on a handle submits nothing more before its wait ends: no burst to wait
+    // for, and no clock to read (a lone tensor's driving thread).
+    if (taken.empty() || detail::waiting_threads.load(std::memory_order_acquire) != 0) break;
     if (!first) {
       first = Clock::now();
     } else if (Clock::now() - *first >= settings_.cycle) {
@@ -478,12 +480,15 @@ void Controller::apply(const Tuning& tuning) {
 }
 
 Status Controller::run_responses(const ResponseList& list) {
+  // Vectors kept between calls: a lone tensor's response allocates nothing here.
+  std::vector<Entry*>& entries = run_entries_;
+  // This rank's entries leave pending_ as whole nodes: no Entry is moved or copied.
+  std::vector<decltype(pending_)::node_type>& mine = run_nodes_;
   for (const Response& resp : list.responses) {
-    std::vector<Entry*> entries;
+    entries.clear();
     entries.reserve(resp.tensors.size());
-    // This rank's entries leave pending_ as whole nodes: no Entry is moved or copied.
-    std::vector<decltype(pending_)::node_type> mine;
-    mine.reserve(resp.tensors.size());
+    mine.clear();
+    mine.reserve(resp.tensors.size());  // &mine.back() stays valid below
     const bool joined =
         std::find(resp.joined.begin(), resp.joined.end(), rank_) != resp.joined.end();
     for (const Request& t : resp.tensors) {

@@ -227,6 +227,8 @@ class Controller {
   // The thread's own state, guarded by the gate's mutex (whoever runs a pass).
   std::unordered_map<std::string, Entry> pending_;  // sent, waiting for a response
   std::vector<std::unordered_map<std::string, Entry>::node_type> spare_entries_;
+  std::vector<Entry*> run_entries_;  // run_responses()'s, kept for their capacity
+  std::vector<std::unordered_map<std::string, Entry>::node_type> run_nodes_;
   struct HeaderRecv {
     RequestId id = 0;
     ControlFrame frame;

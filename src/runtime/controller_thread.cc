@@ -125,6 +125,10 @@ void Controller::loop() {
   }
   for (auto& [name, e] : pending_) e.handle->finish_part(why);
   pending_.clear();
+  // Entries a failed response list had taken out of pending_ before it stopped.
+  for (auto& node : run_nodes_)
+    if (!node.empty() && node.mapped().handle != nullptr) node.mapped().handle->finish_part(why);
+  run_nodes_.clear();
   if (join != nullptr) join->finish_part(why);
 }
 

@@ -25,6 +25,10 @@ constexpr std::uint64_t kHeartbeat = ~std::uint64_t{0};
 constexpr std::chrono::milliseconds kLivenessCheck{50};
 constexpr std::chrono::milliseconds kMinHeartbeat{50};
 constexpr std::chrono::milliseconds kMaxHeartbeat{1000};
+// How long a rank with nothing outstanding waits before it answers a round its peers began
+// with an empty contribution: ranks that submit the same tensors a little apart then meet in
+// one round instead of two (an empty answer, then a round of its own).
+constexpr std::chrono::milliseconds kIdleAnswer{1};
 // At most this many finished nodes of each kind are kept for reuse.
 constexpr std::size_t kMaxSpareNodes = 4096;
 
@@ -296,24 +300,27 @@ bool Controller::collect(RequestList& out) {
   return any || out.join || out.shutdown;
 }
 
-Status Controller::send_message(int peer, std::string_view payload) {
+Status Controller::send_to_peers(std::string_view payload) {
   Transport& t = control_->transport();
   const std::size_t inline_bytes = std::min(payload.size(), kFrameInline);
   ControlFrame frame;
   frame.length = payload.size();
   std::memcpy(frame.bytes.data(), payload.data(), inline_bytes);
-  RequestId ids[2] = {0, 0};
-  std::size_t n = 1;
-  if (inline_bytes == payload.size()) {
-    HOOP_ASSIGN_OR_RETURN(ids[0], t.send(peer, &frame, sizeof(frame)));
-  } else {
-    HOOP_ASSIGN_OR_RETURN(ids[0], t.send_more(peer, &frame, sizeof(frame)));
-    HOOP_ASSIGN_OR_RETURN(
-        ids[1], t.send(peer, payload.data() + inline_bytes, payload.size() - inline_bytes));
-    n = 2;
+  // Every send is posted before any is waited for: the peers read theirs meanwhile.
+  std::vector<RequestId>& ids = send_ids_;
+  ids.clear();
+  const auto now = coarse_now();
+  for (int peer : peers_) {
+    if (inline_bytes == payload.size()) {
+      HOOP_ASSIGN_OR_RETURN(ids.emplace_back(), t.send(peer, &frame, sizeof(frame)));
+    } else {
+      HOOP_ASSIGN_OR_RETURN(ids.emplace_back(), t.send_more(peer, &frame, sizeof(frame)));
+      HOOP_ASSIGN_OR_RETURN(ids.emplace_back(), t.send(peer, payload.data() + inline_bytes,
+                                                       payload.size() - inline_bytes));
+    }
+    last_sent_[static_cast<std::size_t>(peer)] = now;
   }
-  last_sent_[static_cast<std::size_t>(peer)] = coarse_now();
-  return t.wait(std::span<const RequestId>(ids, n), coarse_now() + control_->timeout());
+  return t.wait(ids, now + control_->timeout());
 }
 
 Status Controller::post_header_recv(int peer) {
@@ -368,7 +375,7 @@ Result<bool> Controller::poll_messages() {
       return protocol_error(fmt::format(
           "runtime: rank {} sent a third round of negotiation while rank {} was in the first", peer,
           rank_));
-    held.push_back(Held{std::move(list), now});
+    held.push_back(Held{std::move(list), Clock::now()});
   }
   return moved;
 }
@@ -383,9 +390,7 @@ Result<bool> Controller::advance() {
         mine.tuning = next_tuning_;
         next_tuning_.reset();
       }
-      const bool begun =
-          std::any_of(held_.begin(), held_.end(), [](const auto& h) { return !h.empty(); });
-      if (!fresh && !mine.tuning && !begun) break;
+      if (!fresh && !mine.tuning && !answer_due()) break;
       HOOP_RETURN_IF_ERROR(contribute(std::move(mine)));
       moved = true;
     }
@@ -397,13 +402,24 @@ Result<bool> Controller::advance() {
   return moved;
 }
 
+bool Controller::answer_due() const {
+  auto oldest = Clock::time_point::max();
+  for (const auto& held : held_) {
+    if (held.empty()) continue;
+    if (held.front().list.shutdown) return true;
+    oldest = std::min(oldest, held.front().at);
+  }
+  if (oldest == Clock::time_point::max()) return false;
+  return has_outstanding() || Clock::now() - oldest >= kIdleAnswer;
+}
+
 Status Controller::contribute(RequestList mine) {
   // The peers' coordinators see the slots in the order they decode them, which for a bit
   // vector is ascending: this rank's must count them in the same order.
   std::sort(mine.cached.begin(), mine.cached.end());
   if (size_ > 1) {
     const std::string payload = encode(mine);
-    for (int peer : peers_) HOOP_RETURN_IF_ERROR(send_message(peer, payload));
+    HOOP_RETURN_IF_ERROR(send_to_peers(payload));
   }
   mine_ = std::move(mine);
   sent_ = true;
@@ -434,8 +450,7 @@ Status Controller::finish_round() {
 Status Controller::say_goodbye() {
   // An empty message completes the receive each peer keeps posted for this rank, so that no
   // rank closes its transport with a request still pending (which would abort).
-  for (int peer : peers_) HOOP_RETURN_IF_ERROR(send_message(peer, std::string()));
-  return Status::success();
+  return send_to_peers("");
 }
 
 Status Controller::collect_goodbyes() {

@@ -4,7 +4,8 @@
 //
 // Negotiation in rounds: a rank that has something new (tensors, a join, a shutdown) sends it
 // to every other rank as its contribution to the next round, and a rank that receives a
-// round's first contribution answers with its own, empty where it has nothing new. Once a rank
+// round's first contribution answers with its own, empty where it has nothing new (a rank
+// with nothing outstanding waits a millisecond first: it may be about to submit). Once a rank
 // holds every rank's contribution to a round it feeds them, in rank order, to its own
 // Coordinator, and runs what that makes ready. Every rank's coordinator sees the same lists
 // in the same order, so all of them make the same responses in the same order, with no rank
@@ -133,12 +134,16 @@ class Controller {
   Pass run_pass();
   /// Takes queued work into a message (batching bursts); false when there was none.
   bool collect(RequestList& out);
-  Status send_message(int peer, std::string_view payload);
+  /// Sends one control message to every peer.
+  Status send_to_peers(std::string_view payload);
   /// Reads every complete message: peers' contributions are held for their round.
   Result<bool> poll_messages();
   /// Contributes to the round when this rank has something new or a peer has begun it, and
   /// completes rounds while every contribution is at hand. True if anything moved.
   Result<bool> advance();
+  /// Whether this rank answers the round its peers began: at once when it waits for work of
+  /// its own or a peer shuts down, else once the round is kIdleAnswer old.
+  bool answer_due() const;
   /// Sends this rank's contribution to the current round to every peer.
   Status contribute(RequestList mine);
   /// Feeds the round's contributions to the coordinator in rank order and runs what is ready.
@@ -228,6 +233,7 @@ class Controller {
   std::unordered_map<std::string, Entry> pending_;  // sent, waiting for a response
   std::vector<std::unordered_map<std::string, Entry>::node_type> spare_entries_;
   std::vector<Entry*> run_entries_;  // run_responses()'s, kept for their capacity
+  std::vector<RequestId> send_ids_;  // send_to_peers()'s
   std::vector<std::unordered_map<std::string, Entry>::node_type> run_nodes_;
   struct HeaderRecv {
     RequestId id = 0;
@@ -242,7 +248,7 @@ class Controller {
   RequestList mine_;
   struct Held {
     RequestList list;
-    Clock::time_point at;  // when it arrived: the coordinator's stall clock
+    Clock::time_point at;  // when it arrived (the coordinator's stall clock)
   };
   std::vector<std::deque<Held>> held_;
   std::vector<bool> goodbye_;  // by peer: its last message (after a shutdown) has arrived

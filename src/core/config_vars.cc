@@ -295,7 +295,7 @@ constexpr Var kVars[] = {
      kBytes,
      "128M",
      "Runtime: largest fusion buffer; ready tensors of one dtype, op and scale are packed into "
-     "it and reduced as one (0 turns fusion off).",
+     "it and reduced as one (0 turns fusion off). Rank 0's value holds for every rank.",
      {},
      0,
      kTiB},

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "tests/core/closed_port.h"
 #include "tests/launch/hooprun_harness.h"
 
 namespace hoop::launch::testing {
@@ -77,7 +78,29 @@ class Sshd {
     }
     const std::optional<std::string> public_key = read_file(key() + ".pub");
     write_file(dir_.file("authorized_keys"), public_key.value_or(""), 0600);
-    port_ = free_port();
+    // sshd binds a port found free a moment before; another process may take it meanwhile,
+    // and sshd then exits: a few tries on fresh ports.
+    for (int attempt = 0; attempt < 3; ++attempt)
+      if (start(free_port())) return;
+  }
+
+  ~Sshd() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+  }
+
+  const std::string& skip() const { return skip_; }
+  const std::string& failure() const { return failure_; }
+  int port() const { return port_; }
+  std::string key() const { return dir_.file("user_key"); }
+
+ private:
+  /// Starts sshd on `port`; false (with failure_ saying why) if it does not come up.
+  bool start(int port) {
+    port_ = port;
     write_file(dir_.file("sshd_config"),
                "Port " + std::to_string(port_) + "\nListenAddress " + kHost + "\nHostKey " +
                    dir_.file("host_key") + "\nAuthorizedKeysFile " + dir_.file("authorized_keys") +
@@ -102,25 +125,17 @@ class Sshd {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    if (pid_ < 0 || !accepts_connections(port_)) {
-      failure_ = "sshd did not start: " + read_file(log).value_or("");
-    }
-  }
-
-  ~Sshd() {
+    if (pid_ > 0 && accepts_connections(port_)) return true;
+    failure_ = "sshd did not start: " + read_file(log).value_or("");
     if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
+      ::kill(pid_, SIGKILL);
       int status = 0;
       ::waitpid(pid_, &status, 0);
+      pid_ = -1;
     }
+    return false;
   }
 
-  const std::string& skip() const { return skip_; }
-  const std::string& failure() const { return failure_; }
-  int port() const { return port_; }
-  std::string key() const { return dir_.file("user_key"); }
-
- private:
   TempDir dir_;
   std::string skip_;
   std::string failure_;
@@ -226,7 +241,9 @@ TEST_F(HooprunSshTest, ARemoteFailureIsReportedWithTheEndOfItsStderrAndEndsTheOt
 
 TEST_F(HooprunSshTest, AnUnreachableHostFailsThePreflightBeforeAnyRankStarts) {
   TempDir dir;
-  const int port = free_port();
+  // Held for the test's length: a port only found free could be taken meanwhile.
+  const hoop::testing::ClosedPort closed = hoop::testing::closed_port(kHost);
+  const int port = closed.port;
   const RunResult r =
       run_hooprun(job(2, {"/bin/sh", "-c", "touch '" + dir.path() + "/started'"}, port));
   ASSERT_FALSE(r.timed_out) << r.err;

@@ -16,8 +16,8 @@
 // Waking: the thread sleeps in its control transport's poll(), which returns as soon as a
 // message arrives or a submission calls wake(). After anything moved it keeps polling for
 // HOOP_SPIN_US, yielding the core between polls, since the next message usually follows
-// closely. A rank without outstanding work answers a round at its next cycle: nothing it has
-// not submitted can run before then anyway.
+// closely. A rank without outstanding work answers a round that is a millisecond old at its
+// next cycle: nothing it has not submitted can run before then anyway.
 //
 // Liveness: the threads of a set say they are alive over the control connections (a
 // message, or a heartbeat frame, at least every heartbeat interval; a collective that

@@ -52,7 +52,16 @@ def free_port():
 
 
 def run_case(case):
-    port = free_port()
+    # The port is free when chosen and bound by rank 0's store a moment later; a process that
+    # takes it in between fails the store's listen, and the case runs again on a fresh port.
+    for _ in range(3):
+        outs = run_once(case, free_port())
+        if not any("address already in use" in out.lower() for out in outs):
+            break
+    return outs
+
+
+def run_once(case, port):
     procs = []
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",

@@ -63,9 +63,10 @@ struct Tuning {
 /// One rank's contribution to a round of its process set's negotiation, sent to every other
 /// rank of the set.
 struct RequestList {
-  /// Tensors submitted since the last message and not in the response cache.
+  /// Tensors submitted since its last contribution and not in the response cache.
   std::vector<Request> requests;
-  /// Response-cache slots of tensors submitted since the last message.
+  /// Response-cache slots of tensors submitted since its last contribution, ascending (the order
+  /// every rank's coordinator counts them in: the bit-vector encoding keeps no other).
   std::vector<std::uint32_t> cached;
   bool join = false;      // this rank has joined
   bool shutdown = false;  // this rank is shutting down

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -193,6 +194,22 @@ Status divide(void* buf, std::size_t count, DataType dtype, std::int64_t divisor
   const KernelTable* table = active_table().load(std::memory_order_relaxed);
   table->dtype[static_cast<std::size_t>(dtype)].divide(static_cast<std::byte*>(buf), count,
                                                        divisor);
+  return Status::success();
+}
+
+Status reduce_in_rank_order(void* dst, std::span<const std::byte* const> inputs, std::size_t count,
+                            DataType dtype, ReduceOp op, std::size_t offset) {
+  if (inputs.empty()) return invalid_argument("reduce_in_rank_order: no inputs");
+  if (inputs.size() == 1) {
+    const std::byte* only = inputs[0] + offset;
+    if (dst != only && count > 0) std::memmove(dst, only, count * dtype_size(dtype));
+    return Status::success();
+  }
+  HOOP_RETURN_IF_ERROR(reduce(dst, inputs[0] + offset, inputs[1] + offset, count, dtype, op));
+  for (std::size_t r = 2; r < inputs.size(); ++r)
+    HOOP_RETURN_IF_ERROR(reduce_into(dst, inputs[r] + offset, count, dtype, op));
+  if (op == ReduceOp::kAvg)
+    return divide(dst, count, dtype, static_cast<std::int64_t>(inputs.size()));
   return Status::success();
 }
 

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "hoop/core.h"
@@ -39,6 +40,13 @@ Status reduce(void* dst, const void* a, const void* b, std::size_t count, DataTy
 /// bf16 through f32, rounded back to nearest even); integers divide truncating toward zero.
 /// A divisor below 1 is invalid_argument.
 Status divide(void* buf, std::size_t count, DataType dtype, std::int64_t divisor);
+
+/// dst = op over `inputs` (one per rank, `count` elements each, read from `offset` bytes into
+/// each) in rank order, op(op(in[0], in[1]), in[2])..., divided by inputs.size() for kAvg: every
+/// rank that combines the same inputs gets the same bits, whatever path carried them. One input
+/// is copied; none is invalid_argument. dst may be one of the inputs only where it is in[0].
+Status reduce_in_rank_order(void* dst, std::span<const std::byte* const> inputs, std::size_t count,
+                            DataType dtype, ReduceOp op, std::size_t offset = 0);
 
 /// Instruction-set variants of the kernels; every variant computes bit-identical results.
 enum class ReduceIsa : std::uint8_t {

@@ -269,20 +269,24 @@ bool Controller::collect(RequestList& out) {
     timeline_.begin(e.request.name, "NEGOTIATE");
     // Rank 0 names cached tensors by slot too: its coordinator then counts them on the fast
     // path without copying their descriptions.
-    if (auto slot = cache_.find(e.request)) {
+    const std::optional<std::uint32_t> slot = cache_.find(e.request);
+    if (slot) {
       out.cached.push_back(*slot);
     } else {
       out.requests.push_back(e.request);
     }
+    const bool carry = slot && carried_in_negotiation(e.request);
     auto node = take_spare(spare_entries_);
+    Entry* kept = nullptr;
     if (node.empty()) {
       std::string name = e.request.name;
-      pending_.emplace(std::move(name), std::move(e));
+      kept = &pending_.emplace(std::move(name), std::move(e)).first->second;
     } else {
       node.key() = e.request.name;
       node.mapped() = std::move(e);
-      pending_.insert(std::move(node));
+      kept = &pending_.insert(std::move(node)).position->second;
     }
+    if (carry) carry_.emplace_back(*slot, kept);
   }
   const bool any = !taken.empty();
   taken.clear();

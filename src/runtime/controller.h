@@ -148,6 +148,8 @@ class Controller {
   bool answer_due() const;
   /// Sends this rank's contribution to the current round to every peer.
   Status contribute(RequestList mine);
+  /// Puts the inputs of the list's small cached allreduces (carry_) into it, where they fit.
+  Status carry_inputs(RequestList& mine);
   /// Feeds the round's contributions to the coordinator in rank order and runs what is ready.
   Status finish_round();
   Status post_header_recv(int peer);
@@ -235,6 +237,9 @@ class Controller {
   std::unordered_map<std::string, Entry> pending_;  // sent, waiting for a response
   std::vector<std::unordered_map<std::string, Entry>::node_type> spare_entries_;
   std::vector<Entry*> run_entries_;  // run_responses()'s, kept for their capacity
+  // The collected list's cached tensors whose inputs may go with it (carried_in_negotiation),
+  // by slot; their entries are in pending_.
+  std::vector<std::pair<std::uint32_t, const Entry*>> carry_;
   std::vector<RequestId> send_ids_;  // send_to_peers()'s
   std::vector<std::unordered_map<std::string, Entry>::node_type> run_nodes_;
   struct HeaderRecv {

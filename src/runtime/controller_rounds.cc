@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/coarse_clock.h"
+#include "core/scale.h"
 #include "runtime/controller.h"
 
 namespace hoop::runtime {
@@ -142,6 +143,7 @@ Status Controller::contribute(RequestList mine) {
   // The peers' coordinators see the slots in the order they decode them, which for a bit
   // vector is ascending: this rank's must count them in the same order.
   std::sort(mine.cached.begin(), mine.cached.end());
+  HOOP_RETURN_IF_ERROR(carry_inputs(mine));
   if (size_ > 1) {
     const std::string payload = encode(mine);
     HOOP_RETURN_IF_ERROR(send_to_peers(payload));
@@ -149,6 +151,26 @@ Status Controller::contribute(RequestList mine) {
   mine_ = std::move(mine);
   sent_ = true;
   return Status::success();
+}
+
+Status Controller::carry_inputs(RequestList& mine) {
+  if (carry_.empty()) return Status::success();
+  // In the order of `cached`, the order every coordinator takes them in.
+  std::sort(carry_.begin(), carry_.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  CarryBudget budget;
+  Status s;
+  for (const auto& [slot, e] : carry_) {
+    const Request& r = e->request;
+    const std::size_t at = budget.used();
+    if (!budget.take(r)) continue;
+    mine.carries = true;
+    mine.carried.resize(budget.used());
+    s = scale_copy(mine.carried.data() + at, e->input.data, r.count(), r.dtype, r.prescale);
+    if (!s.ok()) break;
+  }
+  carry_.clear();
+  return s;
 }
 
 Status Controller::finish_round() {

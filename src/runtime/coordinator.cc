@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <optional>
 
@@ -56,13 +57,21 @@ Status Coordinator::add(int rank, const RequestList& list, Clock::time_point now
   if (joined_.empty()) {
     joined_.assign(static_cast<std::size_t>(size_), false);
   }
+  HOOP_RETURN_IF_ERROR(check_carried(rank, list));
+  const char* carried = list.carried.data();
+  CarryBudget budget;
   for (std::uint32_t slot : list.cached) {
     const Request* r = cache_.at(slot);
     if (r == nullptr)
       return protocol_error(
           fmt::format("runtime: rank {} named response-cache slot {}, which is empty", rank, slot));
+    const char* input = nullptr;
+    if (list.carries && budget.take(*r)) {
+      input = carried;
+      carried += r->count() * dtype_size(r->dtype);
+    }
     if (fast_path_open(*r)) {
-      HOOP_RETURN_IF_ERROR(add_slot(rank, slot, now));
+      HOOP_RETURN_IF_ERROR(add_slot(rank, slot, now, input));
       continue;
     }
     if (auto it = pending_.find(r->name); it != pending_.end() && it->second.by_rank[rank])
@@ -105,11 +114,27 @@ Status Coordinator::add(int rank, const RequestList& list, Clock::time_point now
   return Status::success();
 }
 
+Status Coordinator::check_carried(int rank, const RequestList& list) const {
+  CarryBudget budget;
+  for (std::uint32_t slot : list.cached) {
+    if (!list.carries) break;
+    const Request* r = cache_.at(slot);
+    if (r != nullptr) budget.take(*r);
+  }
+  const std::size_t want = budget.used();
+  if (list.carried.size() != want)
+    return protocol_error(fmt::format(
+        "runtime: rank {} sent {} bytes of small tensors' inputs where its list calls for {}", rank,
+        list.carried.size(), want));
+  return Status::success();
+}
+
 bool Coordinator::fast_path_open(const Request& r) const {
   return joined_count_ == 0 && r.group_size <= 1 && !pending_.contains(r.name);
 }
 
-Status Coordinator::add_slot(int rank, std::uint32_t slot, Clock::time_point now) {
+Status Coordinator::add_slot(int rank, std::uint32_t slot, Clock::time_point now,
+                             const char* input) {
   if (slot >= slots_.size()) slots_.resize(static_cast<std::size_t>(slot) + 1);
   SlotWait& w = slots_[slot];
   if (w.by_rank.empty()) w.by_rank.assign(static_cast<std::size_t>(size_), false);
@@ -119,13 +144,26 @@ Status Coordinator::add_slot(int rank, std::uint32_t slot, Clock::time_point now
                     cache_.at(slot)->name));
   if (w.count == 0) {
     w.first_seen = w.last_report = now;
+    w.carried = 0;
     ++waiting_slots_;
   }
   w.by_rank[rank] = true;
   ++fast_path_tensors_;
+  if (input != nullptr) {
+    const Request& r = *cache_.at(slot);
+    const std::size_t bytes = r.count() * dtype_size(r.dtype);
+    w.inputs.resize(bytes * static_cast<std::size_t>(size_));
+    std::memcpy(w.inputs.data() + bytes * static_cast<std::size_t>(rank), input, bytes);
+    ++w.carried;
+  }
   if (++w.count < size_) return Status::success();
   // Every rank sent the same slot, so they agree on every field: nothing to validate.
-  ready_.push_back(Ready{slot, Response()});
+  if (w.carried == size_) {
+    ready_.push_back(Ready{slot, Response(), true, std::move(w.inputs)});
+    w.inputs.clear();
+  } else {
+    ready_.push_back(Ready{slot, Response()});
+  }
   w.by_rank.assign(w.by_rank.size(), false);
   w.count = 0;
   --waiting_slots_;
@@ -303,6 +341,15 @@ ResponseList Coordinator::take_ready() {
       r.slots.push_back(ready.slot);
       return r;
     };
+    if (ready.carried) {
+      // Reduced by every rank from the inputs at hand: nothing to fuse it with.
+      Response r = alone();
+      r.carried = true;
+      r.inputs = std::move(ready.inputs);
+      out.responses.push_back(std::move(r));
+      ++carried_responses_;
+      continue;
+    }
     const std::size_t b = t.count() * dtype_size(t.dtype);
     // Adasum's coefficients come from each tensor's own dot product and norms: never fused.
     if (type != OpType::kAllreduce || (!slotted && !ready.response.error.empty()) ||

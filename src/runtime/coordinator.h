@@ -56,6 +56,8 @@ class Coordinator {
   bool stalled_longer_than(Clock::time_point now, std::chrono::milliseconds after) const;
   /// How many cached tensors have been counted on the fast path (for tests).
   std::uint64_t fast_path_tensors() const { return fast_path_tensors_; }
+  /// How many responses carry their inputs (for tests).
+  std::uint64_t carried_responses() const { return carried_responses_; }
 
  private:
   struct Pending {
@@ -65,16 +67,22 @@ class Coordinator {
     Clock::time_point last_report;
   };
 
-  /// A cached tensor waiting on the fast path: which ranks have it ready.
+  /// A cached tensor waiting on the fast path: which ranks have it ready, and the inputs that
+  /// came with their lists (RequestList::carried), rank-major.
   struct SlotWait {
     std::vector<bool> by_rank;
     int count = 0;  // 0: not waiting
+    int carried = 0;  // ranks whose input is in `inputs`
+    std::string inputs;
     Clock::time_point first_seen;
     Clock::time_point last_report;
   };
 
-  /// Counts `rank`'s readiness of cache slot `slot` (fast path).
-  Status add_slot(int rank, std::uint32_t slot, Clock::time_point now);
+  /// Counts `rank`'s readiness of cache slot `slot` (fast path), with its input where its list
+  /// carried it (else null).
+  Status add_slot(int rank, std::uint32_t slot, Clock::time_point now, const char* input = nullptr);
+  /// protocol_error unless `list.carried` holds exactly the inputs its cached slots call for.
+  Status check_carried(int rank, const RequestList& list) const;
   /// Whether tensor `r` (described by a rank, or by the cache for a slot) may take the fast
   /// path: nobody has it in the full table, it is not part of a group and no rank has joined.
   bool fast_path_open(const Request& r) const;
@@ -101,14 +109,19 @@ class Coordinator {
   std::vector<SlotWait> slots_;  // by cache slot, grown on demand
   int waiting_slots_ = 0;        // slots_ entries with count > 0
   std::uint64_t fast_path_tensors_ = 0;
+  std::uint64_t carried_responses_ = 0;
   std::vector<std::string> arrival_;                     // pending names in the order first seen
   std::map<std::string, std::vector<Response>> groups_;  // ready members of incomplete groups
   /// A unit of work that is ready: a cached tensor every rank named by its slot (taken from
   /// the cache only when the responses are made, so that it costs no copy before), or a
   /// response of the full table.
   struct Ready {
+    Ready(std::uint32_t s, Response r, bool c = false, std::string in = {})
+        : slot(s), response(std::move(r)), carried(c), inputs(std::move(in)) {}
     std::uint32_t slot = kNoSlot;
     Response response;  // slot == kNoSlot
+    bool carried = false;  // a slot whose every rank's input came with the lists
+    std::string inputs;
   };
   std::deque<Ready> ready_;
   std::vector<bool> joined_;

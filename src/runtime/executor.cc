@@ -6,6 +6,9 @@
 #include <cstring>
 #include <string>
 
+#include "core/reduce.h"
+#include "core/scale.h"
+
 namespace hoop::runtime {
 namespace {
 
@@ -39,8 +42,11 @@ void Executor::begin(const Response& resp, const char* phase) {
       {"bytes", std::to_string(total)},
       {"tensors", std::to_string(resp.tensors.size())},
       {"transport", std::string(comm_.transport().name())}};
-  if (resp.type == OpType::kAllreduce)
+  if (resp.carried) {
+    args.emplace_back("algorithm", "carried");  // reduced from inputs that came with the round
+  } else if (resp.type == OpType::kAllreduce) {
     args.emplace_back("algorithm", std::string(algorithm_name(allreduce_algorithm(comm_, total))));
+  }
   for (const Request& t : resp.tensors) timeline_.begin(t.name, phase, args);
 }
 
@@ -101,7 +107,29 @@ Status Executor::reduce_in_place(const Request& t, void* buf, std::size_t count,
   return mem.sync(deadline());
 }
 
+Status Executor::reduce_carried(const Response& resp, Entry* e) {
+  const Request& t = resp.tensors.front();
+  const std::size_t bytes = bytes_of(t);
+  const auto n = static_cast<std::size_t>(comm_.size());
+  if (resp.inputs.size() != bytes * n)
+    return internal_error(fmt::format("runtime: tensor '{}' came with {} bytes of inputs, not {}",
+                                      t.name, resp.inputs.size(), bytes * n));
+  // A rank joins only after the slots' fast path has closed: a carried tensor has every entry.
+  if (e == nullptr) return internal_error("runtime: a carried tensor without this rank's entry");
+  carried_.clear();
+  for (std::size_t r = 0; r < n; ++r)
+    carried_.push_back(reinterpret_cast<const std::byte*>(resp.inputs.data()) + r * bytes);
+  begin(resp, "ALLREDUCE");
+  // The inputs were prescaled by their senders; the same rank order as the shared-memory path.
+  Status s = reduce_in_rank_order(e->output.data, carried_, t.count(), t.dtype, t.op);
+  if (s.ok() && t.postscale != 1.0)
+    s = scale_copy(e->output.data, e->output.data, t.count(), t.dtype, t.postscale);
+  end(resp);
+  return s;
+}
+
 Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entries) {
+  if (resp.carried) return reduce_carried(resp, entries.front());
   const Request& first = resp.tensors.front();
   HOOP_ASSIGN_OR_RETURN(Memory mem, memory_for(resp, entries));
   if (resp.tensors.size() == 1 && entries.front() != nullptr) {

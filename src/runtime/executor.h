@@ -62,6 +62,9 @@ class Executor {
 
  private:
   Status allreduce(const Response& resp, const std::vector<Entry*>& entries);
+  /// A carried allreduce (Response::carried): every rank's input is at hand, reduced here into
+  /// this rank's output with no collective.
+  Status reduce_carried(const Response& resp, Entry* e);
   /// A fused host allreduce without fusion copies (allreduce_list): the ranks read each
   /// other's tensors where they lie.
   Status allreduce_where_they_lie(const Response& resp, const std::vector<Entry*>& entries,
@@ -88,6 +91,7 @@ class Executor {
   CopyWorker copier_;
   device::Stream stream_;  // on the device of the last device response
   int last_device_ = kCpuDevice;
+  std::vector<const std::byte*> carried_;  // reduce_carried()'s, kept for its capacity
 };
 
 }  // namespace hoop::runtime

@@ -143,6 +143,11 @@ std::size_t Request::count() const {
   return n;
 }
 
+bool carried_in_negotiation(const Request& r) {
+  return r.type == OpType::kAllreduce && r.device == kCpuDevice && r.op != ReduceOp::kAdasum &&
+         r.group_size <= 1 && r.count() * dtype_size(r.dtype) <= kCarryMaxBytes;
+}
+
 bool same_description(const Request& a, const Request& b, bool skip_first_dim) {
   const bool free_first =
       skip_first_dim && (a.type == OpType::kAllgather || a.type == OpType::kAlltoall);
@@ -176,12 +181,16 @@ std::string encode(const RequestList& list) {
     append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.cached.size()));
     for (std::uint32_t s : list.cached) append_le<std::uint32_t>(out, s);
   }
-  out.push_back(
-      static_cast<char>((list.join ? 1 : 0) | (list.shutdown ? 2 : 0) | (list.tuning ? 4 : 0)));
+  out.push_back(static_cast<char>((list.join ? 1 : 0) | (list.shutdown ? 2 : 0) |
+                                  (list.tuning ? 4 : 0) | (list.carries ? 8 : 0)));
   if (list.tuning) {
     append_le<std::uint64_t>(out, list.tuning->fusion_threshold);
     out.push_back(static_cast<char>(list.tuning->algorithm));
     append_le<std::uint64_t>(out, static_cast<std::uint64_t>(list.tuning->cycle_us));
+  }
+  if (list.carries) {
+    append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.carried.size()));
+    out.append(list.carried);
   }
   return out;
 }
@@ -210,6 +219,11 @@ Result<RequestList> decode_request_list(std::string_view bytes) {
     t.cycle_us = static_cast<std::int64_t>(in.u64("cycle time"));
     list.tuning = t;
   }
+  if ((flags & 8) != 0) {
+    list.carries = true;
+    list.carried = in.raw("carried data", in.u32("carried length"));
+  }
+  if ((flags & ~15) != 0) return protocol_error("runtime: malformed request list (flags)");
   HOOP_RETURN_IF_ERROR(in.finish("request list"));
   return list;
 }

@@ -1,8 +1,9 @@
 // What the runtime's background threads tell each other: each rank's requests (tensors it has
 // ready), in rounds, to every other rank of its process set; and what each rank's coordinator
 // makes of a round, the responses (what to run, in which order), the same on every rank. Only
-// requests travel, as byte strings on the control connections; decoding checks every length,
-// so a corrupt message is an error, never an over-read.
+// request lists travel (with the data of small cached allreduces), as byte strings on the
+// control connections; decoding checks every length, so a corrupt message is an error, never
+// an over-read.
 #pragma once
 
 #include <cstdint>
@@ -72,6 +73,40 @@ struct RequestList {
   bool shutdown = false;  // this rank is shutting down
   /// Rank 0 only: settings that take effect for the tensors of this round on.
   std::optional<Tuning> tuning;
+  /// Whether `carried` holds the inputs (prescaled) of the cached tensors a CarryBudget takes
+  /// walking `cached` in order, in that order.
+  bool carries = false;
+  std::string carried;
+};
+
+/// The largest tensor whose data travels in the negotiation: an allreduce of a small host
+/// tensor is then reduced by each rank from the inputs its round brought, with no collective
+/// after it. Cached tensors only (both sides know the description).
+inline constexpr std::size_t kCarryMaxBytes = 256;
+/// At most this many bytes of inputs go with one list; the small tensors past it run in
+/// collectives as usual.
+inline constexpr std::size_t kCarryMaxListBytes = 4096;
+
+/// Whether a cached tensor described by `r` may travel with its data (kCarryMaxBytes): a host
+/// allreduce of an element-wise op, not part of a group.
+bool carried_in_negotiation(const Request& r);
+
+/// Which of a list's cached tensors carry their inputs: the sender and every receiver walk the
+/// list's cached tensors in order through one of these, so they agree on which do.
+class CarryBudget {
+ public:
+  /// Whether tensor `r`, the next of the list, carries its input; its bytes are then spent.
+  bool take(const Request& r) {
+    if (!carried_in_negotiation(r)) return false;
+    const std::size_t bytes = r.count() * dtype_size(r.dtype);
+    if (used_ + bytes > kCarryMaxListBytes) return false;
+    used_ += bytes;
+    return true;
+  }
+  std::size_t used() const { return used_; }
+
+ private:
+  std::size_t used_ = 0;
 };
 
 /// Response::slots of a tensor that was not named by its response-cache slot.
@@ -97,6 +132,10 @@ struct Response {
   /// Allreduce: the algorithm every rank runs (kAuto: the communicator's choice); the
   /// autotuner sets it.
   Algorithm algorithm = Algorithm::kAuto;
+  /// A lone allreduce whose every rank's input came with the round (carried_in_negotiation):
+  /// `inputs` holds them, rank-major and prescaled, and each rank reduces them itself.
+  bool carried = false;
+  std::string inputs;
 };
 
 /// What every rank runs after a round of negotiation, in order (the same on every rank).

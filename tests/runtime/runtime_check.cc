@@ -26,6 +26,8 @@
 namespace hoop::runtime_check {
 /// runtime_threads_check.cc
 int threads_scenario();
+/// runtime_carried_check.cc
+int carried_scenario();
 }  // namespace hoop::runtime_check
 
 namespace {
@@ -416,6 +418,7 @@ int compare_scenario() {
 
 int scenario(const std::string& name, const std::vector<std::string>& args) {
   if (name == "threads") return hoop::runtime_check::threads_scenario();
+  if (name == "carried") return hoop::runtime_check::carried_scenario();
   if (name == "basic") {
     hoop::init();
     const int n = hoop::size();

@@ -189,6 +189,24 @@ TEST(Runtime, TheTimelineHasEveryPhaseAndParses) {
     EXPECT_TRUE(phases.contains(p)) << p;
 }
 
+class RuntimeCarried : public ::testing::TestWithParam<int> {};
+
+// Small cached allreduces reduced from the inputs that came with their round: every dtype, op
+// and scale against the reference and bit for bit against the collective's result, and the
+// timeline shows them as such.
+TEST_P(RuntimeCarried, SmallAllreducesMatchTheCollectivesBits) {
+  TempDir dir;
+  const std::string path = dir.file("timeline.json");
+  expect_ok(GetParam(), "carried", {}, {"HOOP_TIMELINE=" + path});
+  int carried = 0;
+  for (const auto& e : parse_timeline(path))
+    if (e.value("name", "") == "ALLREDUCE" && e.contains("args") &&
+        e["args"].value("algorithm", "") == "carried")
+      ++carried;
+  EXPECT_GT(carried, 0) << "no ALLREDUCE event of a carried tensor";
+}
+INSTANTIATE_TEST_SUITE_P(Ranks, RuntimeCarried, ::testing::Values(1, 2, 3, 8));
+
 TEST(Runtime, TheTimelineOfAKilledRankStillParses) {
   TempDir dir;
   const RunResult r = run_ranks(3, {"die"}, {"HOOP_TIMELINE=" + dir.file("tl-%r.json")});

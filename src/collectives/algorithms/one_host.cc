@@ -213,18 +213,6 @@ constexpr std::size_t kKeepOwnBytes = 4096;
 // broadcast and scatter: 1.4-1.8x the time; 1 KiB and below: no change).
 constexpr std::size_t kSmallUncrowdedBytes = 1024;
 
-/// `out` = op over the slots `in`, from `offset` bytes into each, in rank order (every rank
-/// that computes it gets the same bits).
-Status reduce_slots(void* out, std::span<const std::byte* const> in, std::size_t count,
-                    DataType dtype, ReduceOp op, std::size_t offset = 0) {
-  HOOP_RETURN_IF_ERROR(reduce(out, in[0] + offset, in[1] + offset, count, dtype, op));
-  for (std::size_t r = 2; r < in.size(); ++r)
-    HOOP_RETURN_IF_ERROR(reduce_into(out, in[r] + offset, count, dtype, op));
-  if (op == ReduceOp::kAvg)
-    return divide(out, count, dtype, static_cast<std::int64_t>(in.size()));
-  return Status::success();
-}
-
 /// A rooted call's part for this rank: the rank that reads every slot (`root_reads`: reduce and
 /// gather) or only the root's (broadcast and scatter), the others giving only, and returning
 /// without waiting for the ranks that read them; through the small slots where the call's
@@ -249,7 +237,7 @@ Status allreduce_in_slots(CommImpl& impl, const AllreduceOptions& o, std::size_t
   const void* input = o.input != nullptr ? o.input : o.output;
   return run_in_slots(impl, fp, input, bytes, what, [&](std::span<const std::byte* const> in) {
     if (bytes == 0) return Status::success();
-    return reduce_slots(o.output, in, o.count, o.dtype, o.op);
+    return reduce_in_rank_order(o.output, in, o.count, o.dtype, o.op);
   });
 }
 
@@ -266,7 +254,7 @@ Status reduce_in_slots(CommImpl& impl, const RootReduceOptions& o, std::size_t b
       impl, fp, o.input, bytes, what,
       [&](std::span<const std::byte* const> in) {
         if (!root || bytes == 0) return Status::success();
-        return reduce_slots(o.output, in, o.count, o.dtype, o.op);
+        return reduce_in_rank_order(o.output, in, o.count, o.dtype, o.op);
       },
       rooted_role(impl, o.root, true, keep_own, bytes));
 }
@@ -351,7 +339,7 @@ Status reduce_scatter_in_slots(CommImpl& impl, const CallFingerprint& fp, const 
                                std::size_t count, FunctionRef<std::string()> what) {
   return run_in_slots(impl, fp, input, bytes, what, [&](std::span<const std::byte* const> in) {
     if (count == 0) return Status::success();
-    return reduce_slots(output, in, count, *fp.dtype, *fp.op, offset);
+    return reduce_in_rank_order(output, in, count, *fp.dtype, *fp.op, offset);
   });
 }
 

@@ -315,7 +315,7 @@ constexpr Var kVars[] = {
      kInt,
      "1024",
      "Runtime: tensors remembered by the response cache (0 turns it off); a cached tensor is "
-     "negotiated with one bit instead of its description.",
+     "negotiated with one bit instead of its description. Rank 0's value holds for every rank.",
      {},
      0,
      1 << 20},

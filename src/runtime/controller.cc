@@ -91,8 +91,11 @@ Result<std::unique_ptr<Controller>> Controller::start(const BootstrapInfo& info,
   HOOP_ASSIGN_OR_RETURN(c->data_, Communicator::create(info, store, data));
   c->executor_ = std::make_unique<Executor>(*c->data_, timeline);
   c->coordinator_ = std::make_unique<Coordinator>(c->size_, settings.fusion_threshold, c->cache_);
-  // Rank 0's settings decide the fusion everywhere, whatever the other ranks' environment says.
-  if (c->rank_ == 0) c->next_tuning_ = Tuning{settings.fusion_threshold, Algorithm::kAuto, -1};
+  // Rank 0's settings decide the fusion and the cache everywhere, whatever the other ranks'
+  // environment says.
+  if (c->rank_ == 0)
+    c->next_tuning_ = Tuning{settings.fusion_threshold, Algorithm::kAuto, -1,
+                             static_cast<std::int64_t>(settings.cache_capacity)};
   if (c->rank_ == 0 && c->size_ > 1 && settings.autotune) {
     auto tuner = Autotuner::create(
         {settings.fusion_threshold, settings.cycle, Algorithm::kAuto}, settings.autotune_options);
@@ -303,11 +306,13 @@ void Controller::autotune(const ResponseList& list) {
   if (bytes == 0) return;
   const std::optional<TunedSettings> next = tuner_->record(bytes, Clock::now());
   if (!next) return;
-  next_tuning_ = Tuning{next->fusion_threshold, next->algorithm, next->cycle.count()};
+  next_tuning_ = Tuning{next->fusion_threshold, next->algorithm, next->cycle.count(), -1};
 }
 
 void Controller::apply(const Tuning& tuning) {
   coordinator_->tune(static_cast<std::size_t>(tuning.fusion_threshold), tuning.algorithm);
+  if (tuning.cache_capacity >= 0)
+    cache_.set_capacity(static_cast<std::size_t>(tuning.cache_capacity));
   if (tuning.cycle_us < 0) return;
   settings_.cycle = std::chrono::microseconds(tuning.cycle_us);
   cycle_us_.store(tuning.cycle_us, std::memory_order_relaxed);

@@ -187,6 +187,7 @@ std::string encode(const RequestList& list) {
     append_le<std::uint64_t>(out, list.tuning->fusion_threshold);
     out.push_back(static_cast<char>(list.tuning->algorithm));
     append_le<std::uint64_t>(out, static_cast<std::uint64_t>(list.tuning->cycle_us));
+    append_le<std::uint64_t>(out, static_cast<std::uint64_t>(list.tuning->cache_capacity));
   }
   if (list.carries) {
     append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.carried.size()));
@@ -217,6 +218,7 @@ Result<RequestList> decode_request_list(std::string_view bytes) {
     t.fusion_threshold = in.u64("fusion threshold");
     t.algorithm = in.enumerated("algorithm", Algorithm::kHierarchical);
     t.cycle_us = static_cast<std::int64_t>(in.u64("cycle time"));
+    t.cache_capacity = static_cast<std::int64_t>(in.u64("cache capacity"));
     list.tuning = t;
   }
   if ((flags & 8) != 0) {

@@ -59,6 +59,10 @@ struct Tuning {
   /// >= 0: the background threads collect for at most this many microseconds from now on
   /// (HOOP_CYCLE_TIME_MS, as the autotuner sets it); -1: unchanged.
   std::int64_t cycle_us = -1;
+  /// >= 0: the response cache's capacity (rank 0's HOOP_CACHE_CAPACITY, in its first
+  /// contribution, which every rank applies before it has cached anything: slots then mean the
+  /// same tensor everywhere); -1: unchanged.
+  std::int64_t cache_capacity = -1;
 };
 
 /// One rank's contribution to a round of its process set's negotiation, sent to every other

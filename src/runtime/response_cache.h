@@ -34,6 +34,9 @@ class ResponseCache {
   /// others' first dimensions may change from step to step).
   void put(const Request& r);
   std::size_t size() const { return slots_.size(); }
+  /// At most `capacity` names from now on (rank 0's, announced before any rank caches a
+  /// tensor); the names held stay.
+  void set_capacity(std::size_t capacity) { capacity_ = capacity; }
 
  private:
   std::size_t capacity_;

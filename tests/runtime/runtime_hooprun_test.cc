@@ -2,6 +2,7 @@
 // scenario (see runtime_check.cc); the tests check what every rank printed.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -114,18 +115,29 @@ INSTANTIATE_TEST_SUITE_P(
                       std::pair{"operation",
                                 "operation: allreduce on ranks 0, 2; broadcast on rank 1"}));
 
-// Every rank's coordinator fuses the same way: by rank 0's settings, which it announces, not
-// by each rank's own environment (ranks fusing differently would call different collectives).
-TEST(Runtime, RankZerosFusionThresholdHoldsOnEveryRank) {
-  const std::string script = std::string("if [ \"$HOOP_RANK\" != 0 ]; then ") +
-                             "export HOOP_FUSION_THRESHOLD=0; fi; exec '" +
-                             HOOP_RUNTIME_CHECK_BIN + "' many 2";
+class RankZerosSetting : public ::testing::TestWithParam<const char*> {};
+
+// Every rank's coordinator fuses and caches the same way: by rank 0's settings, which it
+// announces, not by each rank's own environment (ranks fusing differently would call different
+// collectives, and caches of different sizes would give one tensor different slots).
+TEST_P(RankZerosSetting, HoldsOnEveryRank) {
+  const std::string script = std::string("if [ \"$HOOP_RANK\" != 0 ]; then ") + "export " +
+                             GetParam() + "; fi; exec '" + HOOP_RUNTIME_CHECK_BIN + "' many 2";
   const RunResult r = launch::testing::run_hooprun({"-np", "3", "/bin/sh", "-c", script}, {},
                                                    kDeadline);
   ASSERT_FALSE(r.timed_out) << r.out << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(count_lines_with(r.out, "ok many"), 3) << r.out << r.err;
 }
+INSTANTIATE_TEST_SUITE_P(Runtime, RankZerosSetting,
+                         ::testing::Values("HOOP_FUSION_THRESHOLD=0", "HOOP_CACHE_CAPACITY=10",
+                                           "HOOP_CACHE_CAPACITY=0"),
+                         [](const auto& p) {
+                           std::string name = p.param;
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
 
 TEST(Runtime, ANameSubmittedTwiceIsRefusedAtOnce) {
   const RunResult r = run_ranks(2, {"duplicate"});

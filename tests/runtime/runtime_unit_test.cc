@@ -68,13 +68,14 @@ TEST(Message, ListsRoundTrip) {
   EXPECT_FALSE(back->tuning.has_value());
 
   RequestList tuned;
-  tuned.tuning = Tuning{1 << 20, Algorithm::kRing, 2500};
+  tuned.tuning = Tuning{1 << 20, Algorithm::kRing, 2500, 64};
   back = decode_request_list(encode(tuned));
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   ASSERT_TRUE(back->tuning.has_value());
   EXPECT_EQ(back->tuning->fusion_threshold, 1u << 20);
   EXPECT_EQ(back->tuning->algorithm, Algorithm::kRing);
   EXPECT_EQ(back->tuning->cycle_us, 2500);
+  EXPECT_EQ(back->tuning->cache_capacity, 64);
 }
 
 TEST(Message, CachedSlotsTravelAsABitVectorWhenDense) {

@@ -14,7 +14,7 @@
 namespace hoop::runtime {
 namespace {
 
-const Clock::time_point kT0 = Clock::now();
+const Clock::time_point kStart = Clock::now();
 
 Request small(const std::string& name, std::int64_t floats = 2) {
   Request r;
@@ -93,9 +93,9 @@ TEST(CarriedCoordinator, EveryRanksInputComesInRankOrderWithTheResponse) {
   cache.put(small("a"));
   cache.put(small("b", 1));
   Coordinator c(3, 1 << 20, cache);
-  ASSERT_TRUE(c.add(2, carrying({0, 1}, {20, 21, 22}), kT0).ok());
-  ASSERT_TRUE(c.add(0, carrying({0, 1}, {0, 1, 2}), kT0).ok());
-  ASSERT_TRUE(c.add(1, carrying({0, 1}, {10, 11, 12}), kT0).ok());
+  ASSERT_TRUE(c.add(2, carrying({0, 1}, {20, 21, 22}), kStart).ok());
+  ASSERT_TRUE(c.add(0, carrying({0, 1}, {0, 1, 2}), kStart).ok());
+  ASSERT_TRUE(c.add(1, carrying({0, 1}, {10, 11, 12}), kStart).ok());
   ResponseList l = c.take_ready();
   // Each its own response, unfused: nothing runs in a collective.
   ASSERT_EQ(l.responses.size(), 2u);
@@ -107,7 +107,7 @@ TEST(CarriedCoordinator, EveryRanksInputComesInRankOrderWithTheResponse) {
   EXPECT_EQ(c.carried_responses(), 2u);
   // The next step again.
   for (int r = 0; r < 3; ++r)
-    ASSERT_TRUE(c.add(r, carrying({1}, {static_cast<float>(r)}), kT0).ok());
+    ASSERT_TRUE(c.add(r, carrying({1}, {static_cast<float>(r)}), kStart).ok());
   l = c.take_ready();
   ASSERT_EQ(l.responses.size(), 1u);
   EXPECT_EQ(floats_of(l.responses[0].inputs), (std::vector<float>{0, 1, 2}));
@@ -118,14 +118,14 @@ TEST(CarriedCoordinator, ARankWithoutItsInputSendsTheTensorToACollective) {
   cache.put(small("a"));
   cache.put(small("b"));
   Coordinator c(2, 1 << 20, cache);
-  ASSERT_TRUE(c.add(0, carrying({0, 1}, {1, 2, 3, 4}), kT0).ok());
+  ASSERT_TRUE(c.add(0, carrying({0, 1}, {1, 2, 3, 4}), kStart).ok());
   RequestList bare;
   bare.cached = {0};
-  ASSERT_TRUE(c.add(1, bare, kT0).ok());
+  ASSERT_TRUE(c.add(1, bare, kStart).ok());
   // A rank whose cache had not caught up describes the tensor in full, with no input.
   RequestList described;
   described.requests = {small("b")};
-  ASSERT_TRUE(c.add(1, described, kT0).ok());
+  ASSERT_TRUE(c.add(1, described, kStart).ok());
   ResponseList l = c.take_ready();
   ASSERT_EQ(l.responses.size(), 1u);  // fused, as any two allreduces of a kind
   EXPECT_FALSE(l.responses[0].carried);
@@ -138,11 +138,11 @@ TEST(CarriedCoordinator, AJoinDropsTheInputsOfWaitingSlots) {
   ResponseCache cache(8);
   cache.put(small("a"));
   Coordinator c(3, 1 << 20, cache);
-  ASSERT_TRUE(c.add(0, carrying({0}, {1, 2}), kT0).ok());
+  ASSERT_TRUE(c.add(0, carrying({0}, {1, 2}), kStart).ok());
   RequestList join;
   join.join = true;
-  ASSERT_TRUE(c.add(2, join, kT0).ok());
-  ASSERT_TRUE(c.add(1, carrying({0}, {3, 4}), kT0).ok());
+  ASSERT_TRUE(c.add(2, join, kStart).ok());
+  ASSERT_TRUE(c.add(1, carrying({0}, {3, 4}), kStart).ok());
   ResponseList l = c.take_ready();
   ASSERT_EQ(l.responses.size(), 1u);
   EXPECT_FALSE(l.responses[0].carried);
@@ -153,7 +153,7 @@ TEST(CarriedCoordinator, InputsOfTheWrongLengthAreAProtocolErrorNamingTheRank) {
   ResponseCache cache(8);
   cache.put(small("a"));
   Coordinator c(2, 1 << 20, cache);
-  Status s = c.add(1, carrying({0}, {1, 2, 3}), kT0);
+  Status s = c.add(1, carrying({0}, {1, 2, 3}), kStart);
   EXPECT_EQ(s.code(), StatusCode::kProtocolError);
   EXPECT_NE(s.message().find("rank 1 sent 12 bytes of small tensors' inputs where its list calls "
                              "for 8"),
@@ -161,7 +161,7 @@ TEST(CarriedCoordinator, InputsOfTheWrongLengthAreAProtocolErrorNamingTheRank) {
       << s.message();
   RequestList stray;
   stray.carried = "xx";  // inputs without the flag
-  EXPECT_EQ(c.add(0, stray, kT0).code(), StatusCode::kProtocolError);
+  EXPECT_EQ(c.add(0, stray, kStart).code(), StatusCode::kProtocolError);
 }
 
 }  // namespace

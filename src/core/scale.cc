@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -12,33 +13,44 @@
 namespace hoop {
 namespace {
 
+// Elements are read and written through memcpy: the buffers need no alignment (a tensor may
+// lie at any byte in a packed buffer, as small inputs do in a negotiation message), and the
+// copies compile to plain loads and stores.
+template <typename T>
+T load(const void* p, std::size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const std::byte*>(p) + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+template <typename T>
+void store(void* p, std::size_t i, T v) {
+  std::memcpy(static_cast<std::byte*>(p) + i * sizeof(T), &v, sizeof(T));
+}
+
 template <typename T>
 void scale_as(void* dst, const void* src, std::size_t count, T factor) {
-  auto* d = static_cast<T*>(dst);
-  const auto* s = static_cast<const T*>(src);
-  for (std::size_t i = 0; i < count; ++i) d[i] = s[i] * factor;
+  for (std::size_t i = 0; i < count; ++i) store<T>(dst, i, load<T>(src, i) * factor);
 }
 
 template <float (*Widen)(std::uint16_t), std::uint16_t (*Narrow)(float)>
 void scale_16(void* dst, const void* src, std::size_t count, float factor) {
-  auto* d = static_cast<std::uint16_t*>(dst);
-  const auto* s = static_cast<const std::uint16_t*>(src);
-  for (std::size_t i = 0; i < count; ++i) d[i] = Narrow(Widen(s[i]) * factor);
+  for (std::size_t i = 0; i < count; ++i)
+    store<std::uint16_t>(dst, i, Narrow(Widen(load<std::uint16_t>(src, i)) * factor));
 }
 
 /// An integer scaled as Horovod scales one: in float64, then back, truncated toward zero and
 /// held within the type's range (a plain cast of an out-of-range double is undefined).
 template <typename T>
 void scale_int(void* dst, const void* src, std::size_t count, double factor) {
-  auto* d = static_cast<T*>(dst);
-  const auto* s = static_cast<const T*>(src);
   constexpr double lo = static_cast<double>(std::numeric_limits<T>::min());
   constexpr double hi = static_cast<double>(std::numeric_limits<T>::max());
   for (std::size_t i = 0; i < count; ++i) {
-    const double v = std::trunc(static_cast<double>(s[i]) * factor);
-    d[i] = v <= lo ? std::numeric_limits<T>::min()
-           : v >= hi ? std::numeric_limits<T>::max()
-                     : static_cast<T>(v);
+    const double v = std::trunc(static_cast<double>(load<T>(src, i)) * factor);
+    store<T>(dst, i,
+             v <= lo   ? std::numeric_limits<T>::min()
+             : v >= hi ? std::numeric_limits<T>::max()
+                       : static_cast<T>(v));
   }
 }
 

@@ -3,14 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/scale.h"
 #include "hoop/hoop.h"
 #include "runtime/controller.h"
 #include "runtime/coordinator.h"
 #include "runtime/message.h"
-#include "core/scale.h"
 
 namespace hoop::runtime {
 namespace {
@@ -472,6 +473,32 @@ TEST(Scale, ScalesFloatsAndIntegersAsHorovodDoes) {
   std::vector<std::int64_t> l = {9};
   ASSERT_TRUE(scale_copy(l.data(), l.data(), 1, DataType::kI64, 1.0 / 3).ok());
   EXPECT_EQ(l, (std::vector<std::int64_t>{3}));
+}
+
+TEST(Scale, BuffersNeedNoAlignment) {
+  // Tensors packed one after another (the small inputs of a negotiation message) start at any
+  // byte; the sanitizer build checks that no element is read or written misaligned.
+  const double in[2] = {1.5, -3};
+  std::vector<std::byte> a(1 + sizeof(in));
+  std::vector<std::byte> b(3 + sizeof(in));
+  std::memcpy(a.data() + 1, in, sizeof(in));
+  ASSERT_TRUE(scale_copy(b.data() + 3, a.data() + 1, 2, DataType::kF64, 2.0).ok());
+  double out[2];
+  std::memcpy(out, b.data() + 3, sizeof(out));
+  EXPECT_EQ(out[0], 3.0);
+  EXPECT_EQ(out[1], -6.0);
+  const std::uint16_t half_one = 0x3c00;  // 1 in f16
+  std::memcpy(a.data() + 1, &half_one, 2);
+  ASSERT_TRUE(scale_copy(b.data() + 3, a.data() + 1, 1, DataType::kF16, 0.5).ok());
+  std::uint16_t half_out = 0;
+  std::memcpy(&half_out, b.data() + 3, 2);
+  EXPECT_EQ(half_out, 0x3800);  // 0.5
+  const std::int32_t seven = 7;
+  std::memcpy(a.data() + 1, &seven, 4);
+  ASSERT_TRUE(scale_copy(a.data() + 1, a.data() + 1, 1, DataType::kI32, 2.0).ok());
+  std::int32_t fourteen = 0;
+  std::memcpy(&fourteen, a.data() + 1, 4);
+  EXPECT_EQ(fourteen, 14);
 }
 
 }  // namespace

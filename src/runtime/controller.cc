@@ -301,7 +301,7 @@ void Controller::autotune(const ResponseList& list) {
   std::size_t bytes = 0;
   for (const Response& r : list.responses) {
     if (r.type != OpType::kAllreduce || !r.error.empty()) continue;
-    for (const Request& t : r.tensors) bytes += t.count() * dtype_size(t.dtype);
+    for (const Request& t : r.tensors) bytes += t.bytes();
   }
   if (bytes == 0) return;
   const std::optional<TunedSettings> next = tuner_->record(bytes, Clock::now());

@@ -57,18 +57,23 @@ Status Coordinator::add(int rank, const RequestList& list, Clock::time_point now
   if (joined_.empty()) {
     joined_.assign(static_cast<std::size_t>(size_), false);
   }
-  HOOP_RETURN_IF_ERROR(check_carried(rank, list));
-  const char* carried = list.carried.data();
+  // One walk takes the carried inputs and counts the slots; a wrong length is found on the way
+  // or at the end (a protocol error, which ends the runtime: what was counted does not matter).
+  const std::string_view carried = list.carried;
+  if (!list.carries && !carried.empty()) return carried_mismatch(rank, list);
   CarryBudget budget;
   for (std::uint32_t slot : list.cached) {
     const Request* r = cache_.at(slot);
     if (r == nullptr)
       return protocol_error(
           fmt::format("runtime: rank {} named response-cache slot {}, which is empty", rank, slot));
-    const char* input = nullptr;
-    if (list.carries && budget.take(*r)) {
-      input = carried;
-      carried += r->count() * dtype_size(r->dtype);
+    std::optional<std::string_view> input;
+    if (list.carries) {
+      const std::size_t at = budget.used();
+      if (budget.take(*r)) {
+        if (budget.used() > carried.size()) return carried_mismatch(rank, list);
+        input = carried.substr(at, r->bytes());
+      }
     }
     if (fast_path_open(*r)) {
       HOOP_RETURN_IF_ERROR(add_slot(rank, slot, now, input));
@@ -79,6 +84,7 @@ Status Coordinator::add(int rank, const RequestList& list, Clock::time_point now
           "runtime: rank {} submitted tensor '{}' while it was still pending", rank, r->name));
     add_request(rank, *r, now);
   }
+  if (budget.used() != carried.size()) return carried_mismatch(rank, list);
   for (const Request& r : list.requests) {
     if (fast_path_open(r)) {
       // Described in full (by a rank whose cache did not hold it when it sent the list) but
@@ -114,19 +120,15 @@ Status Coordinator::add(int rank, const RequestList& list, Clock::time_point now
   return Status::success();
 }
 
-Status Coordinator::check_carried(int rank, const RequestList& list) const {
+Status Coordinator::carried_mismatch(int rank, const RequestList& list) const {
   CarryBudget budget;
   for (std::uint32_t slot : list.cached) {
-    if (!list.carries) break;
     const Request* r = cache_.at(slot);
-    if (r != nullptr) budget.take(*r);
+    if (list.carries && r != nullptr) budget.take(*r);
   }
-  const std::size_t want = budget.used();
-  if (list.carried.size() != want)
-    return protocol_error(fmt::format(
-        "runtime: rank {} sent {} bytes of small tensors' inputs where its list calls for {}", rank,
-        list.carried.size(), want));
-  return Status::success();
+  return protocol_error(fmt::format(
+      "runtime: rank {} sent {} bytes of small tensors' inputs where its list calls for {}", rank,
+      list.carried.size(), budget.used()));
 }
 
 bool Coordinator::fast_path_open(const Request& r) const {
@@ -134,7 +136,7 @@ bool Coordinator::fast_path_open(const Request& r) const {
 }
 
 Status Coordinator::add_slot(int rank, std::uint32_t slot, Clock::time_point now,
-                             const char* input) {
+                             std::optional<std::string_view> input) {
   if (slot >= slots_.size()) slots_.resize(static_cast<std::size_t>(slot) + 1);
   SlotWait& w = slots_[slot];
   if (w.by_rank.empty()) w.by_rank.assign(static_cast<std::size_t>(size_), false);
@@ -149,11 +151,10 @@ Status Coordinator::add_slot(int rank, std::uint32_t slot, Clock::time_point now
   }
   w.by_rank[rank] = true;
   ++fast_path_tensors_;
-  if (input != nullptr) {
-    const Request& r = *cache_.at(slot);
-    const std::size_t bytes = r.count() * dtype_size(r.dtype);
-    w.inputs.resize(bytes * static_cast<std::size_t>(size_));
-    std::memcpy(w.inputs.data() + bytes * static_cast<std::size_t>(rank), input, bytes);
+  if (input) {
+    w.inputs.resize(input->size() * static_cast<std::size_t>(size_));
+    std::memcpy(w.inputs.data() + input->size() * static_cast<std::size_t>(rank), input->data(),
+                input->size());
     ++w.carried;
   }
   if (++w.count < size_) return Status::success();
@@ -350,7 +351,7 @@ ResponseList Coordinator::take_ready() {
       ++carried_responses_;
       continue;
     }
-    const std::size_t b = t.count() * dtype_size(t.dtype);
+    const std::size_t b = t.bytes();
     // Adasum's coefficients come from each tensor's own dot product and norms: never fused.
     if (type != OpType::kAllreduce || (!slotted && !ready.response.error.empty()) ||
         fusion_threshold_ == 0 || t.op == ReduceOp::kAdasum) {

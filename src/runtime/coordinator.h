@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -79,10 +80,11 @@ class Coordinator {
   };
 
   /// Counts `rank`'s readiness of cache slot `slot` (fast path), with its input where its list
-  /// carried it (else null).
-  Status add_slot(int rank, std::uint32_t slot, Clock::time_point now, const char* input = nullptr);
-  /// protocol_error unless `list.carried` holds exactly the inputs its cached slots call for.
-  Status check_carried(int rank, const RequestList& list) const;
+  /// carried it.
+  Status add_slot(int rank, std::uint32_t slot, Clock::time_point now,
+                  std::optional<std::string_view> input = std::nullopt);
+  /// The protocol_error for a list whose carried inputs are not the bytes its slots call for.
+  Status carried_mismatch(int rank, const RequestList& list) const;
   /// Whether tensor `r` (described by a rank, or by the cache for a slot) may take the fast
   /// path: nobody has it in the full table, it is not part of a group and no rank has joined.
   bool fast_path_open(const Request& r) const;

@@ -12,8 +12,6 @@
 namespace hoop::runtime {
 namespace {
 
-std::size_t bytes_of(const Request& t) { return t.count() * dtype_size(t.dtype); }
-
 /// Elements per first-dimension row.
 std::size_t row_elems(const std::vector<std::int64_t>& shape) {
   std::size_t n = 1;
@@ -37,7 +35,7 @@ void Executor::begin(const Response& resp, const char* phase) {
   // The arguments cost a cost-model query and strings per response: only for a timeline.
   if (!timeline_.active()) return;
   std::size_t total = 0;
-  for (const Request& t : resp.tensors) total += bytes_of(t);
+  for (const Request& t : resp.tensors) total += t.bytes();
   std::vector<std::pair<std::string, std::string>> args = {
       {"bytes", std::to_string(total)},
       {"tensors", std::to_string(resp.tensors.size())},
@@ -109,7 +107,7 @@ Status Executor::reduce_in_place(const Request& t, void* buf, std::size_t count,
 
 Status Executor::reduce_carried(const Response& resp, Entry* e) {
   const Request& t = resp.tensors.front();
-  const std::size_t bytes = bytes_of(t);
+  const std::size_t bytes = t.bytes();
   const auto n = static_cast<std::size_t>(comm_.size());
   if (resp.inputs.size() != bytes * n)
     return internal_error(fmt::format("runtime: tensor '{}' came with {} bytes of inputs, not {}",
@@ -146,7 +144,7 @@ Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entr
   std::size_t total = 0;
   bool scaled = false;
   for (const Request& t : resp.tensors) {
-    total += bytes_of(t);
+    total += t.bytes();
     scaled = scaled || t.prescale != 1.0 || t.postscale != 1.0;
   }
   // Every rank decides alike, from the response: its joined ranks then reduce zeros in the
@@ -161,7 +159,7 @@ Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entr
     std::size_t at = 0;
     for (std::size_t i = 0; i < resp.tensors.size() && at < hi; ++i) {
       const Request& t = resp.tensors[i];
-      const std::size_t b = bytes_of(t);
+      const std::size_t b = t.bytes();
       const std::size_t from = std::max(lo, at);
       const std::size_t to = std::min(hi, at + b);
       if (from < to) {
@@ -180,7 +178,7 @@ Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entr
   auto copy_out = [&](std::size_t lo, std::size_t hi) -> Status {
     std::size_t at = 0;
     for (std::size_t i = 0; i < resp.tensors.size() && at < hi; ++i) {
-      const std::size_t b = bytes_of(resp.tensors[i]);
+      const std::size_t b = resp.tensors[i].bytes();
       const std::size_t from = std::max(lo, at);
       const std::size_t to = std::min(hi, at + b);
       if (from < to && entries[i] != nullptr)
@@ -238,7 +236,7 @@ Status Executor::allreduce_where_they_lie(const Response& resp,
   std::byte* zeros = nullptr;  // a joined rank's stand-ins, in the fusion buffer
   std::size_t at = 0;
   for (std::size_t i = 0; i < list.size(); ++i) {
-    const std::size_t b = bytes_of(resp.tensors[i]);
+    const std::size_t b = resp.tensors[i].bytes();
     list[i].count = resp.tensors[i].count();
     if (entries[i] != nullptr) {
       list[i].input = entries[i]->input.data;

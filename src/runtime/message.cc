@@ -145,7 +145,7 @@ std::size_t Request::count() const {
 
 bool carried_in_negotiation(const Request& r) {
   return r.type == OpType::kAllreduce && r.device == kCpuDevice && r.op != ReduceOp::kAdasum &&
-         r.group_size <= 1 && r.count() * dtype_size(r.dtype) <= kCarryMaxBytes;
+         r.group_size <= 1 && r.bytes() <= kCarryMaxBytes;
 }
 
 bool same_description(const Request& a, const Request& b, bool skip_first_dim) {

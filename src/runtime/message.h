@@ -48,6 +48,8 @@ struct Request {
 
   /// The number of elements.
   std::size_t count() const;
+  /// The tensor's size in bytes.
+  std::size_t bytes() const { return count() * dtype_size(dtype); }
 };
 
 /// Settings every rank's coordinator must share, announced by the set's rank 0 (its own, then
@@ -102,9 +104,8 @@ class CarryBudget {
   /// Whether tensor `r`, the next of the list, carries its input; its bytes are then spent.
   bool take(const Request& r) {
     if (!carried_in_negotiation(r)) return false;
-    const std::size_t bytes = r.count() * dtype_size(r.dtype);
-    if (used_ + bytes > kCarryMaxListBytes) return false;
-    used_ += bytes;
+    if (used_ + r.bytes() > kCarryMaxListBytes) return false;
+    used_ += r.bytes();
     return true;
   }
   std::size_t used() const { return used_; }

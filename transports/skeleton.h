@@ -23,10 +23,10 @@
 #include <cstddef>
 #include <span>
 #include <string>
-#include <unordered_map>
 
 #include "core/coarse_clock.h"
 #include "core/cpu_relax.h"
+#include "core/request_table.h"
 #include "core/requests.h"
 #include "hoop/transport.h"
 
@@ -98,9 +98,7 @@ class Skeleton : public Transport {
   /// shuts down between collectives has its next receives posted, and its peers must not read
   /// that as a failure).
   bool sends_pending() const {
-    return std::any_of(requests_.begin(), requests_.end(), [this](const auto& kv) {
-      return kv.second.is_send && !finished(kv.second);
-    });
+    return requests_.any_of([this](const Request& r) { return r.is_send && !finished(r); });
   }
   /// check_peers() when it is due.
   void check_peers_if_due(Clock::time_point now) {
@@ -109,7 +107,7 @@ class Skeleton : public Transport {
     check_peers();
   }
 
-  std::unordered_map<RequestId, Request> requests_;
+  RequestTable<Request> requests_;
   std::chrono::microseconds spin_{0};
   std::atomic<bool> wake_pending_{false};  // set by wake(), taken by poll()
 
@@ -219,10 +217,10 @@ Status Skeleton<Request>::timed_out(std::span<const RequestId> ids) {
                   rank(), count, outstanding, count > 8 ? "; ..." : ""));
   abort(timeout);
   for (RequestId id : ids) {
-    auto it = requests_.find(id);
-    if (it == requests_.end()) continue;
-    release(it->second);
-    requests_.erase(it);
+    Request* r = requests_.find(id);
+    if (r == nullptr) continue;
+    release(*r);
+    requests_.erase(id);
   }
   return timeout_status(timeout);
 }

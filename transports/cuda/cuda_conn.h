@@ -12,7 +12,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -133,7 +132,6 @@ class CudaTransport final : public transports::Skeleton<Request> {
   device::Buffer rings_;  // this rank's device rings, one per sender; outlives the peers
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<Peer*> by_rank_;  // size_ entries, null for ranks not in `peers`
-  RequestId next_id_ = 1;
   Status aborted_;
 };
 

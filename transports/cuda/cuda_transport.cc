@@ -73,8 +73,7 @@ Result<Peer*> CudaTransport::check_peer(int peer, const void* data, std::size_t 
 }
 
 RequestId CudaTransport::add_request(int peer, bool is_send, const void* data, std::size_t bytes) {
-  const RequestId id = next_id_++;
-  Request& r = requests_[id];
+  auto [id, r] = requests_.add();
   r.peer = peer;
   r.is_send = is_send;
   r.data = static_cast<char*>(const_cast<void*>(data));
@@ -90,7 +89,7 @@ void CudaTransport::complete(Request& req, const Status& why) {
 Result<RequestId> CudaTransport::send(int peer, const void* data, std::size_t bytes) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes, true));
   const RequestId id = add_request(peer, true, data, bytes);
-  Request& req = requests_[id];
+  Request& req = requests_.at(id);
   if (!p->closed.ok()) {
     complete(req, p->closed);
     return id;
@@ -104,7 +103,7 @@ Result<RequestId> CudaTransport::send(int peer, const void* data, std::size_t by
 Result<RequestId> CudaTransport::recv(int peer, void* data, std::size_t bytes) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes, false));
   const RequestId id = add_request(peer, false, data, bytes);
-  Request& req = requests_[id];
+  Request& req = requests_.at(id);
   p->in.recvs.push_back(&req);
   if (!p->closed.ok()) {
     // A peer that said goodbye may have left messages in its ring: deliver those first.
@@ -148,9 +147,9 @@ void CudaTransport::abort(const Status& cause) {
   aborted_ = cause.ok() ? aborted("cuda: aborted without a cause") : cause;
   // No queued copy may write a caller's buffer once its request has failed.
   settle_copies();
-  for (auto& [id, req] : requests_) {
+  requests_.for_each([this](RequestId, Request& req) {
     if (!req.done) complete(req, aborted_);
-  }
+  });
   for (auto& p : peers_) {
     p->out.sends.clear();
     p->out.queued.clear();

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <deque>
 #include <thread>
-#include <unordered_map>
 
+#include "core/request_table.h"
 #include "core/requests.h"
 #include "transports/mpi/mpi_world.h"
 
@@ -119,8 +119,7 @@ class MpiTransport final : public Transport {
   MPI_Comm data_;
   MPI_Comm control_;
   std::vector<Peer> peers_;
-  std::unordered_map<RequestId, Request> requests_;
-  RequestId next_id_ = 1;
+  RequestTable<Request> requests_;
   Status aborted_;
   std::atomic<bool> woken_{false};
   MPI_Request control_recv_ = MPI_REQUEST_NULL;
@@ -137,8 +136,7 @@ MpiTransport::~MpiTransport() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;  // MPI is gone (exit): nothing left to release
-  bool pending = false;
-  for (const auto& [id, r] : requests_) pending |= !r.done;
+  const bool pending = requests_.any_of([](const Request& r) { return !r.done; });
   if (pending && aborted_.ok())
     abort_locked(aborted(fmt::format("rank {} shut its mpi transport down with requests pending",
                                      rank_)),
@@ -232,8 +230,8 @@ Result<RequestId> MpiTransport::send(int peer, const void* data, std::size_t byt
     ++p.chunks_sent;
     offset += n;
   } while (offset < bytes);
-  const RequestId id = next_id_++;
-  requests_.emplace(id, std::move(r));
+  auto [id, slot] = requests_.add();
+  slot = std::move(r);
   return id;
 }
 
@@ -247,8 +245,8 @@ Result<RequestId> MpiTransport::recv(int peer, void* data, std::size_t bytes) {
   r.peer = peer;
   r.bytes = bytes;
   r.data = static_cast<char*>(data);
-  const RequestId id = next_id_++;
-  requests_.emplace(id, std::move(r));
+  auto [id, slot] = requests_.add();
+  slot = std::move(r);
   p.recvs.push_back(id);
   return id;
 }
@@ -265,16 +263,18 @@ void MpiTransport::finish(Request& r, Status status) {
 void MpiTransport::fail_peer(int peer, const Status& cause) {
   Peer& p = peers_[static_cast<std::size_t>(peer)];
   if (p.failed.ok()) p.failed = cause;
-  for (auto& [id, r] : requests_)
+  requests_.for_each([&](RequestId, Request& r) {
     if (!r.done && r.peer == peer) finish(r, p.failed);
+  });
   p.recvs.clear();
 }
 
 void MpiTransport::abort_locked(const Status& cause, bool tell_peers) {
   if (!aborted_.ok()) return;
   aborted_ = cause;
-  for (auto& [id, r] : requests_)
+  requests_.for_each([this](RequestId, Request& r) {
     if (!r.done) finish(r, aborted_);
+  });
   for (Peer& p : peers_) p.recvs.clear();
   if (tell_peers)
     for (int p = 0; p < size_; ++p)
@@ -342,24 +342,24 @@ bool MpiTransport::progress_control() {
 
 bool MpiTransport::progress_sends() {
   bool moved = false;
-  for (auto& [id, r] : requests_) {
-    if (!r.is_send || r.done) continue;
+  requests_.for_each([&](RequestId, Request& r) {
+    if (!r.is_send || r.done) return;
     int done = 0;
     std::vector<MPI_Status> st(r.parts.size());
     const int rc = MPI_Testall(static_cast<int>(r.parts.size()), r.parts.data(), &done, st.data());
-    if (rc == MPI_SUCCESS && !done) continue;
+    if (rc == MPI_SUCCESS && !done) return;
     moved = true;
     if (rc == MPI_SUCCESS) {
       r.parts.clear();
       finish(r, Status::success());
-      continue;
+      return;
     }
     int code = rc;
     for (const MPI_Status& s : st)
       if (rc == MPI_ERR_IN_STATUS && s.MPI_ERROR != MPI_SUCCESS && s.MPI_ERROR != MPI_ERR_PENDING)
         code = s.MPI_ERROR;
     fail_peer(r.peer, peer_lost(fmt::format("mpi: {}: {}", describe(r), error_text(code))));
-  }
+  });
   return moved;
 }
 

@@ -10,14 +10,13 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "core/fd.h"
 #include "hoop/transport.h"
 #include "transports/shm/shm_segment.h"
-#include "transports/skeleton.h"
 #include "transports/shm/shm_transport.h"
+#include "transports/skeleton.h"
 
 namespace hoop::shm {
 
@@ -169,7 +168,6 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   SegmentHeader* own_header_;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<Peer*> by_rank_;  // size_ entries, null for ranks not in `peers`
-  RequestId next_id_ = 1;
   Status aborted_;
   std::size_t slot_bytes_ = 0;  // 0: no shared slots
   std::size_t small_slots_ = 0;   // every rank's small slots alike; 0: none

@@ -79,8 +79,7 @@ Result<Peer*> ShmTransport::check_peer(int peer, const void* data, std::size_t b
 }
 
 RequestId ShmTransport::add_request(int peer, bool is_send, const void* data, std::size_t bytes) {
-  const RequestId id = next_id_++;
-  Request& r = requests_[id];
+  auto [id, r] = requests_.add();
   r.peer = peer;
   r.is_send = is_send;
   r.data = static_cast<char*>(const_cast<void*>(data));
@@ -97,7 +96,7 @@ Result<RequestId> ShmTransport::post_send(int peer, const void* data, std::size_
                                           bool lend) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes));
   const RequestId id = add_request(peer, true, data, bytes);
-  Request& req = requests_[id];
+  Request& req = requests_.at(id);
   req.lent = lend && lends(*p, bytes);
   if (!p->closed.ok()) {
     complete(req, p->closed);
@@ -112,7 +111,7 @@ Result<RequestId> ShmTransport::post_send(int peer, const void* data, std::size_
 Result<RequestId> ShmTransport::recv(int peer, void* data, std::size_t bytes) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes));
   const RequestId id = add_request(peer, false, data, bytes);
-  Request& req = requests_[id];
+  Request& req = requests_.at(id);
   if (!p->closed.ok()) {
     // A peer that said goodbye may have left messages in the ring: deliver those first.
     p->in.recvs.push_back(&req);
@@ -137,9 +136,9 @@ void ShmTransport::wake() {
 void ShmTransport::abort(const Status& cause) {
   if (!aborted_.ok()) return;
   aborted_ = cause.ok() ? aborted("shm: aborted without a cause") : cause;
-  for (auto& [id, req] : requests_) {
+  requests_.for_each([this](RequestId, Request& req) {
     if (!req.done) complete(req, aborted_);
-  }
+  });
   for (auto& p : peers_) {
     p->out.sends.clear();
     p->out.lent.clear();

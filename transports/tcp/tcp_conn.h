@@ -9,7 +9,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "core/fd.h"
@@ -196,7 +195,6 @@ class TcpTransport final : public transports::Skeleton<Request> {
   bool any_held_ = false;  // some connection holds sends back (send_more)
   std::vector<std::unique_ptr<Conn>> conns_;  // peer-major: conns_[slot_[peer] * k + index]
   std::vector<int> slot_;                     // peer -> its connections' slot, -1: none
-  RequestId next_id_ = 1;
   Status aborted_;
 };
 

@@ -135,8 +135,7 @@ Status TcpTransport::check_peer(int peer, const void* data, std::size_t bytes) c
 }
 
 RequestId TcpTransport::add_request(int peer, bool is_send, const void* data, std::size_t bytes) {
-  const RequestId id = next_id_++;
-  Request& r = requests_[id];
+  auto [id, r] = requests_.add();
   r.peer = peer;
   r.is_send = is_send;
   r.data = static_cast<char*>(const_cast<void*>(data));
@@ -154,7 +153,7 @@ Result<RequestId> TcpTransport::post_send(int peer, const void* data, std::size_
                                           bool hold, bool awaited) {
   HOOP_RETURN_IF_ERROR(check_peer(peer, data, bytes));
   const RequestId id = add_request(peer, true, data, bytes);
-  Request& req = requests_[id];
+  Request& req = requests_.at(id);
   for (const auto& c : peer_conns(peer)) {
     // An earlier socket's eager write may have failed and aborted the transport.
     if (!aborted_.ok() || !c->closed.ok()) {
@@ -186,7 +185,7 @@ Result<RequestId> TcpTransport::post_send(int peer, const void* data, std::size_
 Result<RequestId> TcpTransport::recv(int peer, void* data, std::size_t bytes) {
   HOOP_RETURN_IF_ERROR(check_peer(peer, data, bytes));
   const RequestId id = add_request(peer, false, data, bytes);
-  Request& req = requests_[id];
+  Request& req = requests_.at(id);
   for (const auto& c : peer_conns(peer)) {
     const wire::Part part = wire::stripe_part(bytes, c->index, sockets_per_peer_);
     post_recv_piece(*c, RecvPiece{&req, part.offset, part.size});

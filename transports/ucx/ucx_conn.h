@@ -12,7 +12,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "core/fd.h"
@@ -163,7 +162,6 @@ class UcxTransport final : public transports::Skeleton<Request> {
   std::vector<Request*> in_flight_;  // requests with a UCP request
   std::deque<ControlMessage> control_out_;
   std::deque<ControlMessage> control_in_;
-  RequestId next_id_ = 1;
   Status aborted_;
   bool forward_abort_ = true;  // false when the cause came from a peer (every rank has it)
   bool in_progress_ = false;

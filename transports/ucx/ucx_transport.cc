@@ -118,8 +118,7 @@ void UcxTransport::release(Request& req) {
 
 Result<RequestId> UcxTransport::send(int peer, const void* data, std::size_t bytes) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes));
-  const RequestId id = next_id_++;
-  Request& req = requests_[id];
+  auto [id, req] = requests_.add();
   req.peer = peer;
   req.is_send = true;
   req.data = static_cast<char*>(const_cast<void*>(data));
@@ -147,8 +146,7 @@ Result<RequestId> UcxTransport::send(int peer, const void* data, std::size_t byt
 
 Result<RequestId> UcxTransport::recv(int peer, void* data, std::size_t bytes) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes));
-  const RequestId id = next_id_++;
-  Request& req = requests_[id];
+  auto [id, req] = requests_.add();
   req.peer = peer;
   req.data = static_cast<char*>(data);
   req.bytes = bytes;
@@ -182,11 +180,11 @@ void UcxTransport::abort(const Status& cause) {
   // and every rank that aborts on a timeout (its own or a peer's) names them.
   broadcast_control(Control::kAlive, "");
   if (aborted_.code() == StatusCode::kTimeout) aborted_ = name_silent_peers(aborted_);
-  for (auto& [id, req] : requests_) {
-    if (req.done) continue;
+  requests_.for_each([this](RequestId, Request& req) {
+    if (req.done) return;
     complete(req, aborted_);
     release(req);
-  }
+  });
   for (auto& p : peers_) p->recvs.clear();
   // The cause and the answer must leave before this rank goes on to exit, as it usually does.
   std::vector<void*> none;

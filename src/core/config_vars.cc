@@ -187,11 +187,13 @@ constexpr Var kVars[] = {
     {"HOOP_SHM_READ_BYTES",
      "",
      kBytes,
-     "8K",
+     "",
      "Shared-memory transport: an exchange's send (sendrecv, the collectives' pairwise "
      "exchanges) of at least this many bytes is read by the receiver straight from the sender's "
      "memory (one copy, process_vm_readv) where the system allows it, instead of passing through "
-     "the ring (two copies); 0 keeps every message in the rings.",
+     "the ring (two copies); 0 keeps every message in the rings. Unset: 8K, or where a "
+     "cross-memory read copies at under half memcpy's speed (timed once at set-up) 2M, 1M where "
+     "the host's ranks outnumber its cores.",
      {},
      0,
      kGiB},

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/transports/tcp_test_util.h"
+#include "transports/shm/shm_peers.h"
 #include "transports/shm/shm_transport.h"
 
 namespace hoop::testing {
@@ -37,10 +38,12 @@ inline std::vector<std::string> job_segments(const std::string& job_id) {
   return names;
 }
 
-/// Options with a bounded set-up and `ring_bytes` rings.
+/// Options with a bounded set-up and `ring_bytes` rings; exchanges' sends go by single copy
+/// from 8 KiB whatever this system's cross-memory reads cost, so that the tests meet both paths.
 inline shm::ShmOptions shm_test_options(std::size_t ring_bytes = std::size_t{4} << 20) {
   shm::ShmOptions o;
   o.ring_bytes = ring_bytes;
+  o.read_bytes = shm::kLendFromBytes;
   o.connect_timeout = std::chrono::milliseconds{20000};
   return o;
 }

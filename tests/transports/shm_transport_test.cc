@@ -279,7 +279,13 @@ TEST(ShmOptionsTest, ReadFromTheEnvironment) {
   auto defaults = shm::shm_options_from_env();
   ASSERT_TRUE(defaults.ok()) << defaults.status().to_string();
   EXPECT_EQ(defaults->ring_bytes, std::size_t{4} << 20);
-  EXPECT_EQ(defaults->read_bytes, std::size_t{8} << 10);
+  // Unset: measured when the transport connects.
+  EXPECT_FALSE(defaults->read_bytes.has_value());
+  const bool slow = shm::cross_memory_reads_slow();
+  EXPECT_EQ(shm::cross_memory_reads_slow(), slow);  // measured once per process
+  EXPECT_EQ(shm::default_read_bytes(false), slow ? shm::kLendSlowFromBytes : shm::kLendFromBytes);
+  EXPECT_EQ(shm::default_read_bytes(true),
+            slow ? shm::kLendSlowCrowdedFromBytes : shm::kLendFromBytes);
   EXPECT_EQ(defaults->spin, std::chrono::microseconds(200));
   EXPECT_EQ(defaults->connect_timeout, milliseconds(30000));
   ::setenv("HOOP_SHM_RING_BYTES", "8M", 1);
@@ -289,7 +295,7 @@ TEST(ShmOptionsTest, ReadFromTheEnvironment) {
   auto set = shm::shm_options_from_env();
   ASSERT_TRUE(set.ok()) << set.status().to_string();
   EXPECT_EQ(set->ring_bytes, std::size_t{8} << 20);
-  EXPECT_EQ(set->read_bytes, 0u);
+  EXPECT_EQ(set->read_bytes, std::optional<std::size_t>(0));
   EXPECT_EQ(set->spin, std::chrono::microseconds(7));
   EXPECT_EQ(set->connect_timeout, milliseconds(2500));
   for (const char* bad : {"32K", "lots", "-1"}) {

@@ -67,8 +67,10 @@ Result<ShmOptions> shm_options_from_env() {
   o.slot_bytes = static_cast<std::size_t>(slot);
   HOOP_ASSIGN_OR_RETURN(const std::int64_t ahead, config::get_int("HOOP_SHM_RUN_AHEAD"));
   o.run_ahead = static_cast<std::size_t>(ahead);
-  HOOP_ASSIGN_OR_RETURN(const std::int64_t read, config::get_int("HOOP_SHM_READ_BYTES"));
-  o.read_bytes = static_cast<std::size_t>(read);
+  if (config::is_set("HOOP_SHM_READ_BYTES")) {
+    HOOP_ASSIGN_OR_RETURN(const std::int64_t read, config::get_int("HOOP_SHM_READ_BYTES"));
+    o.read_bytes = static_cast<std::size_t>(read);
+  }
   HOOP_ASSIGN_OR_RETURN(const std::int64_t spin, config::get_int("HOOP_SPIN_US"));
   o.spin = std::chrono::microseconds(spin);
   HOOP_ASSIGN_OR_RETURN(o.connect_timeout, config::get_milliseconds("HOOP_START_TIMEOUT"));

@@ -44,6 +44,27 @@ int write_memory_of(int pid, const void* local, void* remote, std::size_t bytes)
 int read_memory_of(int pid, std::span<const MemoryPiece> remote,
                    std::span<const MemoryPiece> local);
 
+/// Where single copy starts to pay for an exchange's send (ShmOptions::read_bytes unset): the
+/// receiver's one cross-memory read against the ring's two memcpy, which the sender and the
+/// receiver make at once on two cores, with no system call and no wait for the receiver before
+/// the send completes.
+inline constexpr std::size_t kLendFromBytes = std::size_t{8} << 10;
+/// The same where the kernel's cross-memory reads copy at under 1/kSlowReadRatio of memcpy's
+/// speed (a virtual machine that pins each page at a cost): there the rings won up to 2 MiB
+/// with a core per rank, and up to 512 KiB with 4 ranks on 2 cores, where the ring's second
+/// copy takes a share of a core that another rank needs (docs/BENCHMARKS.md, "Where single
+/// copy pays").
+inline constexpr std::size_t kLendSlowFromBytes = std::size_t{2} << 20;
+inline constexpr std::size_t kLendSlowCrowdedFromBytes = std::size_t{1} << 20;
+inline constexpr int kSlowReadRatio = 2;
+/// Whether this system's cross-memory reads are slow (see kLendSlowFromBytes): times a 256 KiB
+/// process_vm_readv of this process's own memory against a memcpy, once per process (about
+/// 0.1 ms); false where the read is refused.
+bool cross_memory_reads_slow();
+/// Where an exchange's send starts to go by single copy when ShmOptions::read_bytes is unset,
+/// on a host whose ranks outnumber its cores (`crowded`) or not.
+std::size_t default_read_bytes(bool crowded);
+
 /// The abort cause a peer wrote into `header`, as "<transport>: rank <origin> aborted: <text>"
 /// with its code; nullopt while there is none.
 std::optional<Status> posted_abort(const SegmentHeader& header, std::string_view transport);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "transports/shm/shm_conn.h"
+#include "transports/shm/shm_peers.h"
 
 namespace hoop::shm {
 namespace {
@@ -29,7 +30,6 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segmen
       by_rank_(static_cast<std::size_t>(size), nullptr) {
   for (auto& p : peers_) by_rank_[static_cast<std::size_t>(p->rank)] = p.get();
   spin_ = options.spin;
-  read_bytes_ = options.read_bytes;
   // Every rank wrote its verdict before the set-up's last store wait ended.
   for (auto& p : peers_)
     p->reads_us =
@@ -49,6 +49,8 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segmen
                                          std::memory_order_acquire) == kReadsPeers;
   }
   crowded_ = static_cast<int>(peers_.size()) + 1 > usable_cores();
+  // lends() asks the peer's verdict too: the default's measurement is only where to start.
+  read_bytes_ = options.read_bytes ? *options.read_bytes : default_read_bytes(crowded_);
 }
 
 ShmTransport::~ShmTransport() {

@@ -12,7 +12,7 @@
 // passes through a ring of any size. A message waits in the ring until its receive is posted:
 // the ring is the only buffer, and a sender whose ring is full waits. A message costs two memcpy
 // and no system call. A send_lent() (one side of an exchange, whose receiver posts its receive
-// without waiting on the send) of read_bytes or more (HOOP_SHM_READ_BYTES, 8 KiB), to a
+// without waiting on the send) of read_bytes or more (HOOP_SHM_READ_BYTES, 8 KiB or 1-2 MiB), to a
 // receiver that can read the sender's memory, goes by single copy instead: the ring carries
 // its length with the top bit set and the payload's address, and the receiver reads the
 // payload with process_vm_readv straight into its receive buffer, then consumes the
@@ -58,6 +58,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -78,10 +79,12 @@ struct ShmOptions {
   /// (hoop::SharedSlots::small_slots, twice this many; none with slot_bytes 0); 0: none.
   /// HOOP_SHM_RUN_AHEAD.
   std::size_t run_ahead = 128;
-  /// A message of at least this many bytes goes by single copy where the receiver can read the
-  /// sender's memory (cross-memory attach): the ring carries only its address and the receiver
-  /// reads the payload where it lies; 0: every message through the rings. HOOP_SHM_READ_BYTES.
-  std::size_t read_bytes = std::size_t{8} << 10;
+  /// An exchange's send of at least this many bytes goes by single copy where the receiver can
+  /// read the sender's memory (cross-memory attach): the ring carries only its address and the
+  /// receiver reads the payload where it lies; 0: every message through the rings; unset:
+  /// default_read_bytes() (8 KiB, or 1-2 MiB where this system's cross-memory reads are slow).
+  /// HOOP_SHM_READ_BYTES.
+  std::optional<std::size_t> read_bytes;
   /// How long wait() keeps polling after bytes last moved before it sleeps; HOOP_SPIN_US.
   std::chrono::microseconds spin{200};
   /// Deadline for the whole set-up, store look-ups included; HOOP_START_TIMEOUT.

@@ -64,12 +64,14 @@ TEST_P(P2pRing, SendrecvAroundTheRingIsExactForEveryDtypeAndCount) {
 TEST_P(P2pRing, SendsAndRecvsArriveInOrder) {
   const int n = GetParam();
   expect_all_ok(on_ranks_p2p(n, [n](Communicator& comm) -> Status {
-    // Every rank sends three messages of different sizes and tags to the next, received in
-    // that order; rank 0 sends first and the others pass it on, so nothing waits in a circle.
+    // Every rank sends messages of different sizes and tags to the next, received in that
+    // order; rank 0 sends first and the others pass it on, so nothing waits in a circle. The
+    // sizes take both frames to their ends (48 and 256 bytes) and one past each.
     const int me = comm.rank(), next = (me + 1) % n, prev = (me + n - 1) % n;
-    const std::size_t counts[] = {5, 70000, 0};
+    const std::size_t counts[] = {5, 70000, 0, 12, 13, 64, 65};
+    const int messages = static_cast<int>(std::size(counts));
     auto send_all = [&]() -> Status {
-      for (int k = 0; k < 3; ++k) {
+      for (int k = 0; k < messages; ++k) {
         const std::vector<std::byte> out = payload(me, next, k, counts[k] * 4);
         HOOP_RETURN_IF_ERROR(
             send(comm, {.data = out.data(), .count = counts[k], .peer = next, .tag = 10 + k}));
@@ -77,7 +79,7 @@ TEST_P(P2pRing, SendsAndRecvsArriveInOrder) {
       return Status::success();
     };
     auto recv_all = [&]() -> Status {
-      for (int k = 0; k < 3; ++k) {
+      for (int k = 0; k < messages; ++k) {
         std::vector<std::byte> in(counts[k] * 4);
         HOOP_RETURN_IF_ERROR(
             recv(comm, {.data = in.data(), .count = counts[k], .peer = prev, .tag = 10 + k}));
@@ -118,8 +120,16 @@ TEST(P2pErrors, AReceiveMeetingADifferentSendFailsOnBothRanksNamingTheField) {
        "at most 256 bytes against 400 bytes (100 f32, tag 3)"},
       {"count, within a frame",
        {.count = 8, .dtype = DataType::kF32, .peer = 0, .tag = 3},
-       "more than 256 bytes against 32 bytes (8 f32, tag 3)",
+       "more than 48 bytes against 32 bytes (8 f32, tag 3)",
        100},
+      // Frames of the two sizes: 32 bytes go in the small one, 80 in the large.
+      {"count, frames of two sizes",
+       {.count = 20, .dtype = DataType::kF32, .peer = 0, .tag = 3},
+       "at most 48 or more than 256 bytes against 80 bytes (20 f32, tag 3)"},
+      {"count, both in the large frame",
+       {.count = 21, .dtype = DataType::kF32, .peer = 0, .tag = 3},
+       "count 20 against 21",
+       20},
       {"count, both larger than a frame",
        {.count = 101, .dtype = DataType::kF32, .peer = 0, .tag = 3},
        "count 100 against 101",

@@ -176,6 +176,9 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   // More ranks on this host than cores this process may run on: a waiting rank yields at once,
   // since the rank it waits for may need its core.
   bool crowded_ = false;
+  // Every peer runs membarrier before it sleeps and this process is registered for it: a slot
+  // is published without a fence (publish_fence).
+  bool sleepers_use_barrier_ = false;
   bool reads_peers_ = false;  // every rank could read every other's memory (set-up's verdict)
   std::vector<int> missing_;  // gather's scratch: the ranks not yet seen
   std::vector<const std::byte*> one_slots_;  // gather_one's scratch, size_ entries

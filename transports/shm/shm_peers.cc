@@ -195,9 +195,9 @@ std::optional<Status> posted_abort(const SegmentHeader& header, std::string_view
 bool doze(SegmentHeader& header, std::int64_t timeout_us, const std::function<bool()>& ready) {
   const std::uint32_t seen = header.doorbell.load(std::memory_order_acquire);
   header.sleeping.fetch_add(1, std::memory_order_relaxed);
-  // Pairs with ring_doorbell's fence: a peer that published before this point is seen by
-  // ready(), one that publishes after sees the flag and rings.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Pairs with ring_doorbell's publish_fence: a peer that published before this point is seen
+  // by ready(), one that publishes after sees the flag and rings.
+  sleep_fence(header);
   if (ready()) {
     header.sleeping.fetch_sub(1, std::memory_order_relaxed);
     return true;

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -12,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <mutex>
 #include <new>
 #include <utility>
 
@@ -22,6 +25,10 @@ namespace hoop::shm {
 namespace {
 
 constexpr std::size_t kPage = 4096;
+
+// This process's standing with membarrier's global expedited command (uses_sleeper_barrier).
+enum BarrierState : int { kBarrierUnknown, kBarrierRegistered, kBarrierRefused };
+std::atomic<int> g_barrier_state{kBarrierUnknown};
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
@@ -117,6 +124,7 @@ Result<Segment> Segment::create(const std::string& name, int owner, const int* s
   h->small_bytes = small_slots > 0 ? kSmallSlotBytes : 0;
   h->small_slots = small_slots;
   h->owner_base = reinterpret_cast<std::uintptr_t>(seg.base_);
+  h->sleeper_barrier = register_sleeper_barrier() ? 1 : 0;
   if (slot_bytes > 0)
     for (int i = 0; i < 2; ++i) new (seg.slot(i)) SlotHeader{};
   for (std::size_t i = 0; i < small_slots; ++i) new (seg.small_slot(i)) SlotHeader{};
@@ -180,10 +188,45 @@ std::string segment_name(const std::string& job_id, const std::string& key_prefi
   return fmt::format("/{}{:08x}-{}", segment_prefix(job_id), h, rank);
 }
 
-void ring_doorbell(SegmentHeader& header, bool force) {
-  // Pairs with the fence in the sleeper between setting `sleeping` and re-checking the rings:
-  // either it sees the bytes this rank just published, or this rank sees it sleeping.
+bool uses_sleeper_barrier() {
+  return g_barrier_state.load(std::memory_order_acquire) == kBarrierRegistered;
+}
+
+bool register_sleeper_barrier() {
+  int state = g_barrier_state.load(std::memory_order_acquire);
+  if (state == kBarrierUnknown) {
+    // A forked child is a new address space, which the kernel has not registered: it asks again.
+    static std::once_flag at_fork;
+    std::call_once(at_fork, [] {
+      ::pthread_atfork(nullptr, nullptr,
+                       [] { g_barrier_state.store(kBarrierUnknown, std::memory_order_release); });
+    });
+    const long cmds = ::syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    const bool registered =
+        cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0 &&
+        (cmds & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0 &&
+        ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+    state = registered ? kBarrierRegistered : kBarrierRefused;
+    g_barrier_state.store(state, std::memory_order_release);
+  }
+  return state == kBarrierRegistered;
+}
+
+void sleep_fence(const SegmentHeader& own) {
+  // The owner set sleeper_barrier from register_sleeper_barrier(), so its peers rely on this call
+  // exactly when it can make it. Should it fail all the same, the fence below still orders
+  // this side, and a peer's missed ring costs one sleep slice, not a hang.
+  if (own.sleeper_barrier != 0 &&
+      ::syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0) {
+    return;
+  }
   std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void ring_doorbell(SegmentHeader& header, bool force) {
+  // Pairs with the sleeper's sleep_fence between raising `sleeping` and re-checking the rings:
+  // either it sees the bytes this rank just published, or this rank sees it sleeping.
+  publish_fence(header);
   if (!force && header.sleeping.load(std::memory_order_relaxed) == 0) return;
   header.doorbell.fetch_add(1, std::memory_order_release);
   futex(header.doorbell, FUTEX_WAKE, INT32_MAX, nullptr);

@@ -23,7 +23,7 @@
 namespace hoop::shm {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x686f6f702d73686dULL;  // "hoop-shm"
-inline constexpr std::uint32_t kLayoutVersion = 3;
+inline constexpr std::uint32_t kLayoutVersion = 4;
 /// Longest abort message a header carries; a longer one is cut.
 inline constexpr std::size_t kMaxAbortText = 1024;
 /// Smallest ring that HOOP_SHM_RING_BYTES may ask for.
@@ -61,6 +61,9 @@ struct SegmentHeader {
   // Where the owner mapped this segment in its own address space: a peer reads the magic there
   // with process_vm_readv to learn whether cross-memory attach works between them.
   std::uint64_t owner_base;
+  // 1 when the owner runs a host-wide barrier (membarrier) before it sleeps, so that a peer
+  // that registered for it publishes without a fence of its own (see publish_fence).
+  std::uint32_t sleeper_barrier;
   // The owner's verdict, written once it has mapped its peers: kReadsPeers when it could read
   // every peer's memory, kCannotReadPeers otherwise (0: not yet known).
   alignas(kLine) std::atomic<std::uint32_t> reads_peers;
@@ -161,6 +164,32 @@ class Segment {
 /// The /dev/shm name (with its leading '/') of `rank`'s segment in mesh `key_prefix` of job
 /// `job_id`: the mesh is a short hash of the prefix, so names stay short and valid.
 std::string segment_name(const std::string& job_id, const std::string& key_prefix, int rank);
+
+/// Registers this process for membarrier's global expedited command, the host-wide barrier
+/// that lets publishers go without a fence (once per process; Segment::create calls it, so a
+/// rank is registered before any peer can wait on its messages); false where the kernel or a
+/// seccomp policy refuses.
+bool register_sleeper_barrier();
+/// Whether register_sleeper_barrier() succeeded in this process (a forked child starts
+/// unregistered: the kernel does not carry the registration over).
+bool uses_sleeper_barrier();
+
+/// What a publisher runs between publishing (a ring's head or tail, a slot) and reading
+/// `header`'s sleeping count. A fence makes the store visible before the load (the sleeper
+/// fences too, between raising the count and its last look): that fence waits for the store to
+/// leave this core, most of a small message's cost. Where the sleeper runs membarrier instead
+/// and this process is registered for it, the sleeper's barrier reaches this core wherever it
+/// is, so only the compiler may not reorder the two.
+inline void publish_fence(const SegmentHeader& header) {
+  if (header.sleeper_barrier != 0 && uses_sleeper_barrier()) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+}
+/// What the owner of `own` runs between raising its sleeping count and its last look before
+/// it sleeps: membarrier where its header says so, else a fence (pairs with publish_fence).
+void sleep_fence(const SegmentHeader& own);
 
 /// Rings `header`'s doorbell: bumps it and wakes its owner if it sleeps (or always, `force`).
 void ring_doorbell(SegmentHeader& header, bool force = false);

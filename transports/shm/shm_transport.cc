@@ -49,6 +49,8 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segmen
                                          std::memory_order_acquire) == kReadsPeers;
   }
   crowded_ = static_cast<int>(peers_.size()) + 1 > usable_cores();
+  sleepers_use_barrier_ = uses_sleeper_barrier();
+  for (auto& p : peers_) sleepers_use_barrier_ &= p->segment.header()->sleeper_barrier != 0;
   // lends() asks the peer's verdict too: the default's measurement is only where to start.
   read_bytes_ = options.read_bytes ? *options.read_bytes : default_read_bytes(crowded_);
 }

@@ -125,8 +125,10 @@ Status Skeleton<Request>::wait(std::span<const RequestId> ids, Deadline deadline
   begin_wait(ids);
   std::size_t next = 0;  // requests before `next` are known finished
   // Polling goes on while bytes keep moving and for spin_ after they stop: a sleep costs a
-  // scheduler wake-up, which is longer than most transfers between ranks of one host.
-  auto spin_until = Clock::now() + spin_;
+  // scheduler wake-up, which is longer than most transfers between ranks of one host. The spin
+  // starts at the wait's first clock read, not before the first poll: a clock read costs about
+  // a tenth of a small shared-memory message, which is often done by then.
+  Clock::time_point spin_until = Clock::time_point::max();
   // Alone on its core, a waiting rank polls between clock reads instead of yielding: both a
   // clock read and a sched_yield cost about as much as a message between two ranks of a host.
   const bool alone = !shares_core();
@@ -143,7 +145,7 @@ Status Skeleton<Request>::wait(std::span<const RequestId> ids, Deadline deadline
       continue;
     }
     const auto now = Clock::now();
-    if (moved) spin_until = now + spin_;
+    if (moved || spin_until == Clock::time_point::max()) spin_until = now + spin_;
     moved = false;
     if (now >= deadline) {
       progress();

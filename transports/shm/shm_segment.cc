@@ -14,7 +14,6 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <mutex>
 #include <new>
 #include <utility>
 
@@ -196,11 +195,14 @@ bool register_sleeper_barrier() {
   int state = g_barrier_state.load(std::memory_order_acquire);
   if (state == kBarrierUnknown) {
     // A forked child is a new address space, which the kernel has not registered: it asks again.
-    static std::once_flag at_fork;
-    std::call_once(at_fork, [] {
-      ::pthread_atfork(nullptr, nullptr,
-                       [] { g_barrier_state.store(kBarrierUnknown, std::memory_order_release); });
-    });
+    // (A static's initializer, not std::call_once, whose thread-local state would make the
+    // library need the dynamic loader by name: the .deb's dependency check refuses that.)
+    static const bool at_fork = [] {
+      return ::pthread_atfork(nullptr, nullptr, [] {
+               g_barrier_state.store(kBarrierUnknown, std::memory_order_release);
+             }) == 0;
+    }();
+    (void)at_fork;
     const long cmds = ::syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
     const bool registered =
         cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0 &&

@@ -104,6 +104,9 @@ Status broadcast_bytes(Context& ctx, std::byte* buffer, std::size_t bytes, int r
 /// Each block is forwarded slice by slice as it arrives.
 Status ring_allgatherv(Context& ctx, std::byte* out, std::span<const std::size_t> offsets,
                        std::span<const std::size_t> lengths);
+/// Bruck's allgather of `block` bytes a rank: block r of `out` is already in place on rank r;
+/// ceil(log2 n) exchanges, each with other peers, through a scratch buffer of n blocks.
+Status bruck_allgather(Context& ctx, std::byte* out, std::size_t block);
 /// Pairwise alltoallv in bytes: block j of `in` goes to rank j, block j of `out` comes from it.
 /// `in` and `out` must not overlap.
 Status pairwise_alltoallv(Context& ctx, const std::byte* in,

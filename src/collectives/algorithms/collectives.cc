@@ -30,6 +30,11 @@ using collectives::run;
 using collectives::run_on_device;
 using collectives::Staged;
 
+/// An allgather of at most this many bytes in all (from 4 ranks: at 3 both take two steps)
+/// takes Bruck's ceil(log2 n) exchanges instead of the ring's n - 1: small blocks cost the
+/// steps' latency (docs/BENCHMARKS.md, "Small allgathers in log2 n steps").
+constexpr std::size_t kBruckAllgatherBytes = std::size_t{64} << 10;
+
 }  // namespace
 
 std::string collective_name(Collective collective) {
@@ -233,6 +238,8 @@ Status allgather(Communicator& comm, const AllgatherOptions& o) {
     return *done;
   return run(comm, fp, what, [&](Context& ctx) -> Status {
     HOOP_RETURN_IF_ERROR(copy_in(ctx, bytes_of(o.output) + block * comm.rank(), o.input, block));
+    if (comm.size() >= 4 && block * comm.size() <= kBruckAllgatherBytes && ctx.device == kCpuDevice)
+      return collectives::bruck_allgather(ctx, bytes_of(o.output), block);
     return collectives::ring_allgatherv(ctx, bytes_of(o.output), offsets, lengths);
   }, part);
 }

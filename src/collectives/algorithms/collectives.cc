@@ -34,6 +34,10 @@ using collectives::Staged;
 /// takes Bruck's ceil(log2 n) exchanges instead of the ring's n - 1: small blocks cost the
 /// steps' latency (docs/BENCHMARKS.md, "Small allgathers in log2 n steps").
 constexpr std::size_t kBruckAllgatherBytes = std::size_t{64} << 10;
+/// A reduce_scatter of at most this many bytes in all (from 4 ranks) is an allreduce by
+/// recursive doubling, log2 n exchanges of the whole buffer instead of the ring's n - 1 of one
+/// block, and each rank keeps its block (docs/BENCHMARKS.md, "Small reduce_scatters").
+constexpr std::size_t kSmallReduceScatterBytes = std::size_t{16} << 10;
 
 }  // namespace
 
@@ -311,8 +315,15 @@ Status reduce_scatter(Communicator& comm, const ReduceScatterOptions& o) {
     // The ring reads this rank's inputs where they are and reduces into a working buffer (the
     // output holds one block), whose block `rank` ends fully reduced.
     HOOP_ASSIGN_OR_RETURN(std::byte* work, ctx.scratch_buffer(1, total));
-    HOOP_RETURN_IF_ERROR(collectives::ring_reduce_scatter(ctx, work, o.count * comm.size(),
-                                                          o.dtype, o.op, bytes_of(input)));
+    if (comm.size() >= 4 && total <= kSmallReduceScatterBytes &&
+        comm.forced_algorithm() == Algorithm::kAuto) {
+      HOOP_RETURN_IF_ERROR(collectives::allreduce_flat(ctx, Algorithm::kRecursiveDoubling,
+                                                       bytes_of(input), work, o.count * comm.size(),
+                                                       o.dtype, o.op));
+    } else {
+      HOOP_RETURN_IF_ERROR(collectives::ring_reduce_scatter(ctx, work, o.count * comm.size(),
+                                                            o.dtype, o.op, bytes_of(input)));
+    }
     return ctx.copy(o.output, work + block * comm.rank(), block);
   }, part);
 }

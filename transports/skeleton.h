@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "core/coarse_clock.h"
 #include "core/cpu_relax.h"
@@ -99,6 +100,18 @@ class Skeleton : public Transport {
   /// that as a failure).
   bool sends_pending() const {
     return requests_.any_of([this](const Request& r) { return r.is_send && !finished(r); });
+  }
+  /// Adds a request for `bytes` at `data` to (`is_send`) or from `peer`: its id, and the
+  /// request, which stays in place until a wait or test consumes it.
+  std::pair<RequestId, Request&> add_request(int peer, bool is_send, const void* data,
+                                             std::size_t bytes) {
+    auto added = requests_.add();
+    Request& r = added.second;
+    r.peer = peer;
+    r.is_send = is_send;
+    r.data = static_cast<char*>(const_cast<void*>(data));
+    r.bytes = bytes;
+    return added;
   }
   /// check_peers() when it is due.
   void check_peers_if_due(Clock::time_point now) {

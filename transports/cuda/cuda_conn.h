@@ -99,7 +99,6 @@ class CudaTransport final : public transports::Skeleton<Request> {
  private:
   // cuda_transport.cc
   Result<Peer*> check_peer(int peer, const void* data, std::size_t bytes, bool is_send);
-  RequestId add_request(int peer, bool is_send, const void* data, std::size_t bytes);
   void complete(Request& req, const Status& why = Status::success());
   /// Whether a copy of this rank is queued on the device and not yet seen complete: nobody
   /// rings the doorbell when one completes, so a wait polls its event meanwhile.

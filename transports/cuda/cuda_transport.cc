@@ -72,15 +72,6 @@ Result<Peer*> CudaTransport::check_peer(int peer, const void* data, std::size_t 
   return p;
 }
 
-RequestId CudaTransport::add_request(int peer, bool is_send, const void* data, std::size_t bytes) {
-  auto [id, r] = requests_.add();
-  r.peer = peer;
-  r.is_send = is_send;
-  r.data = static_cast<char*>(const_cast<void*>(data));
-  r.bytes = bytes;
-  return id;
-}
-
 void CudaTransport::complete(Request& req, const Status& why) {
   req.done = true;
   if (req.status.ok()) req.status = why;
@@ -88,8 +79,7 @@ void CudaTransport::complete(Request& req, const Status& why) {
 
 Result<RequestId> CudaTransport::send(int peer, const void* data, std::size_t bytes) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes, true));
-  const RequestId id = add_request(peer, true, data, bytes);
-  Request& req = requests_.at(id);
+  auto [id, req] = add_request(peer, true, data, bytes);
   if (!p->closed.ok()) {
     complete(req, p->closed);
     return id;
@@ -102,8 +92,7 @@ Result<RequestId> CudaTransport::send(int peer, const void* data, std::size_t by
 
 Result<RequestId> CudaTransport::recv(int peer, void* data, std::size_t bytes) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes, false));
-  const RequestId id = add_request(peer, false, data, bytes);
-  Request& req = requests_.at(id);
+  auto [id, req] = add_request(peer, false, data, bytes);
   p->in.recvs.push_back(&req);
   if (!p->closed.ok()) {
     // A peer that said goodbye may have left messages in its ring: deliver those first.

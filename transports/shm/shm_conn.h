@@ -115,7 +115,6 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
  private:
   // shm_transport.cc
   Result<Peer*> check_peer(int peer, const void* data, std::size_t bytes);
-  RequestId add_request(int peer, bool is_send, const void* data, std::size_t bytes);
   void complete(Request& req, const Status& why = Status::success());
 
   // shm_io.cc

@@ -25,10 +25,6 @@ namespace {
 
 constexpr std::size_t kPage = 4096;
 
-// This process's standing with membarrier's global expedited command (uses_sleeper_barrier).
-enum BarrierState : int { kBarrierUnknown, kBarrierRegistered, kBarrierRefused };
-std::atomic<int> g_barrier_state{kBarrierUnknown};
-
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
 std::size_t rings_offset() { return round_up(sizeof(SegmentHeader), kLine); }
@@ -187,19 +183,19 @@ std::string segment_name(const std::string& job_id, const std::string& key_prefi
   return fmt::format("/{}{:08x}-{}", segment_prefix(job_id), h, rank);
 }
 
-bool uses_sleeper_barrier() {
-  return g_barrier_state.load(std::memory_order_acquire) == kBarrierRegistered;
-}
+namespace detail {
+std::atomic<int> barrier_state{kBarrierUnknown};
+}  // namespace detail
 
 bool register_sleeper_barrier() {
-  int state = g_barrier_state.load(std::memory_order_acquire);
-  if (state == kBarrierUnknown) {
+  int state = detail::barrier_state.load(std::memory_order_acquire);
+  if (state == detail::kBarrierUnknown) {
     // A forked child is a new address space, which the kernel has not registered: it asks again.
     // (A static's initializer, not std::call_once, whose thread-local state would make the
     // library need the dynamic loader by name: the .deb's dependency check refuses that.)
     static const bool at_fork = [] {
       return ::pthread_atfork(nullptr, nullptr, [] {
-               g_barrier_state.store(kBarrierUnknown, std::memory_order_release);
+               detail::barrier_state.store(detail::kBarrierUnknown, std::memory_order_release);
              }) == 0;
     }();
     (void)at_fork;
@@ -208,10 +204,10 @@ bool register_sleeper_barrier() {
         cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0 &&
         (cmds & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0 &&
         ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
-    state = registered ? kBarrierRegistered : kBarrierRefused;
-    g_barrier_state.store(state, std::memory_order_release);
+    state = registered ? detail::kBarrierRegistered : detail::kBarrierRefused;
+    detail::barrier_state.store(state, std::memory_order_release);
   }
-  return state == kBarrierRegistered;
+  return state == detail::kBarrierRegistered;
 }
 
 void sleep_fence(const SegmentHeader& own) {

@@ -170,22 +170,35 @@ std::string segment_name(const std::string& job_id, const std::string& key_prefi
 /// rank is registered before any peer can wait on its messages); false where the kernel or a
 /// seccomp policy refuses.
 bool register_sleeper_barrier();
+namespace detail {
+/// This process's standing with membarrier's global expedited command; a forked child's is
+/// reset to kBarrierUnknown (register_sleeper_barrier).
+enum BarrierState : int { kBarrierUnknown, kBarrierRegistered, kBarrierRefused };
+extern std::atomic<int> barrier_state;
+}  // namespace detail
 /// Whether register_sleeper_barrier() succeeded in this process (a forked child starts
-/// unregistered: the kernel does not carry the registration over).
-bool uses_sleeper_barrier();
+/// unregistered and registers again when it creates a segment). Inline: every publication asks.
+inline bool uses_sleeper_barrier() {
+  return detail::barrier_state.load(std::memory_order_relaxed) == detail::kBarrierRegistered;
+}
 
 /// What a publisher runs between publishing (a ring's head or tail, a slot) and reading
 /// `header`'s sleeping count. A fence makes the store visible before the load (the sleeper
 /// fences too, between raising the count and its last look): that fence waits for the store to
 /// leave this core, most of a small message's cost. Where the sleeper runs membarrier instead
 /// and this process is registered for it, the sleeper's barrier reaches this core wherever it
-/// is, so only the compiler may not reorder the two.
-inline void publish_fence(const SegmentHeader& header) {
-  if (header.sleeper_barrier != 0 && uses_sleeper_barrier()) {
+/// is, so only the compiler may not reorder the two. `sleeper_uses_barrier`: that holds for
+/// every sleeper the publication concerns.
+inline void publish_fence(bool sleeper_uses_barrier) {
+  if (sleeper_uses_barrier) {
     std::atomic_signal_fence(std::memory_order_seq_cst);
   } else {
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
+}
+/// publish_fence for a publication to `header`'s owner.
+inline void publish_fence(const SegmentHeader& header) {
+  publish_fence(header.sleeper_barrier != 0 && uses_sleeper_barrier());
 }
 /// What the owner of `own` runs between raising its sleeping count and its last look before
 /// it sleeps: membarrier where its header says so, else a fence (pairs with publish_fence).

@@ -38,11 +38,7 @@ void ShmTransport::publish(std::uint64_t seq, bool small) {
   own_slot_header(seq, small)->seq.store(seq, std::memory_order_release);
   // Pairs with doze()'s sleep_fence: a peer that raised its sleeping flag before this point is
   // rung, one that raises it later sees the slot in its last look before sleeping.
-  if (sleepers_use_barrier_) {
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-  } else {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-  }
+  publish_fence(sleepers_use_barrier_);
   for (auto& p : peers_) {
     SegmentHeader& h = *p->segment.header();
     if (h.sleeping.load(std::memory_order_relaxed) != 0) ring_doorbell(h, true);

@@ -82,15 +82,6 @@ Result<Peer*> ShmTransport::check_peer(int peer, const void* data, std::size_t b
   return p;
 }
 
-RequestId ShmTransport::add_request(int peer, bool is_send, const void* data, std::size_t bytes) {
-  auto [id, r] = requests_.add();
-  r.peer = peer;
-  r.is_send = is_send;
-  r.data = static_cast<char*>(const_cast<void*>(data));
-  r.bytes = bytes;
-  return id;
-}
-
 void ShmTransport::complete(Request& req, const Status& why) {
   req.done = true;
   if (req.status.ok()) req.status = why;
@@ -99,8 +90,7 @@ void ShmTransport::complete(Request& req, const Status& why) {
 Result<RequestId> ShmTransport::post_send(int peer, const void* data, std::size_t bytes,
                                           bool lend) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes));
-  const RequestId id = add_request(peer, true, data, bytes);
-  Request& req = requests_.at(id);
+  auto [id, req] = add_request(peer, true, data, bytes);
   req.lent = lend && lends(*p, bytes);
   if (!p->closed.ok()) {
     complete(req, p->closed);
@@ -114,8 +104,7 @@ Result<RequestId> ShmTransport::post_send(int peer, const void* data, std::size_
 
 Result<RequestId> ShmTransport::recv(int peer, void* data, std::size_t bytes) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes));
-  const RequestId id = add_request(peer, false, data, bytes);
-  Request& req = requests_.at(id);
+  auto [id, req] = add_request(peer, false, data, bytes);
   if (!p->closed.ok()) {
     // A peer that said goodbye may have left messages in the ring: deliver those first.
     p->in.recvs.push_back(&req);

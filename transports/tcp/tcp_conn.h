@@ -122,7 +122,6 @@ class TcpTransport final : public transports::Skeleton<Request> {
 
   // tcp_transport.cc
   Status check_peer(int peer, const void* data, std::size_t bytes) const;
-  RequestId add_request(int peer, bool is_send, const void* data, std::size_t bytes);
   void fail_part(Request& req, const Status& why);
   void post_recv_piece(Conn& c, RecvPiece piece);
   /// "rank P (host:port)".

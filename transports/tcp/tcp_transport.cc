@@ -134,16 +134,6 @@ Status TcpTransport::check_peer(int peer, const void* data, std::size_t bytes) c
   return aborted_;
 }
 
-RequestId TcpTransport::add_request(int peer, bool is_send, const void* data, std::size_t bytes) {
-  auto [id, r] = requests_.add();
-  r.peer = peer;
-  r.is_send = is_send;
-  r.data = static_cast<char*>(const_cast<void*>(data));
-  r.bytes = bytes;
-  r.parts_left = sockets_per_peer_;
-  return id;
-}
-
 void TcpTransport::fail_part(Request& req, const Status& why) {
   if (req.status.ok()) req.status = why;
   --req.parts_left;
@@ -152,8 +142,8 @@ void TcpTransport::fail_part(Request& req, const Status& why) {
 Result<RequestId> TcpTransport::post_send(int peer, const void* data, std::size_t bytes,
                                           bool hold, bool awaited) {
   HOOP_RETURN_IF_ERROR(check_peer(peer, data, bytes));
-  const RequestId id = add_request(peer, true, data, bytes);
-  Request& req = requests_.at(id);
+  auto [id, req] = add_request(peer, true, data, bytes);
+  req.parts_left = sockets_per_peer_;
   for (const auto& c : peer_conns(peer)) {
     // An earlier socket's eager write may have failed and aborted the transport.
     if (!aborted_.ok() || !c->closed.ok()) {
@@ -184,8 +174,8 @@ Result<RequestId> TcpTransport::post_send(int peer, const void* data, std::size_
 
 Result<RequestId> TcpTransport::recv(int peer, void* data, std::size_t bytes) {
   HOOP_RETURN_IF_ERROR(check_peer(peer, data, bytes));
-  const RequestId id = add_request(peer, false, data, bytes);
-  Request& req = requests_.at(id);
+  auto [id, req] = add_request(peer, false, data, bytes);
+  req.parts_left = sockets_per_peer_;
   for (const auto& c : peer_conns(peer)) {
     const wire::Part part = wire::stripe_part(bytes, c->index, sockets_per_peer_);
     post_recv_piece(*c, RecvPiece{&req, part.offset, part.size});

@@ -118,11 +118,7 @@ void UcxTransport::release(Request& req) {
 
 Result<RequestId> UcxTransport::send(int peer, const void* data, std::size_t bytes) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes));
-  auto [id, req] = requests_.add();
-  req.peer = peer;
-  req.is_send = true;
-  req.data = static_cast<char*>(const_cast<void*>(data));
-  req.bytes = bytes;
+  auto [id, req] = add_request(peer, true, data, bytes);
   req.seq = p->sent++;
   if (!p->closed.ok()) {
     complete(req, p->closed);
@@ -146,10 +142,7 @@ Result<RequestId> UcxTransport::send(int peer, const void* data, std::size_t byt
 
 Result<RequestId> UcxTransport::recv(int peer, void* data, std::size_t bytes) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes));
-  auto [id, req] = requests_.add();
-  req.peer = peer;
-  req.data = static_cast<char*>(data);
-  req.bytes = bytes;
+  auto [id, req] = add_request(peer, false, data, bytes);
   req.seq = p->posted++;
   if (!p->closed.ok() && !p->goodbye) {
     complete(req, p->closed);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/cpu_relax.h"
+#include "tests/transports/tcp_test_util.h"
 #include "transports/shm/shm_peers.h"
 #include "transports/shm/shm_segment.h"
 
@@ -50,21 +51,26 @@ TEST(ShmDoorbell, ASleeperNeverMissesAPublicationMadeWithoutAFence) {
   // raises its sleeping count, runs its barrier and looks a last time. A publication that the
   // doze missed shows as a doze that slept until its timeout and found the round published.
   // (A doze may also end early without a ring: a wake-up the child sent in the round before.)
+  // A child that stops or dies fails the test at the deadline instead of hanging it.
   constexpr auto kNap = std::chrono::seconds(1);
+  const Deadline deadline = testing::test_deadline();
   std::uint64_t missed = 0;
-  for (std::uint64_t i = 1; i <= kRounds && missed == 0; ++i) {
+  bool late = false;
+  for (std::uint64_t i = 1; i <= kRounds && missed == 0 && !late; ++i) {
     ring.tail.store(i, std::memory_order_release);
     auto published = [&] { return ring.head.load(std::memory_order_acquire) >= i; };
-    while (!published()) {
+    while (!published() && !late) {
       const auto start = Clock::now();
       const bool rang = shm::doze(
           h, std::chrono::duration_cast<std::chrono::microseconds>(kNap).count(), published);
       if (!rang && Clock::now() - start >= kNap && published()) ++missed;
+      late = Clock::now() >= deadline;
     }
   }
-  if (missed > 0) ::kill(child, SIGKILL);
+  if (missed > 0 || late) ::kill(child, SIGKILL);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_FALSE(late) << "the child stopped publishing (status " << status << ")";
   ASSERT_EQ(missed, 0u) << "a publication was missed";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
 }

@@ -47,6 +47,15 @@ struct RequestBase {
   char* data = nullptr;
   std::size_t bytes = 0;
   Status status;  // the first failure
+
+  /// Marks the request finished, successfully.
+  void finish() { done = true; }
+  /// Marks the request finished with `why`, unless an earlier failure is its status already
+  /// (a success copies no Status: the common case of the small messages' path).
+  void finish(const Status& why) {
+    done = true;
+    if (!why.ok() && status.ok()) status = why;
+  }
 };
 
 template <typename Request>

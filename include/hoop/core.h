@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -90,7 +91,7 @@ class [[nodiscard]] Status {
   /// Success.
   Status() = default;
   /// A status with `code` and `message` (a failure's cause).
-  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, std::string message);
 
   /// The success value.
   static Status success() { return Status(); }
@@ -100,15 +101,18 @@ class [[nodiscard]] Status {
   /// What went wrong (kOk: nothing).
   StatusCode code() const { return code_; }
   /// The message naming the cause (empty for success()).
-  const std::string& message() const { return message_; }
+  const std::string& message() const;
   /// "timeout: rank 3 did not answer within 10 s", or "ok".
   std::string to_string() const;
   /// The same status with `context + ": "` put before its message (no-op when ok).
   Status with_context(std::string_view context) const;
 
  private:
+  // A success is a code and a null pointer: building, copying and destroying one (every call
+  // does dozens) costs a few instructions, where an inline std::string cost a few dozen. A
+  // failure's message is immutable, so copies share it.
   StatusCode code_ = StatusCode::kOk;
-  std::string message_;
+  std::shared_ptr<const std::string> message_;
 };
 
 // Convenience constructors, one per failure code.

@@ -3,12 +3,14 @@
 // (with an allocation each) took a fifth of a small shared-memory sendrecv's time. Here an id
 // names a slot directly (its index in the low half, the slot's generation in the high half), so
 // a lookup is an index and a compare, a freed slot is reused without allocating, and an id
-// whose request was consumed no longer matches its slot's generation.
+// whose request was consumed no longer matches its slot's generation. The slots live in chunks
+// of a power-of-two size (a std::deque's index arithmetic took as long as the rest of a lookup),
+// which never move once allocated.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -24,13 +26,14 @@ class RequestTable {
   std::pair<RequestId, Request&> add() {
     std::uint32_t index;
     if (free_.empty()) {
-      index = static_cast<std::uint32_t>(slots_.size());
-      slots_.emplace_back();
+      index = static_cast<std::uint32_t>(count_);
+      if (count_ % kChunk == 0) chunks_.push_back(std::make_unique<Slot[]>(kChunk));
+      ++count_;
     } else {
       index = free_.back();
       free_.pop_back();
     }
-    Slot& s = slots_[index];
+    Slot& s = slot(index);
     s.live = true;
     ++live_;
     return {id_of(s.generation, index), s.request};
@@ -39,8 +42,8 @@ class RequestTable {
   /// The request `id` names, or null when it is unknown or was erased.
   Request* find(RequestId id) {
     const std::uint64_t index = id & 0xffffffffu;
-    if (index >= slots_.size()) return nullptr;
-    Slot& s = slots_[index];
+    if (index >= count_) return nullptr;
+    Slot& s = slot(index);
     return s.live && s.generation == (id >> 32) ? &s.request : nullptr;
   }
   const Request* find(RequestId id) const { return const_cast<RequestTable*>(this)->find(id); }
@@ -53,7 +56,7 @@ class RequestTable {
   void erase(RequestId id) {
     Request* r = find(id);
     if (r == nullptr) return;
-    Slot& s = slots_[id & 0xffffffffu];
+    Slot& s = slot(id & 0xffffffffu);
     s.request = Request{};
     s.live = false;
     // Generation 0 is never handed out, so no id is 0 (and a zeroed id is always unknown).
@@ -69,15 +72,16 @@ class RequestTable {
   /// add or erase requests.
   template <typename F>
   void for_each(F&& f) {
-    for (std::size_t i = 0; i < slots_.size(); ++i) {
-      Slot& s = slots_[i];
+    for (std::size_t i = 0; i < count_; ++i) {
+      Slot& s = slot(i);
       if (s.live) f(id_of(s.generation, static_cast<std::uint32_t>(i)), s.request);
     }
   }
   /// Whether pred(request) holds for any request in the table.
   template <typename Pred>
   bool any_of(Pred&& pred) const {
-    for (const Slot& s : slots_) {
+    for (std::size_t i = 0; i < count_; ++i) {
+      const Slot& s = const_cast<RequestTable*>(this)->slot(i);
       if (s.live && pred(s.request)) return true;
     }
     return false;
@@ -93,7 +97,11 @@ class RequestTable {
     return (static_cast<RequestId>(generation) << 32) | index;
   }
 
-  std::deque<Slot> slots_;  // a deque: growing it keeps the slots (and references) in place
+  static constexpr std::size_t kChunk = 64;
+  Slot& slot(std::size_t index) { return chunks_[index / kChunk][index % kChunk]; }
+
+  std::vector<std::unique_ptr<Slot[]>> chunks_;  // count_ slots in chunks of kChunk
+  std::size_t count_ = 0;
   std::vector<std::uint32_t> free_;
   std::size_t live_ = 0;
 };

@@ -35,7 +35,7 @@ Status consume_requests(RequestTable<Request>& requests, std::span<const Request
   for (RequestId id : ids) {
     const Request* r = requests.find(id);
     if (r == nullptr) continue;  // listed twice
-    if (first.ok()) first = r->status;
+    if (first.ok() && !r->status.ok()) first = r->status;
     requests.erase(id);
   }
   return first;

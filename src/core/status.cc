@@ -32,12 +32,22 @@ std::string_view status_code_name(StatusCode code) {
   return "unknown status";
 }
 
+Status::Status(StatusCode code, std::string message)
+    : code_(code),
+      message_(message.empty() ? nullptr
+                               : std::make_shared<const std::string>(std::move(message))) {}
+
+const std::string& Status::message() const {
+  static const std::string empty;
+  return message_ != nullptr ? *message_ : empty;
+}
+
 std::string Status::to_string() const {
   if (ok()) return "ok";
   std::string out(status_code_name(code_));
-  if (!message_.empty()) {
+  if (!message().empty()) {
     out += ": ";
-    out += message_;
+    out += message();
   }
   return out;
 }
@@ -46,7 +56,7 @@ Status Status::with_context(std::string_view context) const {
   if (ok()) return *this;
   std::string msg(context);
   msg += ": ";
-  msg += message_;
+  msg += message();
   return Status(code_, std::move(msg));
 }
 

@@ -72,11 +72,6 @@ Result<Peer*> CudaTransport::check_peer(int peer, const void* data, std::size_t 
   return p;
 }
 
-void CudaTransport::complete(Request& req, const Status& why) {
-  req.done = true;
-  if (req.status.ok()) req.status = why;
-}
-
 Result<RequestId> CudaTransport::send(int peer, const void* data, std::size_t bytes) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes, true));
   auto [id, req] = add_request(peer, true, data, bytes);

@@ -55,6 +55,43 @@ std::pair<std::uint64_t, std::uint64_t> payload_part(std::uint64_t from, std::ui
   return {begin, end - begin};
 }
 
+/// Writes a message of `bytes` at `data` (footprint `fp`) into `o` and publishes it, if it fits
+/// in the ring's free space without wrapping around: the small messages' path, one header store
+/// and one copy, where the general loop in pump_out() works out pieces; false otherwise.
+bool put_whole(OutRing& o, const char* data, std::uint64_t bytes, std::uint64_t fp) {
+  const std::uint64_t at = o.head % o.capacity;
+  if (at + fp > o.capacity || fp > piece_limit(o.capacity)) return false;
+  if (o.capacity - (o.head - o.tail_seen) < fp) {
+    o.tail_seen = o.ctl->tail.load(std::memory_order_acquire);
+    if (o.capacity - (o.head - o.tail_seen) < fp) return false;
+  }
+  std::memcpy(o.data + at, &bytes, sizeof bytes);
+  if (bytes > 0) std::memcpy(o.data + at + kMessageHeaderBytes, data, bytes);
+  o.head += fp;
+  o.ctl->head.store(o.head, std::memory_order_release);
+  return true;
+}
+
+/// Reads the message at `in`'s tail into the first posted receive and consumes it, if it is an
+/// ordinary message (not a single-copy descriptor) of the receive's length that is wholly in
+/// the ring, unwrapped, and at most `piece` long: put_whole()'s other end (the caller rings the
+/// sender's doorbell). False otherwise, with nothing consumed.
+bool take_whole(InRing& in, std::uint64_t piece) {
+  const std::uint64_t at = in.tail % in.capacity;
+  std::uint64_t len = 0;
+  std::memcpy(&len, in.data + at, sizeof len);
+  Request* r = in.recvs.front();
+  const std::uint64_t fp = footprint(len);
+  if (len != r->bytes || fp > piece || at + fp > in.capacity || in.head_seen - in.tail < fp)
+    return false;
+  if (len > 0) std::memcpy(r->data, in.data + at + kMessageHeaderBytes, len);
+  in.recvs.pop_front();
+  in.tail += fp;
+  in.ctl->tail.store(in.tail, std::memory_order_release);
+  r->finish();
+  return true;
+}
+
 Status length_mismatch(int sender, std::uint64_t sent, int receiver, std::uint64_t expected) {
   return protocol_error(fmt::format(
       "shm: rank {} sent a message of {} bytes but the matching receive on rank {} expects {} "
@@ -100,6 +137,13 @@ bool ShmTransport::pump_out(Peer& p) {
     const char* payload = lent ? reinterpret_cast<const char*>(&address) : r.data;
     const std::uint64_t payload_bytes = lent ? kAddressBytes : r.bytes;
     const std::uint64_t fp = footprint(payload_bytes);
+    if (o.front_done == 0 && !lent && put_whole(o, r.data, r.bytes, fp)) {
+      ring_doorbell(*p.segment.header());
+      complete(r);
+      o.sends.pop_front();
+      moved = true;
+      continue;
+    }
     while (o.front_done < fp) {
       std::uint64_t free = o.capacity - (o.head - o.tail_seen);
       if (free < std::min(fp - o.front_done, piece)) {
@@ -178,6 +222,11 @@ bool ShmTransport::pump_in(Peer& p, bool read_lent) {
       if (in.head_seen - in.tail < kMessageHeaderBytes) {
         in.head_seen = in.ctl->head.load(std::memory_order_acquire);
         if (in.head_seen - in.tail < kMessageHeaderBytes) break;
+      }
+      if (take_whole(in, piece)) {
+        ring_doorbell(*p.segment.header());
+        moved = true;
+        continue;
       }
       std::uint64_t len = 0;
       copy_from_ring(in.data, in.capacity, in.tail, reinterpret_cast<char*>(&len), sizeof len);

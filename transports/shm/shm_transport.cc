@@ -82,11 +82,6 @@ Result<Peer*> ShmTransport::check_peer(int peer, const void* data, std::size_t b
   return p;
 }
 
-void ShmTransport::complete(Request& req, const Status& why) {
-  req.done = true;
-  if (req.status.ok()) req.status = why;
-}
-
 Result<RequestId> ShmTransport::post_send(int peer, const void* data, std::size_t bytes,
                                           bool lend) {
   HOOP_ASSIGN_OR_RETURN(Peer * p, check_peer(peer, data, bytes));

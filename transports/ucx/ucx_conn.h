@@ -119,7 +119,8 @@ class UcxTransport final : public transports::Skeleton<Request> {
  private:
   // ucx_transport.cc
   Result<Peer*> check_peer(int peer, const void* data, std::size_t bytes);
-  void complete(Request& req, const Status& why = Status::success());
+  void complete(Request& req) { req.finish(); }
+  void complete(Request& req, const Status& why) { req.finish(why); }
   /// Hands a request's UCP request back (cancelling a receive first).
   void release(Request& req) override;
   /// A timed-out wait returns the abort's cause, which names the peers that never answered it.

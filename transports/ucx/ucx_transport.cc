@@ -101,11 +101,6 @@ Result<Peer*> UcxTransport::check_peer(int peer, const void* data, std::size_t b
   return p;
 }
 
-void UcxTransport::complete(Request& req, const Status& why) {
-  req.done = true;
-  if (req.status.ok()) req.status = why;
-}
-
 void UcxTransport::release(Request& req) {
   if (req.ucp == nullptr) return;
   // A cancelled receive stops writing into the caller's buffer; a send UCX cannot cancel goes

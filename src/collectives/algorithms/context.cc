@@ -52,12 +52,7 @@ Status Context::divide(void* buf, std::size_t count, DataType dtype, std::int64_
   return device::synchronize(stream, deadline);
 }
 
-Status Context::copy(void* dst, const void* src, std::size_t bytes) {
-  if (dst == src || bytes == 0) return Status::success();
-  if (device == kCpuDevice) {
-    std::memmove(dst, src, bytes);
-    return Status::success();
-  }
+Status Context::copy_on_device(void* dst, const void* src, std::size_t bytes) {
   HOOP_RETURN_IF_ERROR(device::copy(dst, src, bytes, stream));
   return device::synchronize(stream, deadline);
 }

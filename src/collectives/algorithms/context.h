@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -64,7 +65,13 @@ struct Context {
                 ReduceOp op);
   Status divide(void* buf, std::size_t count, DataType dtype, std::int64_t divisor);
   /// memmove on the host, a finished device copy on the device; a no-op when dst == src.
-  Status copy(void* dst, const void* src, std::size_t bytes);
+  /// Inline: small messages copy their payloads in and out of frames with it.
+  Status copy(void* dst, const void* src, std::size_t bytes) {
+    if (dst == src || bytes == 0) return Status::success();
+    if (device != kCpuDevice) return copy_on_device(dst, src, bytes);
+    std::memmove(dst, src, bytes);
+    return Status::success();
+  }
 
   /// Posts a send to `peer` (byte count).
   Result<RequestId> send(int peer, const void* data, std::size_t bytes) {
@@ -97,6 +104,8 @@ struct Context {
   /// `dst` itself (recursive doubling); a slice is then only overwritten once it has been sent.
   Status exchange_reduce(int partner, const std::byte* send, std::size_t send_count, std::byte* dst,
                          std::byte* tmp, std::size_t recv_count, DataType dtype, ReduceOp op);
+  /// copy() where the buffers are device memory.
+  Status copy_on_device(void* dst, const void* src, std::size_t bytes);
 };
 
 }  // namespace hoop::collectives

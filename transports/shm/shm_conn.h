@@ -185,6 +185,9 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
 
   // This rank's slot header for call `seq`, of the kind `small` says (shm_slots.cc).
   SlotHeader* own_slot_header(std::uint64_t seq, bool small) const;
+  // Peer p's slot holding call `seq`, in either kind of slot, or null while it has not
+  // published it (shm_slots.cc).
+  const SlotHeader* published(const Peer& p, std::uint64_t seq) const;
   // Waits until every rank in missing_ has published call `seq`, setting slots[r] for each
   // (shm_slots.cc).
   Status await_slots(std::uint64_t seq, std::span<const std::byte*> slots, Deadline deadline);

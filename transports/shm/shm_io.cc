@@ -317,7 +317,11 @@ bool ShmTransport::await_activity(std::chrono::microseconds timeout, bool messag
 }
 
 void ShmTransport::check_remote_abort() {
-  if (!aborted_.ok()) return;
+  // Every poll comes here: the common case is one load, without building posted_abort's
+  // optional Status.
+  if (!aborted_.ok() || own_header_->abort_state.load(std::memory_order_acquire) != kAbortWritten)
+      [[likely]]
+    return;
   // Passed on even though its origin tells every rank too: this rank may exit (an orderly
   // goodbye) before the origin's word reaches a peer still waiting on it, and that peer must
   // report the cause, not the goodbye. The first cause written into a segment wins.

@@ -45,6 +45,15 @@ void ShmTransport::publish(std::uint64_t seq, bool small) {
   }
 }
 
+const SlotHeader* ShmTransport::published(const Peer& p, std::uint64_t seq) const {
+  // The caller's call decides the kind of slot, alike on every rank of a matching call.
+  const SlotHeader* s = p.slots[seq & 1];
+  if (s->seq.load(std::memory_order_acquire) == seq) return s;
+  if (p.small == nullptr || small_slots_ == 0) return nullptr;
+  s = reinterpret_cast<const SlotHeader*>(p.small + seq % small_slots_ * small_stride_);
+  return s->seq.load(std::memory_order_acquire) == seq ? s : nullptr;
+}
+
 Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots,
                             Deadline deadline) {
   if (slot_bytes_ == 0 || slots.size() != static_cast<std::size_t>(size_))
@@ -55,8 +64,20 @@ Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots
   const bool small =
       small_slots_ > 0 && own_slot_header(seq, false)->seq.load(std::memory_order_relaxed) != seq;
   slots[static_cast<std::size_t>(rank_)] = own_slot(seq, small);
+  // Where every peer has published already (a rooted call's reader behind its root, the last
+  // rank to arrive), one look at each slot and no waiting list. A peer's abort still wins.
+  check_remote_abort();
+  if (!aborted_.ok()) return aborted_;
   missing_.clear();
-  for (auto& p : peers_) missing_.push_back(p->rank);
+  for (auto& p : peers_) {
+    const SlotHeader* s = published(*p, seq);
+    if (s != nullptr) {
+      slots[static_cast<std::size_t>(p->rank)] = slot_data(s);
+    } else {
+      missing_.push_back(p->rank);
+    }
+  }
+  if (missing_.empty()) return Status::success();
   return await_slots(seq, slots, deadline);
 }
 
@@ -78,19 +99,11 @@ Status ShmTransport::await_slots(std::uint64_t seq, std::span<const std::byte*> 
   // A peer's abort wins even over slots that are all there: the call has failed elsewhere.
   check_remote_abort();
   if (!aborted_.ok()) return aborted_;
-  const int which = static_cast<int>(seq & 1);
-  const std::size_t small_at = small_slots_ > 0 ? seq % small_slots_ * small_stride_ : 0;
-  // Takes the ranks whose slot holds the call now, in either kind of slot (the caller's call
-  // decides which, alike on every rank of a matching call); true once none is missing.
+  // Takes the ranks whose slot holds the call now; true once none is missing.
   auto look = [&] {
     std::erase_if(missing_, [&](int r) {
-      const Peer& p = *by_rank_[static_cast<std::size_t>(r)];
-      const SlotHeader* s = p.slots[which];
-      if (s->seq.load(std::memory_order_acquire) != seq) {
-        if (p.small == nullptr) return false;
-        s = reinterpret_cast<const SlotHeader*>(p.small + small_at);
-        if (s->seq.load(std::memory_order_acquire) != seq) return false;
-      }
+      const SlotHeader* s = published(*by_rank_[static_cast<std::size_t>(r)], seq);
+      if (s == nullptr) return false;
       slots[static_cast<std::size_t>(r)] = slot_data(s);
       return true;
     });

@@ -40,6 +40,8 @@ class CommImpl final : public Communicator {
       : connections_(std::move(connections)),
         view_(std::move(view)),
         transport_(view_ != nullptr ? view_.get() : connections_->transport.get()),
+        rank_(transport_->rank()),
+        size_(transport_->size()),
         algorithm_(algorithm),
         timeout_(timeout),
         cost_(cost),
@@ -48,8 +50,10 @@ class CommImpl final : public Communicator {
   /// Waits for the non-blocking calls still queued (some may be this communicator's).
   ~CommImpl() override { connections_->queue.drain(); }
 
-  int rank() const override { return transport_->rank(); }
-  int size() const override { return transport_->size(); }
+  // A transport's rank and size never change; kept here, every collective's several asks
+  // cost a load, not two virtual calls.
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
   Transport& transport() override { return *transport_; }
   /// The connections this communicator shares with those split from it.
   const std::shared_ptr<Connections>& connections() const { return connections_; }
@@ -125,6 +129,8 @@ class CommImpl final : public Communicator {
   std::shared_ptr<Connections> connections_;
   std::unique_ptr<Transport> view_;
   Transport* transport_;
+  int rank_;
+  int size_;
   Algorithm algorithm_;
   std::chrono::milliseconds timeout_;
   CostParams cost_;

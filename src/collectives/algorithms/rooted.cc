@@ -230,10 +230,10 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
   HOOP_RETURN_IF_ERROR(check_rooted(o.dtype, o.root, comm.size()));
   HOOP_ASSIGN_OR_RETURN(std::size_t total,
                         collectives::check_counts(o.counts, comm.size(), o.dtype, "counts"));
-  const collectives::Trace trace(comm, kind, total * dtype_size(o.dtype));
+  const std::size_t es = dtype_size(o.dtype);
+  const collectives::Trace trace(comm, kind, total * es);
   const int me = comm.rank();
   const bool is_root = me == o.root;
-  const std::size_t es = dtype_size(o.dtype);
   collectives::RankSizes offsets_of(o.counts.size(), 0);
   collectives::RankSizes lengths_of(o.counts.size(), 0);
   const std::span<std::size_t> offsets = offsets_of.span();

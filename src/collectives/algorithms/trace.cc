@@ -6,8 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/timeline.h"
-
 namespace hoop::collectives {
 namespace {
 
@@ -17,10 +15,7 @@ constexpr std::string_view kRow = "communicator";
 
 }  // namespace
 
-Trace::Trace(Communicator& comm, Collective kind, std::size_t bytes, bool deferred)
-    : comm_(comm), kind_(kind), bytes_(bytes) {
-  // Most jobs write no timeline: no shared_ptr copy (a locked load) on every collective then.
-  if (!Timeline::any_active()) return;
+void Trace::attach(bool deferred) {
   std::shared_ptr<Timeline> t = collectives_timeline();
   if (t == nullptr || !t->active()) return;
   timeline_ = std::move(t);
@@ -41,8 +36,6 @@ void Trace::start(std::string_view algorithm) {
   timeline_->begin(kRow, phase, args);
 }
 
-Trace::~Trace() {
-  if (begun_) timeline_->end(kRow);
-}
+void Trace::end() { timeline_->end(kRow); }
 
 }  // namespace hoop::collectives

@@ -6,11 +6,8 @@
 #include <memory>
 #include <string_view>
 
+#include "core/timeline.h"
 #include "hoop/communicator.h"
-
-namespace hoop {
-class Timeline;
-}  // namespace hoop
 
 namespace hoop::collectives {
 
@@ -20,8 +17,16 @@ class Trace {
  public:
   /// `bytes`: what each rank contributes (nccl-tests' size). With `deferred`, nothing is
   /// written until start().
-  Trace(Communicator& comm, Collective kind, std::size_t bytes, bool deferred = false);
-  ~Trace();
+  Trace(Communicator& comm, Collective kind, std::size_t bytes, bool deferred = false)
+      : comm_(comm), kind_(kind), bytes_(bytes) {
+    // Most jobs write no timeline: one relaxed load, inline, on every collective then.
+    if (Timeline::any_active()) [[unlikely]]
+      attach(deferred);
+  }
+  ~Trace() {
+    if (begun_) [[unlikely]]
+      end();
+  }
   Trace(const Trace&) = delete;
   Trace& operator=(const Trace&) = delete;
 
@@ -29,6 +34,11 @@ class Trace {
   void start(std::string_view algorithm = {});
 
  private:
+  /// Takes the active timeline, if any, and begins the event unless `deferred`.
+  void attach(bool deferred);
+  /// Ends the begun event.
+  void end();
+
   Communicator& comm_;
   Collective kind_;
   std::size_t bytes_;

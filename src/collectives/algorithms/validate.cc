@@ -8,18 +8,14 @@
 
 namespace hoop::collectives {
 
-Status check_dtype(DataType dtype) {
-  if (static_cast<unsigned>(dtype) > static_cast<unsigned>(DataType::kI16))
-    return invalid_argument(fmt::format("dtype: unknown data type {}", static_cast<int>(dtype)));
-  return Status::success();
+Status dtype_failure(DataType dtype) {
+  return invalid_argument(fmt::format("dtype: unknown data type {}", static_cast<int>(dtype)));
 }
 
-Status check_op(ReduceOp op) {
+Status op_failure(ReduceOp op) {
   if (op == ReduceOp::kAdasum)
     return invalid_argument("op: adasum combines whole vectors, so only allreduce takes it");
-  if (static_cast<unsigned>(op) > static_cast<unsigned>(ReduceOp::kAdasum))
-    return invalid_argument(fmt::format("op: unknown reduce op {}", static_cast<int>(op)));
-  return Status::success();
+  return invalid_argument(fmt::format("op: unknown reduce op {}", static_cast<int>(op)));
 }
 
 Status check_adasum(DataType dtype, Algorithm algorithm) {
@@ -40,29 +36,20 @@ Status check_algorithm(Algorithm algorithm) {
   return Status::success();
 }
 
-Result<std::size_t> checked_bytes(std::size_t count, std::size_t factor, DataType dtype,
-                                  std::string_view what) {
+Status bytes_failure(std::size_t count, std::size_t factor, DataType dtype, std::string_view what) {
   constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
-  const std::size_t esize = dtype_size(dtype);
   if (factor != 0 && count > kMax / factor)
     return invalid_argument(fmt::format("{}: {} x {} elements overflow", what, count, factor));
-  const std::size_t elems = count * factor;
-  if (elems > kMax / esize)
-    return invalid_argument(
-        fmt::format("{}: {} elements of {} bytes overflow", what, elems, esize));
-  return elems * esize;
+  return invalid_argument(
+      fmt::format("{}: {} elements of {} bytes overflow", what, count * factor, dtype_size(dtype)));
 }
 
-Status check_buffer(const void* ptr, std::size_t count, std::string_view name) {
-  if (ptr == nullptr && count > 0)
-    return invalid_argument(fmt::format("{}: null buffer for {} elements", name, count));
-  return Status::success();
+Status buffer_failure(std::size_t count, std::string_view name) {
+  return invalid_argument(fmt::format("{}: null buffer for {} elements", name, count));
 }
 
-Status check_root(int root, int size) {
-  if (root < 0 || root >= size)
-    return invalid_argument(fmt::format("root: {} is not a rank of this {}-rank job", root, size));
-  return Status::success();
+Status root_failure(int root, int size) {
+  return invalid_argument(fmt::format("root: {} is not a rank of this {}-rank job", root, size));
 }
 
 Result<std::size_t> check_counts(std::span<const std::size_t> counts, int size, DataType dtype,

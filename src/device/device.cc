@@ -183,7 +183,11 @@ bool cuda_built() {
 #endif
 }
 bool fake() { return api().fake(); }
-int device_count() { return api().count(); }
+int device_count() {
+  // Fixed for the process (the API and its device list are chosen once); every collective asks.
+  static const int count = api().count();
+  return count;
+}
 std::string unavailable_reason() { return api().unavailable_reason(); }
 std::string describe() { return api().describe(); }
 bool mps_active() { return api().mps_active(); }

@@ -46,7 +46,10 @@ class CommImpl final : public Communicator {
         timeout_(timeout),
         cost_(cost),
         // A split's view renumbers the ranks; its collectives go through messages.
-        slots_(view_ == nullptr && transport_->size() > 1 ? transport_->shared_slots() : nullptr) {}
+        slots_(view_ == nullptr && transport_->size() > 1 ? transport_->shared_slots() : nullptr) {
+    if (slots_ != nullptr)
+      slot_sizes_ = {slots_->slot_bytes(), slots_->small_slot_bytes(), slots_->small_slots()};
+  }
   /// Waits for the non-blocking calls still queued (some may be this communicator's).
   ~CommImpl() override { connections_->queue.drain(); }
 
@@ -97,6 +100,15 @@ class CommImpl final : public Communicator {
   std::uint64_t next_call() { return ++calls_; }
   /// The transport's shared slots (one_host.h), or null: collectives go through messages.
   SharedSlots* slots() const { return slots_; }
+  /// The slots' sizes (SharedSlots' own, all zero without slots).
+  struct SlotSizes {
+    std::size_t slot_bytes = 0;        ///< a large slot's bytes
+    std::size_t small_slot_bytes = 0;  ///< a small slot's bytes
+    std::size_t small_slots = 0;       ///< how many small slots each rank has
+  };
+  /// Fixed for the transport's life: read once, where a small call asked the transport for them
+  /// half a dozen times.
+  const SlotSizes& slot_sizes() const { return slot_sizes_; }
   /// Numbers the calls through the slots (the same sequence on every rank).
   std::uint64_t next_slot_call() { return ++slot_calls_; }
   /// Where the last slot call found each rank's payload (size() entries).
@@ -140,6 +152,7 @@ class CommImpl final : public Communicator {
   std::uint64_t calls_ = 0;
   std::uint64_t splits_ = 0;
   SharedSlots* slots_;
+  SlotSizes slot_sizes_;
   std::uint64_t slot_calls_ = 0;
   std::vector<const std::byte*> slot_payloads_;
   SlotLedger slot_ledger_;

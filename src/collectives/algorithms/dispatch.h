@@ -157,10 +157,13 @@ void block_layout(std::span<const std::size_t> counts, std::size_t esize,
 /// call allocates nothing for them (a 2-rank scatter of 16 B made five allocations a call).
 class RankSizes {
  public:
-  RankSizes(std::size_t ranks, std::size_t value) : heap_(ranks > kInline ? ranks : 0, value) {
-    data_ = ranks > kInline ? heap_.data() : inline_;
-    size_ = ranks;
-    if (ranks <= kInline) std::fill_n(inline_, ranks, value);
+  RankSizes(std::size_t ranks, std::size_t value) : size_(ranks) {
+    if (ranks > kInline) {
+      heap_.assign(ranks, value);
+      data_ = heap_.data();
+    } else {
+      std::fill_n(inline_, ranks, value);
+    }
   }
   RankSizes(const RankSizes&) = delete;
   RankSizes& operator=(const RankSizes&) = delete;
@@ -172,7 +175,7 @@ class RankSizes {
   static constexpr std::size_t kInline = 64;
   std::size_t inline_[kInline];
   std::vector<std::size_t> heap_;
-  std::size_t* data_;
+  std::size_t* data_ = inline_;
   std::size_t size_;
 };
 
@@ -181,9 +184,9 @@ class RankSizes {
 class UniformBlocks {
  public:
   UniformBlocks(std::size_t ranks, std::size_t count, std::size_t esize)
-      : offsets_(ranks, 0), lengths_(ranks, 0) {
-    const RankSizes counts(ranks, count);
-    block_layout(counts.span(), esize, offsets_.span(), lengths_.span());
+      : offsets_(ranks, 0), lengths_(ranks, count * esize) {
+    const std::span<std::size_t> offsets = offsets_.span();
+    for (std::size_t r = 1; r < ranks; ++r) offsets[r] = offsets[r - 1] + count * esize;
   }
   std::span<const std::size_t> offsets() const { return offsets_.span(); }
   std::span<const std::size_t> lengths() const { return lengths_.span(); }

@@ -13,11 +13,6 @@
 namespace hoop::collectives {
 namespace {
 
-// A slot read by every other rank costs each rank (size - 1) times the payload in reads from
-// other cores' caches, where the rings and the single-copy allreduce move about twice the
-// payload whatever the size: past this many bytes read per rank they win (measured on 2, 4 and 8
-// ranks: docs/BENCHMARKS.md, "Shared slots and single-copy reads").
-constexpr std::size_t kReadAllBudget = std::size_t{512} << 10;
 // From this size a payload that only other ranks read (SlotNeed::kNone) is written past this
 // rank's caches where its readers run on other cores: they then take it from memory instead of
 // snooping modified lines out of the writer's cache (docs/BENCHMARKS.md, "Slot payloads that
@@ -45,14 +40,6 @@ CommImpl* in_slots(Communicator& comm, std::size_t bytes, bool read_all,
     return nullptr;
   Result<int> device = buffers_device(buffers);
   return device.ok() && *device == kCpuDevice ? impl : nullptr;
-}
-
-SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all) {
-  SharedSlots* s = impl.slots();
-  if (s == nullptr || bytes > s->slot_bytes() - kSlotOverhead) return nullptr;
-  if (read_all && bytes * static_cast<std::size_t>(impl.size() - 1) > kReadAllBudget)
-    return nullptr;
-  return s;
 }
 
 namespace {
@@ -131,18 +118,19 @@ Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payl
   SharedSlots& slots = *impl.slots();
   const std::uint64_t seq = impl.next_slot_call();
   CommImpl::SlotLedger& ledger = impl.slot_ledger();
-  const bool small = role.small && slots.small_slots() >= 2;
+  const CommImpl::SlotSizes& sizes = impl.slot_sizes();
+  const bool small = role.small && sizes.small_slots >= 2;
   // The calls this rank left early, as far as this slot's rewrite needs them (SlotNeed): a
   // small call runs up to half the small slots ahead, a large one none. Where a small call must
   // confirm, it confirms a quarter of that more at once: each confirm reads a line of every
   // other rank (4 ranks on 2 cores, 8 B-4 KiB: a confirm every call took 1.3-2x the time).
-  const std::uint64_t ahead = small ? slots.small_slots() / 2 : 1;
+  const std::uint64_t ahead = small ? sizes.small_slots / 2 : 1;
   std::uint64_t upto = seq > ahead ? seq - ahead : 0;
   if (small && upto > ledger.confirmed) upto = std::min(seq - 1, upto + (ahead - 1) / 4);
   upto = std::max(upto, ledger.large);
   HOOP_RETURN_IF_ERROR(confirm_through(impl, upto, deadline));
   const std::size_t trailer =
-      (small ? slots.small_slot_bytes() : slots.slot_bytes()) - kFingerprintBytes;
+      (small ? sizes.small_slot_bytes : sizes.slot_bytes) - kFingerprintBytes;
   std::byte* own = slots.own_slot(seq, small);
   encode_fingerprint(fp, seq, own + trailer);
   const std::uint64_t hash =
@@ -220,9 +208,9 @@ constexpr std::size_t kSmallUncrowdedBytes = 1024;
 SlotRole rooted_role(const CommImpl& impl, int root, bool root_reads, bool keep_own,
                      std::size_t call_bytes) {
   const bool is_root = impl.rank() == root;
-  const std::size_t fits =
-      impl.cost().crowded ? impl.slots()->small_slot_bytes() - kSlotOverhead : kSmallUncrowdedBytes;
-  const bool small = impl.slots()->small_slots() > 0 && call_bytes <= fits;
+  const std::size_t fits = impl.cost().crowded ? impl.slot_sizes().small_slot_bytes - kSlotOverhead
+                                               : kSmallUncrowdedBytes;
+  const bool small = impl.slot_sizes().small_slots > 0 && call_bytes <= fits;
   if (root_reads)
     return is_root ? SlotRole{SlotNeed::kAll, root, keep_own, small}
                    : SlotRole{SlotNeed::kNone, root, false, small};

@@ -43,9 +43,22 @@ inline CallFingerprint allreduce_fingerprint(std::size_t count, DataType dtype, 
                          .count = count};
 }
 
+/// A slot read by every other rank costs each rank (size - 1) times the payload in reads from
+/// other cores' caches, where the rings and the single-copy allreduce move about twice the
+/// payload whatever the size: past this many bytes read per rank they win (measured on 2, 4 and 8
+/// ranks: docs/BENCHMARKS.md, "Shared slots and single-copy reads").
+inline constexpr std::size_t kReadAllBudget = std::size_t{512} << 10;
+
 /// `impl`'s slots when a collective whose largest payload on any rank is `bytes` (and, where
-/// every rank reads every other's, `read_all`) goes through them; null otherwise.
-SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all);
+/// every rank reads every other's, `read_all`) goes through them; null otherwise. Inline: every
+/// small call asks once or twice.
+inline SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all) {
+  SharedSlots* s = impl.slots();
+  if (s == nullptr || bytes > impl.slot_sizes().slot_bytes - kSlotOverhead) return nullptr;
+  if (read_all && bytes * static_cast<std::size_t>(impl.size() - 1) > kReadAllBudget)
+    return nullptr;
+  return s;
+}
 
 /// hoop's own communicator when a call whose largest slot payload on any rank is `bytes` (see
 /// slots_for) on `buffers` goes through its shared slots: host buffers, and no algorithm asked

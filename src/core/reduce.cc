@@ -99,20 +99,24 @@ Status byte_size(std::string_view fn, std::size_t count, DataType dtype, std::si
 }
 
 // Exact aliasing is in-place and fine; a shifted overlap would read bytes already written.
-Status check_overlap(std::string_view fn, std::string_view name, const void* dst, const void* src,
-                     std::size_t bytes) {
+bool partially_overlaps(const void* dst, const void* src, std::size_t bytes) {
   const auto d = reinterpret_cast<std::uintptr_t>(dst);
   const auto s = reinterpret_cast<std::uintptr_t>(src);
-  if (d != s && d < s + bytes && s < d + bytes) {
+  return d != s && d < s + bytes && s < d + bytes;
+}
+
+Status check_overlap(std::string_view fn, std::string_view name, const void* dst, const void* src,
+                     std::size_t bytes) {
+  if (partially_overlaps(dst, src, bytes)) {
     return invalid_argument(fmt::format("{}: dst partially overlaps {}", fn, name));
   }
   return Status::success();
 }
 
-}  // namespace
-
-bool reduce_args_ok(const void* dst, const void* a, const void* b, std::size_t count,
-                    DataType dtype, ReduceOp op) {
+/// Whether reduce's arguments (reduce_into's with a = dst) pass check_reduce: the same tests as
+/// booleans, inline, for the common case.
+inline bool reduce_args_ok(const void* dst, const void* a, const void* b, std::size_t count,
+                           DataType dtype, ReduceOp op) {
   if (!valid_dtype(dtype) || static_cast<unsigned>(op) >= static_cast<unsigned>(ReduceOp::kAdasum))
     return false;
   if (count == 0) return true;
@@ -120,13 +124,10 @@ bool reduce_args_ok(const void* dst, const void* a, const void* b, std::size_t c
   if (dst == nullptr || a == nullptr || b == nullptr ||
       __builtin_mul_overflow(count, dtype_size(dtype), &bytes))
     return false;
-  auto partial = [&](const void* src) {
-    const auto d = reinterpret_cast<std::uintptr_t>(dst);
-    const auto s = reinterpret_cast<std::uintptr_t>(src);
-    return d != s && d < s + bytes && s < d + bytes;
-  };
-  return !partial(a) && !partial(b);
+  return !partially_overlaps(dst, a, bytes) && !partially_overlaps(dst, b, bytes);
 }
+
+}  // namespace
 
 OpKind op_kind(ReduceOp op) {
   switch (op) {

@@ -19,11 +19,6 @@ Status check_dtype(std::string_view fn, DataType dtype);
 Status check_reduce_into(std::string_view fn, const void* dst, const void* src, std::size_t count,
                          DataType dtype, ReduceOp op);
 
-/// Whether reduce's arguments (reduce_into's with a = dst) pass check_reduce: the same tests
-/// as booleans, for the common case.
-bool reduce_args_ok(const void* dst, const void* a, const void* b, std::size_t count,
-                    DataType dtype, ReduceOp op);
-
 /// Checks reduce's arguments (dst[i] = op(a[i], b[i])); ok for count 0 as above.
 Status check_reduce(std::string_view fn, const void* dst, const void* a, const void* b,
                     std::size_t count, DataType dtype, ReduceOp op);

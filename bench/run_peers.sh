@@ -16,8 +16,11 @@
 # and is added that way automatically when {bin}/hoop-bench and {bin}/hooprun exist.
 #
 # Repetitions are interleaved (every peer once, then every peer again) so that slow phases of a
-# shared machine hit all peers alike. Sizes up to --split use -n/-w as given; larger sizes use
-# --large-iters/--large-warmup, which keeps a full 8 B .. 64 MiB sweep within minutes.
+# shared machine hit all peers alike, and every second repetition runs the peers in reverse
+# order: on the 2-core development guest a fixed order biased one comparison by a fifth
+# (docs/BENCHMARKS.md, "Small calls in fewer instructions, second pass"). Sizes up to --split
+# use -n/-w as given; larger sizes use --large-iters/--large-warmup, which keeps a full
+# 8 B .. 64 MiB sweep within minutes.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -188,7 +191,12 @@ for ((rep = 1; rep <= reps; rep++)); do
     if [[ "$n" == 2 ]] && ((bound)); then
       sweep tcp_bound 2 "$rep" "$bin/tcp_bound"
     fi
-    for peer in "${peers[@]}"; do
+    order=("${peers[@]}")
+    if ((rep % 2 == 0)); then
+      order=()
+      for ((i = ${#peers[@]} - 1; i >= 0; i--)); do order+=("${peers[i]}"); done
+    fi
+    for peer in "${order[@]}"; do
       label="${peer%%=*}"
       cmd="${peer#*=}"
       cmd="${cmd//\{n\}/$n}"

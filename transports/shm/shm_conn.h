@@ -180,7 +180,7 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   // is published without a fence (publish_fence).
   bool sleepers_use_barrier_ = false;
   bool reads_peers_ = false;  // every rank could read every other's memory (set-up's verdict)
-  std::vector<int> missing_;  // gather's scratch: the ranks not yet seen
+  std::vector<int> missing_;  // await_slots' scratch: the ranks not yet seen
   std::vector<const std::byte*> one_slots_;  // gather_one's scratch, size_ entries
 
   // This rank's slot header for call `seq`, of the kind `small` says (shm_slots.cc).
@@ -188,9 +188,13 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   // Peer p's slot holding call `seq`, in either kind of slot, or null while it has not
   // published it (shm_slots.cc).
   const SlotHeader* published(const Peer& p, std::uint64_t seq) const;
-  // Waits until every rank in missing_ has published call `seq`, setting slots[r] for each
-  // (shm_slots.cc).
-  Status await_slots(std::uint64_t seq, std::span<const std::byte*> slots, Deadline deadline);
+  // Waits until every peer (or only rank `only`) has published call `seq`, setting slots[r]
+  // for each (shm_slots.cc).
+  Status await_slots(std::uint64_t seq, std::span<const std::byte*> slots, Deadline deadline,
+                     int only = -1);
+  // await_slots' wait for the ranks in missing_, apart from its first look: the common case,
+  // every slot there at once, stays a short function.
+  Status wait_for_missing(std::uint64_t seq, std::span<const std::byte*> slots, Deadline deadline);
 };
 
 }  // namespace hoop::shm

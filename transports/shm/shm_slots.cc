@@ -54,6 +54,33 @@ const SlotHeader* ShmTransport::published(const Peer& p, std::uint64_t seq) cons
   return s->seq.load(std::memory_order_acquire) == seq ? s : nullptr;
 }
 
+// Inline into gather and gather_one: their common case, every slot there at once, is a few
+// dozen instructions, about what a call into this function cost.
+[[gnu::always_inline]] inline Status ShmTransport::await_slots(std::uint64_t seq,
+                                                               std::span<const std::byte*> slots,
+                                                               Deadline deadline, int only) {
+  // A peer's abort wins even over slots that are all there: the call has failed elsewhere.
+  check_remote_abort();
+  if (!aborted_.ok()) return aborted_;
+  // The first look keeps no waiting list: most gathers find every slot there already (a rooted
+  // call's reader behind its root, the last rank to arrive).
+  missing_.clear();
+  auto take = [&](const Peer& p) {
+    if (const SlotHeader* s = published(p, seq)) {
+      slots[static_cast<std::size_t>(p.rank)] = slot_data(s);
+    } else {
+      missing_.push_back(p.rank);
+    }
+  };
+  if (only >= 0) {
+    take(*by_rank_[static_cast<std::size_t>(only)]);
+  } else {
+    for (auto& p : peers_) take(*p);
+  }
+  if (missing_.empty()) return Status::success();
+  return wait_for_missing(seq, slots, deadline);
+}
+
 Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots,
                             Deadline deadline) {
   if (slot_bytes_ == 0 || slots.size() != static_cast<std::size_t>(size_))
@@ -64,41 +91,22 @@ Status ShmTransport::gather(std::uint64_t seq, std::span<const std::byte*> slots
   const bool small =
       small_slots_ > 0 && own_slot_header(seq, false)->seq.load(std::memory_order_relaxed) != seq;
   slots[static_cast<std::size_t>(rank_)] = own_slot(seq, small);
-  // Where every peer has published already (a rooted call's reader behind its root, the last
-  // rank to arrive), one look at each slot and no waiting list. A peer's abort still wins.
-  check_remote_abort();
-  if (!aborted_.ok()) return aborted_;
-  missing_.clear();
-  for (auto& p : peers_) {
-    const SlotHeader* s = published(*p, seq);
-    if (s != nullptr) {
-      slots[static_cast<std::size_t>(p->rank)] = slot_data(s);
-    } else {
-      missing_.push_back(p->rank);
-    }
-  }
-  if (missing_.empty()) return Status::success();
   return await_slots(seq, slots, deadline);
 }
 
-Result<const std::byte*> ShmTransport::gather_one(std::uint64_t seq, int peer,
-                                                  Deadline deadline) {
+Result<const std::byte*> ShmTransport::gather_one(std::uint64_t seq, int peer, Deadline deadline) {
   // Where there are slots, every rank is a peer (shm_connect.cc).
   if (slot_bytes_ == 0 || peer < 0 || peer >= size_ || peer == rank_)
     return invalid_argument(fmt::format("shm: rank {}: no shared slot of rank {} to gather{}",
-                                        rank_, peer,
-                                        slot_bytes_ == 0 ? " (no shared slots)" : ""));
+                                        rank_, peer, slot_bytes_ == 0 ? " (no shared slots)" : ""));
   one_slots_.resize(static_cast<std::size_t>(size_));
-  missing_.assign(1, peer);
-  HOOP_RETURN_IF_ERROR(await_slots(seq, one_slots_, deadline));
+  HOOP_RETURN_IF_ERROR(await_slots(seq, one_slots_, deadline, peer));
   return one_slots_[static_cast<std::size_t>(peer)];
 }
 
-Status ShmTransport::await_slots(std::uint64_t seq, std::span<const std::byte*> slots,
-                                 Deadline deadline) {
-  // A peer's abort wins even over slots that are all there: the call has failed elsewhere.
-  check_remote_abort();
-  if (!aborted_.ok()) return aborted_;
+[[gnu::noinline]] Status ShmTransport::wait_for_missing(std::uint64_t seq,
+                                                        std::span<const std::byte*> slots,
+                                                        Deadline deadline) {
   // Takes the ranks whose slot holds the call now; true once none is missing.
   auto look = [&] {
     std::erase_if(missing_, [&](int r) {
@@ -109,7 +117,6 @@ Status ShmTransport::await_slots(std::uint64_t seq, std::span<const std::byte*> 
     });
     return missing_.empty();
   };
-  if (look()) return Status::success();
   // Read at the first check: most gathers end before it, and a clock read is not free.
   Clock::time_point spin_until{};
   for (unsigned turn = 1;; ++turn) {

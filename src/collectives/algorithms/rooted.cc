@@ -104,8 +104,7 @@ Status reduce_ring(Context& ctx, const std::byte* input, std::byte* work, std::s
   std::vector<RequestId> ids;
   if (ctx.rank != root) {
     const patterns::Range c = chunks.chunk(ctx.rank);
-    HOOP_ASSIGN_OR_RETURN(RequestId s,
-                          ctx.send_awaited(root, work + c.offset * es, c.length * es));
+    HOOP_ASSIGN_OR_RETURN(RequestId s, ctx.send_awaited(root, work + c.offset * es, c.length * es));
     ids.push_back(s);
   } else {
     for (int r = 0; r < ctx.size; ++r) {
@@ -228,6 +227,31 @@ std::string describe_blocks(Collective kind, std::size_t total, DataType dtype, 
                      gather ? "to" : "from", root);
 }
 
+/// Where a gather or scatter runs on one host: `reading` (move_by_reading, larger blocks read
+/// where they lie) or `slots` (blocks_in_slots, a small call in one step, its largest slot
+/// payload `slot_bytes`), each null where it does not apply. The same decision on every rank:
+/// `largest` is the largest block (the gather's root reads them all), `root_bytes` the root's
+/// whole buffer (the scatter's root publishes it).
+struct OneHostRoute {
+  collectives::CommImpl* reading = nullptr;
+  collectives::CommImpl* slots = nullptr;
+  std::size_t slot_bytes = 0;
+};
+[[gnu::always_inline]] inline OneHostRoute one_host_route(Communicator& comm, bool gather,
+                                                          bool is_root, const void* mine,
+                                                          const void* blocks, std::size_t largest,
+                                                          std::size_t root_bytes) {
+  auto* one_host =
+      collectives::in_slots(comm, 0, false,
+                            {{mine, gather ? "input" : "output"},
+                             {is_root ? blocks : nullptr, gather ? "output" : "input"}});
+  if (one_host == nullptr) return {};
+  if (collectives::reads_take_moves(*one_host, largest, gather)) return {.reading = one_host};
+  const std::size_t slot_bytes = gather ? largest : root_bytes;
+  if (collectives::slots_for(*one_host, slot_bytes, gather) == nullptr) return {};
+  return {.slots = one_host, .slot_bytes = slot_bytes};
+}
+
 /// gather(v) (Options = GathervOptions) or scatter(v) (ScattervOptions): the root's buffer of
 /// every block is the gather's output and the scatter's input; this rank's block the other one.
 /// In place on the root: its own block stays in the root's buffer (input or output null).
@@ -258,15 +282,12 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
   HOOP_RETURN_IF_ERROR(collectives::check_buffer(mine, o.counts[me], gather ? "input" : "output"));
   auto what = [&] { return describe_blocks(kind, total, o.dtype, o.root); };
   const CallFingerprint fp = blocks_fingerprint(kind, o.dtype, o.root, o.counts, total);
-  // On one host a small call is one step through the shared slots: the gather's root reads
-  // every block, so the blocks' largest decides; the scatter's root publishes them all.
   const std::size_t largest =
       lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
-  auto* one_host = collectives::in_slots(
-      comm, 0, false,
-      {{mine, gather ? "input" : "output"}, {is_root ? blocks : nullptr, blocks_name}});
+  const OneHostRoute route =
+      one_host_route(comm, gather, is_root, mine, blocks, largest, total * es);
   // Larger blocks are read where they lie, one copy each (one_host.h).
-  if (one_host != nullptr && collectives::reads_take_moves(*one_host, largest, gather)) {
+  if (route.reading != nullptr) {
     auto* root_blocks = const_cast<std::byte*>(bytes_of(blocks));
     auto* own = const_cast<std::byte*>(bytes_of(mine));
     // Each block moves in two parts at once (root_share): the root moves the first part of
@@ -277,7 +298,7 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
       return collectives::root_share(lengths[r], comm.size());
     };
     return collectives::move_by_reading(
-        *one_host, fp, {is_root ? blocks : mine}, what,
+        *route.reading, fp, {is_root ? blocks : mine}, what,
         [&](SharedSlots& slots, std::span<const std::uint64_t> at) -> Status {
           const auto m = static_cast<std::size_t>(me);
           if (is_root) {
@@ -304,19 +325,17 @@ Status blocks_as(Communicator& comm, const Options& o, Collective kind,
                         : slots.read_peer(o.root, at_root, own + head, lengths[m] - head);
         });
   }
-  // The largest slot payload on any rank: a gather's largest block, a scatter root's every one.
-  const std::size_t slot_bytes = gather ? largest : total * es;
-  if (one_host != nullptr && collectives::slots_for(*one_host, slot_bytes, gather) != nullptr)
+  if (route.slots != nullptr)
     return collectives::blocks_in_slots(
-        *one_host, fp, gather, const_cast<std::byte*>(bytes_of(blocks)),
-        const_cast<std::byte*>(bytes_of(mine)), offsets, lengths, o.root, slot_bytes, what);
+        *route.slots, fp, gather, const_cast<std::byte*>(bytes_of(blocks)),
+        const_cast<std::byte*>(bytes_of(mine)), offsets, lengths, o.root, route.slot_bytes, what);
   collectives::DevicePart* part = nullptr;
   const std::size_t root_bytes = is_root ? total * es : 0;
   const void* root_buf = is_root ? blocks : nullptr;
   const Staged staged = gather ? Staged{mine, lengths[me], const_cast<void*>(root_buf), root_bytes}
                                : Staged{root_buf, root_bytes, const_cast<void*>(mine), lengths[me]};
-  if (auto done = run_on_device(comm, o, collectives::route_call_of(kind, o.dtype, total * es),
-                                &fp, what, staged_self, nullptr, staged, part))
+  if (auto done = run_on_device(comm, o, collectives::route_call_of(kind, o.dtype, total * es), &fp,
+                                what, staged_self, nullptr, staged, part))
     return *done;
   return run(
       comm, fp, what,
@@ -348,7 +367,7 @@ collectives::RankSizes uniform_counts(const Communicator& comm, std::size_t coun
 /// blocks_as would run through the shared slots, run there without the v-form: its counts, their
 /// checks and its layout cost an 8 B scatter at 2 ranks a quarter of its instructions. Nullopt
 /// where the call takes another path, or where an argument is wrong: blocks_as then names it.
-/// The same tests as blocks_as' on the same arguments, so every rank picks as it would.
+/// one_host_route decides for both, so every rank picks as blocks_as would.
 template <typename Options>
 std::optional<Status> equal_blocks_in_slots(Communicator& comm, const Options& o) {
   constexpr bool gather = std::is_same_v<Options, GatherOptions>;
@@ -371,21 +390,17 @@ std::optional<Status> equal_blocks_in_slots(Communicator& comm, const Options& o
     if (mine == nullptr) mine = bytes_of(blocks) + block * static_cast<std::size_t>(me);
   }
   if (mine == nullptr && o.count > 0) return std::nullopt;
-  auto* one_host =
-      collectives::in_slots(comm, 0, false,
-                            {{mine, gather ? "input" : "output"},
-                             {is_root ? blocks : nullptr, gather ? "output" : "input"}});
-  const std::size_t slot_bytes = gather ? block : *total_bytes;
-  if (one_host == nullptr || collectives::reads_take_moves(*one_host, block, gather) ||
-      collectives::slots_for(*one_host, slot_bytes, gather) == nullptr)
-    return std::nullopt;
+  const OneHostRoute route =
+      one_host_route(comm, gather, is_root, mine, blocks, block, *total_bytes);
+  if (route.slots == nullptr) return std::nullopt;
   const collectives::Trace trace(comm, kind, *total_bytes);
   const collectives::UniformBlocks layout(static_cast<std::size_t>(n), o.count, es);
-  const CallFingerprint fp{.kind = kind, .dtype = o.dtype, .root = o.root, .count = o.count};
+  const std::size_t total = o.count * static_cast<std::size_t>(n);
   return collectives::blocks_in_slots(
-      *one_host, fp, gather, const_cast<std::byte*>(bytes_of(blocks)),
-      const_cast<std::byte*>(bytes_of(mine)), layout.offsets(), layout.lengths(), o.root,
-      slot_bytes, [&] { return describe_blocks(kind, o.count * n, o.dtype, o.root); });
+      *route.slots, blocks_fingerprint(kind, o.dtype, o.root, {}, o.count), gather,
+      const_cast<std::byte*>(bytes_of(blocks)), const_cast<std::byte*>(bytes_of(mine)),
+      layout.offsets(), layout.lengths(), o.root, route.slot_bytes,
+      [&] { return describe_blocks(kind, total, o.dtype, o.root); });
 }
 
 Status gatherv_as(Communicator& comm, const GathervOptions& o, Collective kind) {
@@ -429,8 +444,8 @@ Status reduce(Communicator& comm, const RootReduceOptions& given) {
   const CallFingerprint fp{
       .kind = Collective::kReduce, .dtype = o.dtype, .op = o.op, .root = o.root, .count = o.count};
   if (auto done = run_on_device(
-          comm, o, collectives::route_call_of(Collective::kReduce, o.dtype, bytes, o.op), &fp,
-          what, &reduce, nullptr, staged, part))
+          comm, o, collectives::route_call_of(Collective::kReduce, o.dtype, bytes, o.op), &fp, what,
+          &reduce, nullptr, staged, part))
     return *done;
   return run(
       comm, fp, what,

@@ -301,7 +301,7 @@ void Controller::autotune(const ResponseList& list) {
   std::size_t bytes = 0;
   for (const Response& r : list.responses) {
     if (r.type != OpType::kAllreduce || !r.error.empty()) continue;
-    for (const Request& t : r.tensors) bytes += t.bytes();
+    for (const auto& t : r.tensors) bytes += t->bytes();
   }
   if (bytes == 0) return;
   const std::optional<TunedSettings> next = tuner_->record(bytes, Clock::now());
@@ -330,7 +330,8 @@ Status Controller::run_responses(const ResponseList& list) {
     mine.reserve(resp.tensors.size());  // &mine.back() stays valid below
     const bool joined =
         std::find(resp.joined.begin(), resp.joined.end(), rank_) != resp.joined.end();
-    for (const Request& t : resp.tensors) {
+    for (const auto& shared : resp.tensors) {
+      const Request& t = *shared;
       auto it = pending_.find(t.name);
       if (it == pending_.end()) {
         // A failed tensor (a mismatch, a shutdown) fails wherever it was submitted; the ranks

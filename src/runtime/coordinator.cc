@@ -160,10 +160,11 @@ Status Coordinator::add_slot(int rank, std::uint32_t slot, Clock::time_point now
   if (++w.count < size_) return Status::success();
   // Every rank sent the same slot, so they agree on every field: nothing to validate.
   if (w.carried == size_) {
-    ready_.push_back(Ready{slot, Response(), true, std::move(w.inputs)});
+    ready_.push_back(Ready{slot, static_cast<std::uint32_t>(carried_.size()), true});
+    carried_.push_back(std::move(w.inputs));
     w.inputs.clear();
   } else {
-    ready_.push_back(Ready{slot, Response()});
+    ready_.push_back(Ready{slot});
   }
   w.by_rank.assign(w.by_rank.size(), false);
   w.count = 0;
@@ -219,7 +220,7 @@ Response Coordinator::make_response(const std::string& name, Pending& p) const {
   while (!p.by_rank[first]) ++first;
   const Request& ref = *p.by_rank[first];
   resp.type = ref.type;
-  resp.tensors.push_back(ref);
+  resp.tensors.push_back(std::make_shared<const Request>(ref));
   resp.joined = joined_ranks();
   // Agreement is the common case; only a disagreement is worth describing field by field.
   const bool agree = std::all_of(p.by_rank.begin(), p.by_rank.end(), [&](const auto& q) {
@@ -272,9 +273,9 @@ void Coordinator::collect_ready() {
     }
     Response resp = make_response(name, it->second);
     pending_.erase(it);
-    const Request& t = resp.tensors.front();
+    const Request& t = *resp.tensors.front();
     if (t.group_size <= 1 || !resp.error.empty()) {
-      ready_.push_back(Ready{kNoSlot, std::move(resp)});
+      push_full(std::move(resp));
       continue;
     }
     // A group runs only once all its members are ready, so that they are fused together.
@@ -283,7 +284,7 @@ void Coordinator::collect_ready() {
     const std::string group = t.group;
     members.push_back(std::move(resp));
     if (members.size() == want) {
-      for (Response& m : members) ready_.push_back(Ready{kNoSlot, std::move(m)});
+      for (Response& m : members) push_full(std::move(m));
       groups_.erase(group);
     }
   }
@@ -298,7 +299,7 @@ void Coordinator::collect_ready() {
         if (!p.by_rank[r]) missing.push_back(r);
       resp.error = fmt::format("tensor '{}': rank {} shut down the job before {} submitted it",
                                name, shutdown_by_, rank_list(missing));
-      ready_.push_back(Ready{kNoSlot, std::move(resp)});
+      push_full(std::move(resp));
     }
     pending_.clear();
     arrival_.clear();
@@ -322,23 +323,26 @@ ResponseList Coordinator::take_ready() {
   // Whether tensor `t` fuses with response `into`, whose joined ranks are `joined`.
   auto same_kind = [](const Response& into, const Request& t,
                       const std::vector<std::int32_t>& joined) {
-    const Request& x = into.tensors.front();
+    const Request& x = *into.tensors.front();
     return x.dtype == t.dtype && x.op == t.op && x.device == t.device && x.prescale == t.prescale &&
            x.postscale == t.postscale && into.joined == joined;
   };
   static const std::vector<std::int32_t> kNobody;
-  for (Ready& ready : ready_) {
+  for (const Ready& ready : ready_) {
     const bool slotted = ready.slot != kNoSlot;
-    const Request& t = slotted ? *cache_.at(ready.slot) : ready.response.tensors.front();
-    const OpType type = slotted ? t.type : ready.response.type;
+    Response* full = slotted ? nullptr : &full_[ready.index];
+    const std::shared_ptr<const Request>& shared =
+        slotted ? cache_.shared(ready.slot) : full->tensors.front();
+    const Request& t = *shared;
+    const OpType type = slotted ? t.type : full->type;
     // A slot's tensor was counted only while nobody had joined.
-    const std::vector<std::int32_t>& joined = slotted ? kNobody : ready.response.joined;
+    const std::vector<std::int32_t>& joined = slotted ? kNobody : full->joined;
     // The response this tensor makes on its own.
     auto alone = [&] {
-      if (!slotted) return std::move(ready.response);
+      if (!slotted) return std::move(*full);
       Response r;
       r.type = type;
-      r.tensors.push_back(t);
+      r.tensors.push_back(shared);
       r.slots.push_back(ready.slot);
       return r;
     };
@@ -346,14 +350,14 @@ ResponseList Coordinator::take_ready() {
       // Reduced by every rank from the inputs at hand: nothing to fuse it with.
       Response r = alone();
       r.carried = true;
-      r.inputs = std::move(ready.inputs);
+      r.inputs = std::move(carried_[ready.index]);
       out.responses.push_back(std::move(r));
       ++carried_responses_;
       continue;
     }
     const std::size_t b = t.bytes();
     // Adasum's coefficients come from each tensor's own dot product and norms: never fused.
-    if (type != OpType::kAllreduce || (!slotted && !ready.response.error.empty()) ||
+    if (type != OpType::kAllreduce || (!slotted && !full->error.empty()) ||
         fusion_threshold_ == 0 || t.op == ReduceOp::kAdasum) {
       out.responses.push_back(alone());
       continue;
@@ -368,7 +372,7 @@ ResponseList Coordinator::take_ready() {
         fused.slots.resize(fused.tensors.size(), kNoSlot);
         fused.slots.push_back(ready.slot);
       }
-      fused.tensors.push_back(slotted ? t : std::move(ready.response.tensors.front()));
+      fused.tensors.push_back(shared);
       it->bytes += b;
       continue;
     }
@@ -377,10 +381,12 @@ ResponseList Coordinator::take_ready() {
     out.responses.push_back(alone());
   }
   ready_.clear();
+  full_.clear();
+  carried_.clear();
   // Only the autotuner sets an algorithm; kAuto is every response's default already.
   if (algorithm_ != Algorithm::kAuto) {
     for (Response& r : out.responses)
-      if (r.type == OpType::kAllreduce && r.tensors.front().op != ReduceOp::kAdasum)
+      if (r.type == OpType::kAllreduce && r.tensors.front()->op != ReduceOp::kAdasum)
         r.algorithm = algorithm_;
   }
   if (join_done_) {

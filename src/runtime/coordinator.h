@@ -14,7 +14,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -114,18 +113,23 @@ class Coordinator {
   std::uint64_t carried_responses_ = 0;
   std::vector<std::string> arrival_;                     // pending names in the order first seen
   std::map<std::string, std::vector<Response>> groups_;  // ready members of incomplete groups
-  /// A unit of work that is ready: a cached tensor every rank named by its slot (taken from
-  /// the cache only when the responses are made, so that it costs no copy before), or a
-  /// response of the full table.
+  /// A unit of work that is ready, in order: a cached tensor every rank named by its slot
+  /// (described from the cache only when the responses are made, so that it costs no copy
+  /// before), or a response of the full table (`full_[index]`). A slot whose every rank's input
+  /// came with the lists has them in `carried_[index]`. Small and trivially copied, so that
+  /// counting a training step's tensors allocates nothing once the vectors have grown.
   struct Ready {
-    Ready(std::uint32_t s, Response r, bool c = false, std::string in = {})
-        : slot(s), response(std::move(r)), carried(c), inputs(std::move(in)) {}
     std::uint32_t slot = kNoSlot;
-    Response response;  // slot == kNoSlot
-    bool carried = false;  // a slot whose every rank's input came with the lists
-    std::string inputs;
+    std::uint32_t index = 0;
+    bool carried = false;
   };
-  std::deque<Ready> ready_;
+  void push_full(Response r) {
+    ready_.push_back(Ready{kNoSlot, static_cast<std::uint32_t>(full_.size())});
+    full_.push_back(std::move(r));
+  }
+  std::vector<Ready> ready_;
+  std::vector<Response> full_;
+  std::vector<std::string> carried_;
   std::vector<bool> joined_;
   int joined_count_ = 0;
   int last_joined_ = -1;

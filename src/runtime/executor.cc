@@ -35,7 +35,7 @@ void Executor::begin(const Response& resp, const char* phase) {
   // The arguments cost a cost-model query and strings per response: only for a timeline.
   if (!timeline_.active()) return;
   std::size_t total = 0;
-  for (const Request& t : resp.tensors) total += t.bytes();
+  for (const auto& t : resp.tensors) total += t->bytes();
   std::vector<std::pair<std::string, std::string>> args = {
       {"bytes", std::to_string(total)},
       {"tensors", std::to_string(resp.tensors.size())},
@@ -45,11 +45,11 @@ void Executor::begin(const Response& resp, const char* phase) {
   } else if (resp.type == OpType::kAllreduce) {
     args.emplace_back("algorithm", std::string(algorithm_name(allreduce_algorithm(comm_, total))));
   }
-  for (const Request& t : resp.tensors) timeline_.begin(t.name, phase, args);
+  for (const auto& t : resp.tensors) timeline_.begin(t->name, phase, args);
 }
 
 void Executor::end(const Response& resp) {
-  for (const Request& t : resp.tensors) timeline_.end(t.name);
+  for (const auto& t : resp.tensors) timeline_.end(t->name);
 }
 
 Status Executor::run(const Response& resp, const std::vector<Entry*>& entries) {
@@ -72,7 +72,7 @@ Status Executor::run(const Response& resp, const std::vector<Entry*>& entries) {
 }
 
 Result<Memory> Executor::memory_for(const Response& resp, const std::vector<Entry*>& entries) {
-  if (resp.tensors.front().device == kCpuDevice) return Memory();
+  if (resp.tensors.front()->device == kCpuDevice) return Memory();
   int device = last_device_;
   for (const Entry* e : entries) {
     if (e != nullptr) {
@@ -106,7 +106,7 @@ Status Executor::reduce_in_place(const Request& t, void* buf, std::size_t count,
 }
 
 Status Executor::reduce_carried(const Response& resp, Entry* e) {
-  const Request& t = resp.tensors.front();
+  const Request& t = *resp.tensors.front();
   const std::size_t bytes = t.bytes();
   const auto n = static_cast<std::size_t>(comm_.size());
   if (resp.inputs.size() != bytes * n)
@@ -128,7 +128,7 @@ Status Executor::reduce_carried(const Response& resp, Entry* e) {
 
 Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entries) {
   if (resp.carried) return reduce_carried(resp, entries.front());
-  const Request& first = resp.tensors.front();
+  const Request& first = *resp.tensors.front();
   HOOP_ASSIGN_OR_RETURN(Memory mem, memory_for(resp, entries));
   if (resp.tensors.size() == 1 && entries.front() != nullptr) {
     // One tensor: reduced in the caller's output, no fusion copy.
@@ -143,9 +143,9 @@ Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entr
   }
   std::size_t total = 0;
   bool scaled = false;
-  for (const Request& t : resp.tensors) {
-    total += t.bytes();
-    scaled = scaled || t.prescale != 1.0 || t.postscale != 1.0;
+  for (const auto& t : resp.tensors) {
+    total += t->bytes();
+    scaled = scaled || t->prescale != 1.0 || t->postscale != 1.0;
   }
   // Every rank decides alike, from the response: its joined ranks then reduce zeros in the
   // same collective.
@@ -158,7 +158,7 @@ Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entr
   auto copy_in = [&](std::size_t lo, std::size_t hi) -> Status {
     std::size_t at = 0;
     for (std::size_t i = 0; i < resp.tensors.size() && at < hi; ++i) {
-      const Request& t = resp.tensors[i];
+      const Request& t = *resp.tensors[i];
       const std::size_t b = t.bytes();
       const std::size_t from = std::max(lo, at);
       const std::size_t to = std::min(hi, at + b);
@@ -178,7 +178,7 @@ Status Executor::allreduce(const Response& resp, const std::vector<Entry*>& entr
   auto copy_out = [&](std::size_t lo, std::size_t hi) -> Status {
     std::size_t at = 0;
     for (std::size_t i = 0; i < resp.tensors.size() && at < hi; ++i) {
-      const std::size_t b = resp.tensors[i].bytes();
+      const std::size_t b = resp.tensors[i]->bytes();
       const std::size_t from = std::max(lo, at);
       const std::size_t to = std::min(hi, at + b);
       if (from < to && entries[i] != nullptr)
@@ -236,8 +236,8 @@ Status Executor::allreduce_where_they_lie(const Response& resp,
   std::byte* zeros = nullptr;  // a joined rank's stand-ins, in the fusion buffer
   std::size_t at = 0;
   for (std::size_t i = 0; i < list.size(); ++i) {
-    const std::size_t b = resp.tensors[i].bytes();
-    list[i].count = resp.tensors[i].count();
+    const std::size_t b = resp.tensors[i]->bytes();
+    list[i].count = resp.tensors[i]->count();
     if (entries[i] != nullptr) {
       list[i].input = entries[i]->input.data;
       list[i].output = entries[i]->output.data;
@@ -252,8 +252,8 @@ Status Executor::allreduce_where_they_lie(const Response& resp,
   }
   AllreduceListOptions o;
   o.buffers = list;
-  o.dtype = resp.tensors.front().dtype;
-  o.op = resp.tensors.front().op;
+  o.dtype = resp.tensors.front()->dtype;
+  o.op = resp.tensors.front()->op;
   begin(resp, "ALLREDUCE");
   Status s = allreduce_list(comm_, o);
   end(resp);
@@ -302,7 +302,7 @@ void CopyWorker::run() {
 }
 
 Status Executor::allgather(const Response& resp, Entry* e) {
-  const Request& t = resp.tensors.front();
+  const Request& t = *resp.tensors.front();
   const std::size_t row = row_elems(t.shape);
   std::vector<std::size_t> counts;
   std::int64_t rows = 0;
@@ -325,7 +325,7 @@ Status Executor::allgather(const Response& resp, Entry* e) {
 }
 
 Status Executor::broadcast(const Response& resp, Entry* e) {
-  const Request& t = resp.tensors.front();
+  const Request& t = *resp.tensors.front();
   begin(resp, "BROADCAST");
   BroadcastOptions o;
   o.buffer = e->output.data;
@@ -338,7 +338,7 @@ Status Executor::broadcast(const Response& resp, Entry* e) {
 }
 
 Status Executor::alltoall(const Response& resp, Entry* e) {
-  const Request& t = resp.tensors.front();
+  const Request& t = *resp.tensors.front();
   const int n = comm_.size();
   const std::size_t row = row_elems(t.shape);
   // This rank's own row count: the negotiated description is the first rank's, and the ranks'
@@ -390,7 +390,7 @@ Status Executor::alltoall(const Response& resp, Entry* e) {
 }
 
 Status Executor::reducescatter(const Response& resp, Entry* e) {
-  const Request& t = resp.tensors.front();
+  const Request& t = *resp.tensors.front();
   const int n = comm_.size();
   const int me = comm_.rank();
   const std::size_t row = row_elems(t.shape);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -121,8 +122,10 @@ inline constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
 struct Response {
   OpType type = OpType::kAllreduce;
   /// The tensors, in fusion order, fully described (every rank needs the shapes: a joined rank
-  /// has no request of its own, and an allgather's first dimensions differ per rank).
-  std::vector<Request> tensors;
+  /// has no request of its own, and an allgather's first dimensions differ per rank). Shared
+  /// and immutable: a cached tensor's description is the response cache's own, so that making
+  /// a training step's responses copies no names and no shapes.
+  std::vector<std::shared_ptr<const Request>> tensors;
   /// Empty, or one per tensor: the response-cache slot that holds exactly that description
   /// (kNoSlot: none). A slotted tensor travels as its slot and is not cached again, with no
   /// lookup of its description on either side.

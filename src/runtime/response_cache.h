@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -28,11 +29,18 @@ class ResponseCache {
   /// The slot of `name` whatever its description, if any.
   std::optional<std::uint32_t> slot_of(const std::string& name) const;
   /// The description in `slot`, or null for a slot never filled.
-  const Request* at(std::uint32_t slot) const;
+  const Request* at(std::uint32_t slot) const {
+    return slot < slots_.size() ? slots_[slot].get() : nullptr;
+  }
+  /// The description in `slot`, a filled one, shared: responses hold it without a copy, and
+  /// it outlives a later put() of another description under the same name.
+  const std::shared_ptr<const Request>& shared(std::uint32_t slot) const { return slots_[slot]; }
   /// Records a tensor that ran: its name's slot takes the new description, or a new slot is
   /// filled while there is room. Only allreduce, broadcast and reducescatter are cached (the
   /// others' first dimensions may change from step to step).
-  void put(const Request& r);
+  void put(const std::shared_ptr<const Request>& r);
+  /// put() of a description of the caller's.
+  void put(const Request& r) { put(std::make_shared<const Request>(r)); }
   std::size_t size() const { return slots_.size(); }
   /// At most `capacity` names from now on (rank 0's, announced before any rank caches a
   /// tensor); the names held stay.
@@ -40,7 +48,7 @@ class ResponseCache {
 
  private:
   std::size_t capacity_;
-  std::vector<Request> slots_;
+  std::vector<std::shared_ptr<const Request>> slots_;
   std::unordered_map<std::string, std::uint32_t> by_name_;
 };
 

@@ -100,9 +100,9 @@ TEST(CarriedCoordinator, EveryRanksInputComesInRankOrderWithTheResponse) {
   // Each its own response, unfused: nothing runs in a collective.
   ASSERT_EQ(l.responses.size(), 2u);
   EXPECT_TRUE(l.responses[0].carried);
-  EXPECT_EQ(l.responses[0].tensors.front().name, "a");
+  EXPECT_EQ(l.responses[0].tensors.front()->name, "a");
   EXPECT_EQ(floats_of(l.responses[0].inputs), (std::vector<float>{0, 1, 10, 11, 20, 21}));
-  EXPECT_EQ(l.responses[1].tensors.front().name, "b");
+  EXPECT_EQ(l.responses[1].tensors.front()->name, "b");
   EXPECT_EQ(floats_of(l.responses[1].inputs), (std::vector<float>{2, 12, 22}));
   EXPECT_EQ(c.carried_responses(), 2u);
   // The next step again.

@@ -35,7 +35,7 @@ RequestList list_of(std::vector<Request> requests) {
 
 std::vector<std::string> names(const Response& r) {
   std::vector<std::string> out;
-  for (const Request& t : r.tensors) out.push_back(t.name);
+  for (const auto& t : r.tensors) out.push_back(t->name);
   return out;
 }
 

@@ -4,11 +4,16 @@
 // large slots, half the small slots through those), slots only where every rank is a peer, the
 // same slot size and number of small slots on every rank, and the failures a gather must end
 // with: a deadline naming the ranks that never published, a peer's abort, a peer's orderly
-// shutdown. A peer process that dies is in shm_fault_test.cc.
+// shutdown; and the cross-memory reads beside them (read_peer, write_peer, read_memory_of's
+// pieces). A peer process that dies is in shm_fault_test.cc.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <barrier>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -338,6 +343,74 @@ TEST_F(ShmTest, WritePeerCopiesToTheAddressAPeerPublished) {
     EXPECT_NE(unmapped.message().find("process_vm_writev"), std::string::npos)
         << unmapped.message();
   });
+}
+
+// read_memory_of reads remote pieces less than a page apart as one range, the bytes between
+// them into scratch: the local pieces get exactly the remote pieces' bytes, whatever the gaps,
+// the order and the local side's cuts (over IOV_MAX iovecs a side), local bytes between pieces
+// stay untouched, and pieces on either side of a page that is not mapped read without it.
+TEST(ShmPeers, ReadMemoryOfPiecesGetsExactlyThePiecesWhateverTheirGaps) {
+  std::vector<std::byte> source(std::size_t{1} << 20);
+  for (std::size_t i = 0; i < source.size(); ++i)
+    source[i] = static_cast<std::byte>((i * 7 + i / 251) & 0xff);
+  const auto address = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  std::mt19937 rng(5);
+  auto uniform = [&](std::size_t lo, std::size_t hi) {
+    return std::uniform_int_distribution<std::size_t>(lo, hi)(rng);
+  };
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<MemoryPiece> remote;
+    std::vector<std::byte> expected;
+    // Gaps mostly below a page (coalesced), some of a page and more (not), some none.
+    for (std::size_t at = uniform(0, 64); remote.size() < 700;) {
+      const std::size_t bytes = uniform(1, trial % 2 == 0 ? 64 : 5000);
+      if (at + bytes > source.size()) break;
+      remote.push_back({address(source.data() + at), bytes});
+      at += bytes + (uniform(0, 9) == 0 ? uniform(4096, 9000) : uniform(0, 4095) / uniform(1, 64));
+    }
+    if (trial % 3 == 1) std::reverse(remote.begin(), remote.end());
+    for (const MemoryPiece& m : remote) {
+      const auto* p = reinterpret_cast<const std::byte*>(m.address);
+      expected.insert(expected.end(), p, p + m.bytes);
+    }
+    // The local side: the same total in pieces of its own, each a byte apart.
+    std::vector<std::byte> got(expected.size() * 2 + 1, std::byte{0xee});
+    std::vector<MemoryPiece> local;
+    std::size_t placed = 0;
+    std::size_t at = 1;
+    while (placed < expected.size()) {
+      const std::size_t bytes = std::min(expected.size() - placed, uniform(1, 3000));
+      local.push_back({address(got.data() + at), bytes});
+      placed += bytes;
+      at += bytes + 1;
+    }
+    ASSERT_EQ(shm::read_memory_of(::getpid(), remote, local), 0) << "trial " << trial;
+    std::vector<std::byte> read;
+    for (const MemoryPiece& m : local) {
+      const auto* p = reinterpret_cast<const std::byte*>(m.address);
+      read.insert(read.end(), p, p + m.bytes);
+      EXPECT_EQ(p[m.bytes], std::byte{0xee}) << "trial " << trial << ": a byte between pieces";
+    }
+    ASSERT_EQ(read, expected) << "trial " << trial;
+  }
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  auto* pages = static_cast<std::byte*>(
+      ::mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(pages, MAP_FAILED);
+  std::memset(pages, 0x5a, page);
+  std::memset(pages + 2 * page, 0xa5, page);
+  ASSERT_EQ(::munmap(pages + page, page), 0);
+  for (std::size_t second : {std::size_t{0}, std::size_t{5}}) {
+    const std::vector<MemoryPiece> remote = {{address(pages + page - 100), 100},
+                                             {address(pages + 2 * page + second), 100}};
+    std::vector<std::byte> got(200);
+    const MemoryPiece into{address(got.data()), got.size()};
+    ASSERT_EQ(shm::read_memory_of(::getpid(), remote, {&into, 1}), 0) << second;
+    EXPECT_EQ(got[99], std::byte{0x5a});
+    EXPECT_EQ(got[100], std::byte{0xa5});
+  }
+  ::munmap(pages, page);
+  ::munmap(pages + 2 * page, page);
 }
 
 TEST_F(ShmTest, SlotGatherRefusesAWrongNumberOfSlots) {

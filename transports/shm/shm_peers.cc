@@ -114,15 +114,76 @@ struct PieceCursor {
 
 }  // namespace
 
+namespace {
+
+// Remote pieces less than this apart are read as one range, with the bytes between them landing
+// in a scratch buffer: the kernel pins and walks every remote iovec on its own, which cost
+// 0.9 us per 4 KiB piece on the 2-core guest (200 pieces a few bytes apart: 184 us read one by
+// one, 100 us as one range). The bytes between two readable pieces less than a page apart lie
+// on pages that hold bytes of one of them, so they are readable too; 4096 is no page size's
+// upper bound, only every page size's lower one.
+constexpr std::size_t kCoalesceGap = 4096;
+
+/// A gap read with the pieces around it: after `at` bytes of pieces, `bytes` of other memory.
+struct Gap {
+  std::size_t at;
+  std::size_t bytes;
+};
+
+/// `remote` with every gap below kCoalesceGap between a piece and a later one read as well, in
+/// `r`; `local` in `l`, with a piece of `junk` wherever such a gap's bytes arrive.
+void coalesce(std::span<const MemoryPiece> remote, std::span<const MemoryPiece> local,
+              std::uintptr_t junk, std::vector<MemoryPiece>& r, std::vector<MemoryPiece>& l,
+              std::vector<Gap>& gaps) {
+  r.clear();
+  l.clear();
+  gaps.clear();
+  std::size_t before = 0;
+  for (const MemoryPiece& p : remote) {
+    if (p.bytes == 0) continue;
+    if (!r.empty()) {
+      const std::uintptr_t end = r.back().address + r.back().bytes;
+      if (p.address >= end && p.address - end < kCoalesceGap) {
+        const std::size_t gap = p.address - end;
+        if (gap > 0) gaps.push_back({before, gap});
+        r.back().bytes += gap + p.bytes;
+        before += p.bytes;
+        continue;
+      }
+    }
+    r.push_back(p);
+    before += p.bytes;
+  }
+  std::size_t at = 0;  // bytes of `local` placed
+  std::size_t g = 0;
+  for (MemoryPiece p : local) {
+    while (p.bytes > 0) {
+      for (; g < gaps.size() && gaps[g].at == at; ++g) l.push_back({junk, gaps[g].bytes});
+      const std::size_t take = g < gaps.size() ? std::min(p.bytes, gaps[g].at - at) : p.bytes;
+      l.push_back({p.address, take});
+      p.address += take;
+      p.bytes -= take;
+      at += take;
+    }
+  }
+}
+
+}  // namespace
+
 int read_memory_of(int pid, std::span<const MemoryPiece> remote,
                    std::span<const MemoryPiece> local) {
   // The kernel takes at most IOV_MAX (1024) iovecs a side per call, and copies until either
-  // side ends.
+  // side ends. A runtime step reads hundreds of pieces per call: the vectors stay allocated.
   constexpr int kMaxIov = 1024;
-  std::vector<iovec> r(kMaxIov);
-  std::vector<iovec> l(kMaxIov);
-  PieceCursor from{remote};
-  PieceCursor to{local};
+  thread_local std::vector<iovec> r(kMaxIov);
+  thread_local std::vector<iovec> l(kMaxIov);
+  thread_local std::vector<MemoryPiece> rs;
+  thread_local std::vector<MemoryPiece> ls;
+  thread_local std::vector<Gap> gaps;
+  thread_local std::vector<std::byte> junk(kCoalesceGap);
+  coalesce(remote, local, reinterpret_cast<std::uintptr_t>(junk.data()), rs, ls, gaps);
+  PieceCursor from{rs};
+  PieceCursor to{ls};
   while (true) {
     const int nr = from.fill(r.data(), kMaxIov);
     const int nl = to.fill(l.data(), kMaxIov);

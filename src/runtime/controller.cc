@@ -5,7 +5,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <iterator>
 
 #include "core/coarse_clock.h"
 #include "core/config.h"
@@ -219,18 +218,15 @@ bool Controller::has_outstanding() const { return !pending_.empty() || joined_ |
 bool Controller::collect(RequestList& out) {
   std::vector<Entry> taken = std::move(spare_queue_);
   taken.clear();
+  bool any = false;
   // Read only once something was taken and more may follow.
   std::optional<Clock::time_point> first;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      // Entries are large: a whole burst changes hands by swapping the vectors.
-      if (taken.empty()) {
-        taken.swap(queue_);
-      } else {
-        std::move(queue_.begin(), queue_.end(), std::back_inserter(taken));
-      }
-      queue_.clear();
+      // Entries are large: a whole burst changes hands by swapping the vectors (`taken` is
+      // empty here, and queue_ takes its room).
+      taken.swap(queue_);
       if (join_queued_) {
         out.join = true;
         join_queued_ = false;
@@ -242,9 +238,16 @@ bool Controller::collect(RequestList& out) {
         shutting_down_ = true;
       }
     }
+    if (taken.empty()) break;
+    // Each part of a burst is recorded as it arrives: where a core is free beside the
+    // application's, the bookkeeping is done while it still submits the rest.
+    if (!any) timeline_.cycle();
+    any = true;
+    for (Entry& e : taken) record(e, out);
+    taken.clear();
     // A thread waiting on a handle submits nothing more before its wait ends: no burst to wait
     // for, and no clock to read (a lone tensor's driving thread).
-    if (taken.empty() || detail::waiting_threads.load(std::memory_order_acquire) != 0) break;
+    if (detail::waiting_threads.load(std::memory_order_acquire) != 0) break;
     if (!first) {
       first = Clock::now();
     } else if (Clock::now() - *first >= settings_.cycle) {
@@ -266,35 +269,33 @@ bool Controller::collect(RequestList& out) {
     more = more || submitted_.load(std::memory_order_acquire) != seen;
     if (!more) break;
   }
-  if (!taken.empty()) timeline_.cycle();
-  for (Entry& e : taken) {
-    timeline_.end(e.request.name);
-    timeline_.begin(e.request.name, "NEGOTIATE");
-    // Rank 0 names cached tensors by slot too: its coordinator then counts them on the fast
-    // path without copying their descriptions.
-    const std::optional<std::uint32_t> slot = cache_.find(e.request);
-    if (slot) {
-      out.cached.push_back(*slot);
-    } else {
-      out.requests.push_back(e.request);
-    }
-    const bool carry = slot && carried_in_negotiation(e.request);
-    auto node = take_spare(spare_entries_);
-    Entry* kept = nullptr;
-    if (node.empty()) {
-      std::string name = e.request.name;
-      kept = &pending_.emplace(std::move(name), std::move(e)).first->second;
-    } else {
-      node.key() = e.request.name;
-      node.mapped() = std::move(e);
-      kept = &pending_.insert(std::move(node)).position->second;
-    }
-    if (carry) carry_.emplace_back(*slot, kept);
-  }
-  const bool any = !taken.empty();
-  taken.clear();
   spare_queue_ = std::move(taken);
   return any || out.join || out.shutdown;
+}
+
+void Controller::record(Entry& e, RequestList& out) {
+  timeline_.end(e.request.name);
+  timeline_.begin(e.request.name, "NEGOTIATE");
+  // Rank 0 names cached tensors by slot too: its coordinator then counts them on the fast
+  // path without copying their descriptions.
+  const std::optional<std::uint32_t> slot = cache_.find(e.request);
+  if (slot) {
+    out.cached.push_back(*slot);
+  } else {
+    out.requests.push_back(e.request);
+  }
+  const bool carry = slot && carried_in_negotiation(e.request);
+  auto node = take_spare(spare_entries_);
+  Entry* kept = nullptr;
+  if (node.empty()) {
+    std::string name = e.request.name;
+    kept = &pending_.emplace(std::move(name), std::move(e)).first->second;
+  } else {
+    node.key() = e.request.name;
+    node.mapped() = std::move(e);
+    kept = &pending_.insert(std::move(node)).position->second;
+  }
+  if (carry) carry_.emplace_back(*slot, kept);
 }
 
 void Controller::autotune(const ResponseList& list) {

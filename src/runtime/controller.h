@@ -136,6 +136,9 @@ class Controller {
   Pass run_pass();
   /// Takes queued work into a message (batching bursts); false when there was none.
   bool collect(RequestList& out);
+  /// Puts a taken entry into the message (by its cache slot where it has one) and into
+  /// pending_.
+  void record(Entry& e, RequestList& out);
   /// Sends one control message to every peer.
   Status send_to_peers(std::string_view payload);
   /// Reads every complete message: peers' contributions are held for their round.

@@ -16,7 +16,7 @@ std::string rank_list(const std::vector<int>& ranks) {
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
 }
 
-std::string shape_text(const std::vector<std::int64_t>& shape, bool skip_first) {
+std::string shape_text(const Shape& shape, bool skip_first) {
   std::vector<std::string> dims;
   for (std::size_t i = 0; i < shape.size(); ++i)
     dims.push_back(i == 0 && skip_first ? "*" : std::to_string(shape[i]));

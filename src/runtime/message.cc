@@ -137,17 +137,6 @@ std::string_view op_type_name(OpType type) {
   return "unknown";
 }
 
-std::size_t Request::count() const {
-  std::size_t n = 1;
-  for (std::int64_t d : shape) n *= static_cast<std::size_t>(d);
-  return n;
-}
-
-bool carried_in_negotiation(const Request& r) {
-  return r.type == OpType::kAllreduce && r.device == kCpuDevice && r.op != ReduceOp::kAdasum &&
-         r.group_size <= 1 && r.bytes() <= kCarryMaxBytes;
-}
-
 bool same_description(const Request& a, const Request& b, bool skip_first_dim) {
   const bool free_first =
       skip_first_dim && (a.type == OpType::kAllgather || a.type == OpType::kAlltoall);

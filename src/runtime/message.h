@@ -117,7 +117,11 @@ struct Request {
   std::uint32_t group_size = 0;
 
   /// The number of elements.
-  std::size_t count() const;
+  std::size_t count() const {
+    std::size_t n = 1;
+    for (std::int64_t d : shape) n *= static_cast<std::size_t>(d);
+    return n;
+  }
   /// The tensor's size in bytes.
   std::size_t bytes() const { return count() * dtype_size(dtype); }
 };
@@ -165,7 +169,10 @@ inline constexpr std::size_t kCarryMaxListBytes = 4096;
 
 /// Whether a cached tensor described by `r` may travel with its data (kCarryMaxBytes): a host
 /// allreduce of an element-wise op, not part of a group.
-bool carried_in_negotiation(const Request& r);
+inline bool carried_in_negotiation(const Request& r) {
+  return r.type == OpType::kAllreduce && r.device == kCpuDevice && r.op != ReduceOp::kAdasum &&
+         r.group_size <= 1 && r.bytes() <= kCarryMaxBytes;
+}
 
 /// Which of a list's cached tensors carry their inputs: the sender and every receiver walk the
 /// list's cached tensors in order through one of these, so they agree on which do.

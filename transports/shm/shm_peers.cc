@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -173,20 +174,22 @@ void coalesce(std::span<const MemoryPiece> remote, std::span<const MemoryPiece> 
 int read_memory_of(int pid, std::span<const MemoryPiece> remote,
                    std::span<const MemoryPiece> local) {
   // The kernel takes at most IOV_MAX (1024) iovecs a side per call, and copies until either
-  // side ends. A runtime step reads hundreds of pieces per call: the vectors stay allocated.
-  constexpr int kMaxIov = 1024;
-  thread_local std::vector<iovec> r(kMaxIov);
-  thread_local std::vector<iovec> l(kMaxIov);
-  thread_local std::vector<MemoryPiece> rs;
-  thread_local std::vector<MemoryPiece> ls;
-  thread_local std::vector<Gap> gaps;
-  thread_local std::vector<std::byte> junk(kCoalesceGap);
+  // side ends. No thread_local buffers: they would make libhoop need the dynamic loader.
+  constexpr std::size_t kMaxIov = 1024;
+  std::vector<MemoryPiece> rs;
+  std::vector<MemoryPiece> ls;
+  std::vector<Gap> gaps;
+  rs.reserve(remote.size());
+  ls.reserve(local.size());
+  std::array<std::byte, kCoalesceGap> junk;
   coalesce(remote, local, reinterpret_cast<std::uintptr_t>(junk.data()), rs, ls, gaps);
+  std::vector<iovec> r(std::min(kMaxIov, rs.size()));
+  std::vector<iovec> l(std::min(kMaxIov, ls.size()));
   PieceCursor from{rs};
   PieceCursor to{ls};
   while (true) {
-    const int nr = from.fill(r.data(), kMaxIov);
-    const int nl = to.fill(l.data(), kMaxIov);
+    const int nr = from.fill(r.data(), static_cast<int>(r.size()));
+    const int nl = to.fill(l.data(), static_cast<int>(l.size()));
     if (nr == 0 || nl == 0) return 0;
     const ssize_t n = ::process_vm_readv(pid, l.data(), static_cast<unsigned long>(nl), r.data(),
                                          static_cast<unsigned long>(nr), 0);

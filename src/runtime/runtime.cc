@@ -49,9 +49,8 @@ struct Global {
   std::shared_ptr<Timeline> timeline;  // also the collectives' while the runtime runs
   std::map<ProcessSet, SetState> sets;
   ProcessSet next_set = 1;
-  /// The global set's controller while the runtime runs (sets[0]'s), read without `mu`: every
-  /// submission of a training loop looks its set up, and the lock and the map search were a
-  /// tenth of submitting a tensor. A submission racing shutdown() was already undefined.
+  /// sets[0]'s controller while the runtime runs, read without `mu` by every submission (the
+  /// lock and the map cost a tenth of one); one racing shutdown() was already undefined.
   std::atomic<Controller*> global_controller{nullptr};
 };
 
@@ -141,8 +140,7 @@ void check_scales(const std::string& name, const Tensor& t, const ReduceOptions&
         name, dtype_name(t.dtype))));
 }
 
-/// Fills a fresh entry's request `r` (in place: a Request built apart and moved in cost a
-/// tenth of submitting a tensor).
+/// Fills a fresh entry's request `r` in place (a Request built apart and moved in costs more).
 void describe(Request& r, const std::string& name, OpType type, const Tensor& t) {
   r.name = name;
   r.type = type;

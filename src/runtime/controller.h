@@ -43,7 +43,6 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -149,15 +148,16 @@ class Controller {
   /// Whether this rank answers the round its peers began: at once when it waits for work of
   /// its own or a peer shuts down, else once the round is kIdleAnswer old.
   bool answer_due() const;
-  /// Sends this rank's contribution to the current round to every peer.
-  Status contribute(RequestList mine);
+  /// Sends this rank's contribution to the current round (mine_) to every peer.
+  Status contribute();
   /// Puts the inputs of the list's small cached allreduces (carry_) into it, where they fit.
   Status carry_inputs(RequestList& mine);
   /// Feeds the round's contributions to the coordinator in rank order and runs what is ready.
   Status finish_round();
   Status post_header_recv(int peer);
-  /// The message whose frame has arrived: its inline bytes, and the rest where it is longer.
-  Result<std::string> read_body(int peer, const ControlFrame& frame, Deadline deadline);
+  /// The message whose frame has arrived: its inline bytes where they lie, or the whole
+  /// message read into body_ where it is longer; valid until the peer's next frame is posted.
+  Result<std::string_view> read_body(int peer, const ControlFrame& frame, Deadline deadline);
   /// After the shutdown list: an empty message to every peer, and the wait for theirs.
   Status say_goodbye();
   Status collect_goodbyes();
@@ -260,7 +260,24 @@ class Controller {
     RequestList list;
     Clock::time_point at;  // when it arrived (the coordinator's stall clock)
   };
-  std::vector<std::deque<Held>> held_;
+  // A peer's held contributions, two places taken in turn and never destroyed: their lists
+  // keep their room from round to round, and a lone tensor's round allocates nothing for them.
+  struct HeldRounds {
+    std::array<Held, 2> at;
+    std::size_t first = 0;
+    std::size_t count = 0;
+    bool empty() const { return count == 0; }
+    const Held& front() const { return at[first]; }
+    Held& next() { return at[(first + count) % 2]; }  // where the next one is decoded
+    void pop_front() {
+      first = (first + 1) % 2;
+      --count;
+    }
+  };
+  std::vector<HeldRounds> held_;
+  std::string encoded_;        // this rank's contribution, encoded (its room kept between rounds)
+  ResponseList responses_;     // the round's, made in the room of the last round's
+  std::string body_;           // a peer's contribution longer than its frame's inline bytes
   std::vector<bool> goodbye_;  // by peer: its last message (after a shutdown) has arrived
   bool joined_ = false;
   bool shutting_down_ = false;

@@ -55,20 +55,21 @@ Status Controller::post_header_recv(int peer) {
   return Status::success();
 }
 
-Result<std::string> Controller::read_body(int peer, const ControlFrame& frame, Deadline deadline) {
+Result<std::string_view> Controller::read_body(int peer, const ControlFrame& frame,
+                                               Deadline deadline) {
   const std::uint64_t length = frame.length;
   if (length > kMaxControlMessage)
     return protocol_error(
         fmt::format("runtime: rank {} announced a control message of {} bytes", peer, length));
-  const std::size_t inline_bytes = std::min(static_cast<std::size_t>(length), kFrameInline);
-  std::string payload(static_cast<std::size_t>(length), '\0');
-  std::memcpy(payload.data(), frame.bytes.data(), inline_bytes);
-  if (inline_bytes == length) return payload;
+  if (length <= kFrameInline)
+    return std::string_view(frame.bytes.data(), static_cast<std::size_t>(length));
+  body_.resize(static_cast<std::size_t>(length));
+  std::memcpy(body_.data(), frame.bytes.data(), kFrameInline);
   Transport& t = control_->transport();
   HOOP_ASSIGN_OR_RETURN(RequestId rest,
-                        t.recv(peer, payload.data() + inline_bytes, payload.size() - inline_bytes));
+                        t.recv(peer, body_.data() + kFrameInline, body_.size() - kFrameInline));
   HOOP_RETURN_IF_ERROR(wait_one(t, rest, deadline));
-  return payload;
+  return std::string_view(body_);
 }
 
 Result<bool> Controller::poll_messages() {
@@ -86,22 +87,26 @@ Result<bool> Controller::poll_messages() {
       HOOP_RETURN_IF_ERROR(post_header_recv(peer));
       continue;
     }
-    HOOP_ASSIGN_OR_RETURN(std::string payload, read_body(peer, h.frame, now + control_->timeout()));
+    HOOP_ASSIGN_OR_RETURN(std::string_view payload,
+                          read_body(peer, h.frame, now + control_->timeout()));
     moved = true;
     if (h.frame.length == 0) {
       // The peer has completed the shutdown round ahead of this rank: nothing follows.
       goodbye_[static_cast<std::size_t>(peer)] = true;
       continue;
     }
-    HOOP_RETURN_IF_ERROR(post_header_recv(peer));
-    HOOP_ASSIGN_OR_RETURN(RequestList list, decode_request_list(payload));
-    auto& held = held_[static_cast<std::size_t>(peer)];
+    HeldRounds& held = held_[static_cast<std::size_t>(peer)];
     // This round's and the next: a peer is never further ahead.
-    if (held.size() == 2)
+    if (held.count == 2)
       return protocol_error(fmt::format(
           "runtime: rank {} sent a third round of negotiation while rank {} was in the first", peer,
           rank_));
-    held.push_back(Held{std::move(list), Clock::now()});
+    // Decoded before the next frame's receive is posted: the payload may lie in this one.
+    Held& next = held.next();
+    HOOP_RETURN_IF_ERROR(decode_request_list(payload, next.list));
+    next.at = Clock::now();
+    ++held.count;
+    HOOP_RETURN_IF_ERROR(post_header_recv(peer));
   }
   return moved;
 }
@@ -110,14 +115,15 @@ Result<bool> Controller::advance() {
   bool moved = false;
   while (!done_) {
     if (!sent_) {
-      RequestList mine;
-      const bool fresh = collect(mine);
+      // Made in place, its room kept from the last round.
+      mine_.clear();
+      const bool fresh = collect(mine_);
       if (next_tuning_) {
-        mine.tuning = next_tuning_;
+        mine_.tuning = next_tuning_;
         next_tuning_.reset();
       }
-      if (!fresh && !mine.tuning && !answer_due()) break;
-      HOOP_RETURN_IF_ERROR(contribute(std::move(mine)));
+      if (!fresh && !mine_.tuning && !answer_due()) break;
+      HOOP_RETURN_IF_ERROR(contribute());
       moved = true;
     }
     for (int peer : peers_)
@@ -139,16 +145,15 @@ bool Controller::answer_due() const {
   return has_outstanding() || Clock::now() - oldest >= kIdleAnswer;
 }
 
-Status Controller::contribute(RequestList mine) {
+Status Controller::contribute() {
   // The peers' coordinators see the slots in the order they decode them, which for a bit
   // vector is ascending: this rank's must count them in the same order.
-  std::sort(mine.cached.begin(), mine.cached.end());
-  HOOP_RETURN_IF_ERROR(carry_inputs(mine));
+  std::sort(mine_.cached.begin(), mine_.cached.end());
+  HOOP_RETURN_IF_ERROR(carry_inputs(mine_));
   if (size_ > 1) {
-    const std::string payload = encode(mine);
-    HOOP_RETURN_IF_ERROR(send_to_peers(payload));
+    encode(mine_, encoded_);
+    HOOP_RETURN_IF_ERROR(send_to_peers(encoded_));
   }
-  mine_ = std::move(mine);
   sent_ = true;
   return Status::success();
 }
@@ -183,12 +188,11 @@ Status Controller::finish_round() {
     HOOP_RETURN_IF_ERROR(coordinator_->add(r, list, own ? now : held.front().at));
   }
   for (int peer : peers_) held_[static_cast<std::size_t>(peer)].pop_front();
-  mine_ = RequestList();
   sent_ = false;
   if (!coordinator_->has_ready()) return Status::success();
-  const ResponseList list = coordinator_->take_ready();
-  HOOP_RETURN_IF_ERROR(run_responses(list));
-  if (tuner_) autotune(list);
+  coordinator_->take_ready(responses_);
+  HOOP_RETURN_IF_ERROR(run_responses(responses_));
+  if (tuner_) autotune(responses_);
   if (!done_ || size_ == 1) return Status::success();
   HOOP_RETURN_IF_ERROR(say_goodbye());
   return collect_goodbyes();

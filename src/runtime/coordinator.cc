@@ -162,9 +162,9 @@ Status Coordinator::add_slot(int rank, std::uint32_t slot, Clock::time_point now
   if (++w.count < size_) return Status::success();
   // Every rank sent the same slot, so they agree on every field: nothing to validate.
   if (w.carried == size_) {
-    ready_.push_back(Ready{slot, static_cast<std::uint32_t>(carried_.size()), true});
-    carried_.push_back(std::move(w.inputs));
-    w.inputs.clear();
+    if (carried_used_ == carried_.size()) carried_.emplace_back();
+    carried_[carried_used_].assign(w.inputs);
+    ready_.push_back(Ready{slot, carried_used_++, true});
   } else {
     ready_.push_back(Ready{slot});
   }
@@ -312,8 +312,8 @@ bool Coordinator::has_ready() const {
   return !ready_.empty() || join_done_ || shutdown_by_ >= 0;
 }
 
-ResponseList Coordinator::take_ready() {
-  ResponseList out;
+void Coordinator::take_ready(ResponseList& out) {
+  out.clear();
   // Ready allreduces fuse with the open response of their kind (dtype, op, device, scales,
   // joined ranks) while it has room; responses keep the order of their first tensor. There
   // are few kinds at once, so a linear search beats any keyed container here.
@@ -339,10 +339,13 @@ ResponseList Coordinator::take_ready() {
     const OpType type = slotted ? t.type : full->type;
     // A slot's tensor was counted only while nobody had joined.
     const std::vector<std::int32_t>& joined = slotted ? kNobody : full->joined;
-    // The response this tensor makes on its own.
-    auto alone = [&] {
-      if (!slotted) return std::move(*full);
-      Response r;
+    // The response this tensor makes on its own, added to `out`.
+    auto alone = [&]() -> Response& {
+      Response& r = out.add();
+      if (!slotted) {
+        r = std::move(*full);
+        return r;
+      }
       r.type = type;
       r.tensors.push_back(shared);
       r.slots.push_back(ready.slot);
@@ -350,10 +353,9 @@ ResponseList Coordinator::take_ready() {
     };
     if (ready.carried) {
       // Reduced by every rank from the inputs at hand: nothing to fuse it with.
-      Response r = alone();
+      Response& r = alone();
       r.carried = true;
-      r.inputs = std::move(carried_[ready.index]);
-      out.responses.push_back(std::move(r));
+      r.inputs.assign(carried_[ready.index]);
       ++carried_responses_;
       continue;
     }
@@ -361,7 +363,7 @@ ResponseList Coordinator::take_ready() {
     // Adasum's coefficients come from each tensor's own dot product and norms: never fused.
     if (type != OpType::kAllreduce || (!slotted && !full->error.empty()) ||
         fusion_threshold_ == 0 || t.op == ReduceOp::kAdasum) {
-      out.responses.push_back(alone());
+      alone();
       continue;
     }
     auto it = std::find_if(open.begin(), open.end(), [&](const Open& o) {
@@ -380,11 +382,11 @@ ResponseList Coordinator::take_ready() {
     }
     if (it != open.end()) open.erase(it);
     open.push_back(Open{out.responses.size(), b});
-    out.responses.push_back(alone());
+    alone();
   }
   ready_.clear();
   full_.clear();
-  carried_.clear();
+  carried_used_ = 0;
   // Only the autotuner sets an algorithm; kAuto is every response's default already.
   if (algorithm_ != Algorithm::kAuto) {
     for (Response& r : out.responses)
@@ -397,7 +399,6 @@ ResponseList Coordinator::take_ready() {
   }
   out.shutdown = shutdown_by_ >= 0;
   out.shutdown_by = shutdown_by_;
-  return out;
 }
 
 std::string Coordinator::stall_line(const std::string& name, OpType type,

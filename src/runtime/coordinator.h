@@ -37,9 +37,15 @@ class Coordinator {
   /// Takes one rank's message. A cache slot the coordinator does not know, or a tensor the
   /// rank already has pending, is a protocol error naming the rank.
   Status add(int rank, const RequestList& list, Clock::time_point now);
-  /// The work that is ready now: fused responses in order, a finished join, shutdown. Empty
-  /// when there is nothing to send.
-  ResponseList take_ready();
+  /// The work that is ready now, into `out` (cleared first; its responses' room is reused):
+  /// fused responses in order, a finished join, shutdown. Empty when there is nothing to send.
+  void take_ready(ResponseList& out);
+  /// The same, as a new list.
+  ResponseList take_ready() {
+    ResponseList out;
+    take_ready(out);
+    return out;
+  }
   /// The autotuner's settings for the responses made from now on: the fusion threshold, and
   /// the algorithm of each allreduce (Adasum keeps its own).
   void tune(std::size_t fusion_threshold, Algorithm algorithm) {
@@ -116,8 +122,8 @@ class Coordinator {
   /// A unit of work that is ready, in order: a cached tensor every rank named by its slot
   /// (described from the cache only when the responses are made, so that it costs no copy
   /// before), or a response of the full table (`full_[index]`). A slot whose every rank's input
-  /// came with the lists has them in `carried_[index]`. Small and trivially copied, so that
-  /// counting a training step's tensors allocates nothing once the vectors have grown.
+  /// came with the lists has a copy of them in `carried_[index]`. Small and trivially copied, so
+  /// that counting a training step's tensors allocates nothing once the vectors have grown.
   struct Ready {
     std::uint32_t slot = kNoSlot;
     std::uint32_t index = 0;
@@ -129,7 +135,9 @@ class Coordinator {
   }
   std::vector<Ready> ready_;
   std::vector<Response> full_;
+  // The first carried_used_ are this round's; the strings stay, with their room, for the next.
   std::vector<std::string> carried_;
+  std::uint32_t carried_used_ = 0;
   std::vector<bool> joined_;
   int joined_count_ = 0;
   int last_joined_ = -1;

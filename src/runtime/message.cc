@@ -61,10 +61,11 @@ class Reader {
     return v;
   }
   double f64(const char* what) { return std::bit_cast<double>(u64(what)); }
-  std::string raw(const char* what, std::size_t n) {
+  /// The next `n` bytes where they lie (empty once a read has failed: callers stop then).
+  std::string_view raw(const char* what, std::size_t n) {
     std::string_view v;
     if (ok() && !r_.bytes(n, v)) fail(what);
-    return ok() ? std::string(v) : std::string();  // callers stop reading once !ok()
+    return ok() ? v : std::string_view();
   }
   std::string str(const char* what, std::size_t max = kMaxName) {
     std::string_view v;
@@ -149,8 +150,8 @@ bool same_description(const Request& a, const Request& b, bool skip_first_dim) {
          a.postscale == b.postscale && a.group == b.group && a.group_size == b.group_size;
 }
 
-std::string encode(const RequestList& list) {
-  std::string out;
+void encode(const RequestList& list, std::string& out) {
+  out.clear();
   append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.requests.size()));
   for (const Request& r : list.requests) put_request(out, r);
   // Cached slots as a bit vector (bit s set: slot s is ready here), the form the coordinator
@@ -161,10 +162,10 @@ std::string encode(const RequestList& list) {
   if (bitmap_bytes < list.cached.size() * 4) {
     out.push_back(1);
     append_le<std::uint32_t>(out, top);
-    std::string bits(bitmap_bytes, '\0');
+    const std::size_t bits = out.size();
+    out.append(bitmap_bytes, '\0');
     for (std::uint32_t s : list.cached)
-      bits[s / 8] = static_cast<char>(bits[s / 8] | (1 << (s % 8)));
-    out.append(bits);
+      out[bits + s / 8] = static_cast<char>(out[bits + s / 8] | (1 << (s % 8)));
   } else {
     out.push_back(0);
     append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.cached.size()));
@@ -182,17 +183,52 @@ std::string encode(const RequestList& list) {
     append_le<std::uint32_t>(out, static_cast<std::uint32_t>(list.carried.size()));
     out.append(list.carried);
   }
+}
+
+std::string encode(const RequestList& list) {
+  std::string out;
+  encode(list, out);
   return out;
 }
 
-Result<RequestList> decode_request_list(std::string_view bytes) {
+void Response::clear() {
+  type = OpType::kAllreduce;
+  tensors.clear();
+  slots.clear();
+  first_dims.clear();
+  joined.clear();
+  error.clear();
+  algorithm = Algorithm::kAuto;
+  carried = false;
+  inputs.clear();
+}
+
+void ResponseList::clear() {
+  for (Response& r : responses) {
+    r.clear();
+    spare_.push_back(std::move(r));
+  }
+  responses.clear();
+  join_done_last = -1;
+  shutdown = false;
+  shutdown_by = -1;
+}
+
+Response& ResponseList::add() {
+  if (spare_.empty()) return responses.emplace_back();
+  responses.push_back(std::move(spare_.back()));
+  spare_.pop_back();
+  return responses.back();
+}
+
+Status decode_request_list(std::string_view bytes, RequestList& list) {
   Reader in(bytes);
-  RequestList list;
+  list.clear();
   const std::uint32_t n = in.items("request count");
   for (std::uint32_t i = 0; i < n && in.ok(); ++i) list.requests.push_back(in.request());
   if (in.u8("cached form") == 1) {
     const std::uint32_t top = in.u32("cached bits");
-    const std::string bits = in.raw("cached bits", (static_cast<std::size_t>(top) + 7) / 8);
+    const std::string_view bits = in.raw("cached bits", (static_cast<std::size_t>(top) + 7) / 8);
     for (std::uint32_t s = 0; s < top && in.ok(); ++s)
       if ((static_cast<unsigned char>(bits[s / 8]) >> (s % 8)) & 1u) list.cached.push_back(s);
   } else {
@@ -215,7 +251,12 @@ Result<RequestList> decode_request_list(std::string_view bytes) {
     list.carried = in.raw("carried data", in.u32("carried length"));
   }
   if ((flags & ~15) != 0) return protocol_error("runtime: malformed request list (flags)");
-  HOOP_RETURN_IF_ERROR(in.finish("request list"));
+  return in.finish("request list");
+}
+
+Result<RequestList> decode_request_list(std::string_view bytes) {
+  RequestList list;
+  HOOP_RETURN_IF_ERROR(decode_request_list(bytes, list));
   return list;
 }
 

@@ -157,6 +157,16 @@ struct RequestList {
   /// walking `cached` in order, in that order.
   bool carries = false;
   std::string carried;
+
+  /// Empties the list and keeps its vectors' and string's room: the controller makes a list
+  /// and decodes its peers' each round, with no allocation once they have grown.
+  void clear() {
+    requests.clear();
+    cached.clear();
+    join = shutdown = carries = false;
+    tuning.reset();
+    carried.clear();
+  }
 };
 
 /// The largest tensor whose data travels in the negotiation: an allreduce of a small host
@@ -220,6 +230,9 @@ struct Response {
   /// `inputs` holds them, rank-major and prescaled, and each rank reduces them itself.
   bool carried = false;
   std::string inputs;
+
+  /// Back to a default response, keeping its vectors' and strings' room.
+  void clear();
 };
 
 /// What every rank runs after a round of negotiation, in order (the same on every rank).
@@ -232,11 +245,25 @@ struct ResponseList {
   /// semantics: one rank's shutdown ends the job's runtime, it never waits for the others).
   bool shutdown = false;
   std::int32_t shutdown_by = -1;
+
+  /// Empties the list, keeping its responses (cleared) for add(): the runtime makes a list
+  /// every round, and a lone tensor's round then allocates nothing for its response.
+  void clear();
+  /// A default response at the end of `responses`, made in the room of one cleared before.
+  Response& add();
+
+ private:
+  std::vector<Response> spare_;
 };
 
-/// A request list's byte encoding.
+/// A request list's byte encoding, into `out` (emptied first, its room kept).
+void encode(const RequestList& list, std::string& out);
+/// The same, as a new string.
 std::string encode(const RequestList& list);
-/// Its decoder; protocol_error naming what was malformed.
+/// Its decoder, into `out` (cleared first, its room kept); protocol_error naming what was
+/// malformed.
+Status decode_request_list(std::string_view bytes, RequestList& out);
+/// The same, as a new list.
 Result<RequestList> decode_request_list(std::string_view bytes);
 
 /// Whether two requests describe the same operation; with `skip_first_dim`, the first

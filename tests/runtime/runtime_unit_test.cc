@@ -94,6 +94,61 @@ TEST(Message, CachedSlotsTravelAsABitVectorWhenDense) {
   EXPECT_EQ(back->cached, sparse.cached);
 }
 
+TEST(Message, ListsReusedForTheNextRoundHoldOnlyTheNextRound) {
+  // The controller encodes and decodes into the same lists and strings every round.
+  RequestList big = list_of({allreduce("a"), allreduce("b")});
+  big.cached = {1, 2, 3};
+  big.join = big.shutdown = true;
+  big.tuning = Tuning{1 << 20, Algorithm::kRing, 2500, 64};
+  big.carries = true;
+  big.carried = std::string(64, 'x');
+  RequestList small;
+  small.cached = {5};
+  small.carries = true;
+  small.carried = "12345678";
+  std::string bytes;
+  RequestList into;
+  encode(big, bytes);
+  ASSERT_TRUE(decode_request_list(bytes, into).ok());
+  ASSERT_EQ(into.requests.size(), 2u);
+  encode(small, bytes);
+  EXPECT_EQ(bytes, encode(small));
+  ASSERT_TRUE(decode_request_list(bytes, into).ok());
+  EXPECT_TRUE(into.requests.empty());
+  EXPECT_EQ(into.cached, small.cached);
+  EXPECT_FALSE(into.join || into.shutdown || into.tuning.has_value());
+  EXPECT_TRUE(into.carries);
+  EXPECT_EQ(into.carried, small.carried);
+  into.clear();
+  EXPECT_EQ(encode(into), encode(RequestList()));
+
+  ResponseList responses;
+  Response& r = responses.add();
+  r.type = OpType::kBroadcast;
+  r.tensors.push_back(std::make_shared<const Request>(allreduce("a")));
+  r.slots = {4};
+  r.first_dims = {1, 2};
+  r.joined = {1};
+  r.error = "mismatch";
+  r.algorithm = Algorithm::kRing;
+  r.carried = true;
+  r.inputs = "abc";
+  responses.join_done_last = 1;
+  responses.shutdown = true;
+  responses.shutdown_by = 0;
+  responses.clear();
+  EXPECT_TRUE(responses.responses.empty());
+  EXPECT_EQ(responses.join_done_last, -1);
+  EXPECT_FALSE(responses.shutdown);
+  EXPECT_EQ(responses.shutdown_by, -1);
+  const Response& again = responses.add();
+  EXPECT_EQ(again.type, OpType::kAllreduce);
+  EXPECT_TRUE(again.tensors.empty() && again.slots.empty() && again.first_dims.empty() &&
+              again.joined.empty() && again.error.empty() && again.inputs.empty());
+  EXPECT_EQ(again.algorithm, Algorithm::kAuto);
+  EXPECT_FALSE(again.carried);
+}
+
 TEST(Message, CorruptBytesAreAProtocolErrorNotACrash) {
   const std::string good = encode(list_of({allreduce("a"), allreduce("b")}));
   for (std::size_t cut = 0; cut < good.size(); ++cut) {

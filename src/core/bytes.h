@@ -13,9 +13,12 @@ namespace hoop {
 /// Appends `v` to `out` in little-endian byte order.
 template <typename T>
 void append_le(std::string& out, T v) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    out.push_back(static_cast<char>(static_cast<std::uint8_t>(v >> (8 * i))));
-  }
+  // One append, not a push_back (a capacity check) per byte: a runtime round encodes a few
+  // dozen of these.
+  char bytes[sizeof(T)];
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    bytes[i] = static_cast<char>(static_cast<std::uint8_t>(v >> (8 * i)));
+  out.append(bytes, sizeof(T));
 }
 
 /// Reads a little-endian T from the sizeof(T) bytes at `p`.

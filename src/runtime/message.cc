@@ -203,22 +203,21 @@ void Response::clear() {
   inputs.clear();
 }
 
+Response& Responses::add() {
+  if (used_ == all_.size()) all_.emplace_back();
+  return all_[used_++];
+}
+
+void Responses::clear() {
+  for (Response& r : *this) r.clear();
+  used_ = 0;
+}
+
 void ResponseList::clear() {
-  for (Response& r : responses) {
-    r.clear();
-    spare_.push_back(std::move(r));
-  }
   responses.clear();
   join_done_last = -1;
   shutdown = false;
   shutdown_by = -1;
-}
-
-Response& ResponseList::add() {
-  if (spare_.empty()) return responses.emplace_back();
-  responses.push_back(std::move(spare_.back()));
-  spare_.pop_back();
-  return responses.back();
 }
 
 Status decode_request_list(std::string_view bytes, RequestList& list) {

@@ -235,9 +235,32 @@ struct Response {
   void clear();
 };
 
+/// A list's responses, in order. Those a clear() empties stay, with their room, for the next
+/// add(): the runtime makes a list every round, and a lone tensor's round then allocates
+/// nothing for its response.
+class Responses {
+ public:
+  /// A default response at the end, made in the room of one cleared before where there is one.
+  Response& add();
+  /// Empties every response (their tensors' descriptions are let go now) and the list.
+  void clear();
+  std::size_t size() const { return used_; }
+  bool empty() const { return used_ == 0; }
+  Response& operator[](std::size_t i) { return all_[i]; }
+  const Response& operator[](std::size_t i) const { return all_[i]; }
+  Response* begin() { return all_.data(); }
+  Response* end() { return all_.data() + used_; }
+  const Response* begin() const { return all_.data(); }
+  const Response* end() const { return all_.data() + used_; }
+
+ private:
+  std::vector<Response> all_;
+  std::size_t used_ = 0;
+};
+
 /// What every rank runs after a round of negotiation, in order (the same on every rank).
 struct ResponseList {
-  std::vector<Response> responses;
+  Responses responses;
   /// Every rank has joined: their join handles finish, naming this rank as the last (-1: no).
   std::int32_t join_done_last = -1;
   /// A rank asked to shut down: the background threads stop after this list, and what the
@@ -246,14 +269,10 @@ struct ResponseList {
   bool shutdown = false;
   std::int32_t shutdown_by = -1;
 
-  /// Empties the list, keeping its responses (cleared) for add(): the runtime makes a list
-  /// every round, and a lone tensor's round then allocates nothing for its response.
+  /// Empties the list (its responses' room is kept: Responses).
   void clear();
-  /// A default response at the end of `responses`, made in the room of one cleared before.
-  Response& add();
-
- private:
-  std::vector<Response> spare_;
+  /// responses.add().
+  Response& add() { return responses.add(); }
 };
 
 /// A request list's byte encoding, into `out` (emptied first, its room kept).

@@ -341,7 +341,7 @@ void Coordinator::take_ready(ResponseList& out) {
     const std::vector<std::int32_t>& joined = slotted ? kNobody : full->joined;
     // The response this tensor makes on its own, added to `out`.
     auto alone = [&]() -> Response& {
-      Response& r = out.add();
+      Response& r = out.responses.add();
       if (!slotted) {
         r = std::move(*full);
         return r;
@@ -355,7 +355,8 @@ void Coordinator::take_ready(ResponseList& out) {
       // Reduced by every rank from the inputs at hand: nothing to fuse it with.
       Response& r = alone();
       r.carried = true;
-      r.inputs.assign(carried_[ready.index]);
+      // Swapped, not copied: carried_ keeps the emptied string's room for a later round.
+      r.inputs.swap(carried_[ready.index]);
       ++carried_responses_;
       continue;
     }

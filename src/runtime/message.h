@@ -159,7 +159,8 @@ struct RequestList {
   std::string carried;
 
   /// Empties the list and keeps its vectors' and string's room: the controller makes a list
-  /// and decodes its peers' each round, with no allocation once they have grown.
+  /// and decodes its peers' each round, with no allocation once they have grown (a field
+  /// added to RequestList is reset here too).
   void clear() {
     requests.clear();
     cached.clear();
@@ -231,7 +232,8 @@ struct Response {
   bool carried = false;
   std::string inputs;
 
-  /// Back to a default response, keeping its vectors' and strings' room.
+  /// Back to a default response, keeping its vectors' and strings' room (a field added to
+  /// Response is reset there too).
   void clear();
 };
 
@@ -271,8 +273,6 @@ struct ResponseList {
 
   /// Empties the list (its responses' room is kept: Responses).
   void clear();
-  /// responses.add().
-  Response& add() { return responses.add(); }
 };
 
 /// A request list's byte encoding, into `out` (emptied first, its room kept).

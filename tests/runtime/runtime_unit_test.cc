@@ -123,7 +123,7 @@ TEST(Message, ListsReusedForTheNextRoundHoldOnlyTheNextRound) {
   EXPECT_EQ(encode(into), encode(RequestList()));
 
   ResponseList responses;
-  Response& r = responses.add();
+  Response& r = responses.responses.add();
   r.type = OpType::kBroadcast;
   r.tensors.push_back(std::make_shared<const Request>(allreduce("a")));
   r.slots = {4};
@@ -141,7 +141,7 @@ TEST(Message, ListsReusedForTheNextRoundHoldOnlyTheNextRound) {
   EXPECT_EQ(responses.join_done_last, -1);
   EXPECT_FALSE(responses.shutdown);
   EXPECT_EQ(responses.shutdown_by, -1);
-  const Response& again = responses.add();
+  const Response& again = responses.responses.add();
   EXPECT_EQ(again.type, OpType::kAllreduce);
   EXPECT_TRUE(again.tensors.empty() && again.slots.empty() && again.first_dims.empty() &&
               again.joined.empty() && again.error.empty() && again.inputs.empty());

@@ -114,30 +114,38 @@ TEST(P2pErrors, AReceiveMeetingADifferentSendFailsOnBothRanksNamingTheField) {
        {.count = 8, .dtype = DataType::kI32, .peer = 0, .tag = 3},
        "dtype f32 against i32"},
       {"count", {.count = 9, .dtype = DataType::kF32, .peer = 0, .tag = 3}, "count 8 against 9"},
-      // Past the 256 bytes that travel inside the header's frame on one side only.
+      // Past the 2048 bytes that travel inside the header's frame on one side only.
       {"count, larger than a frame",
-       {.count = 100, .dtype = DataType::kF32, .peer = 0, .tag = 3},
-       "at most 256 bytes against 400 bytes (100 f32, tag 3)"},
+       {.count = 600, .dtype = DataType::kF32, .peer = 0, .tag = 3},
+       "at most 2048 bytes against 2400 bytes (600 f32, tag 3)"},
       {"count, within a frame",
        {.count = 8, .dtype = DataType::kF32, .peer = 0, .tag = 3},
        "more than 48 bytes against 32 bytes (8 f32, tag 3)",
        100},
-      // Frames of the two sizes: 32 bytes go in the small one, 80 in the large.
+      // Frames of two sizes: 32 bytes go in the smallest, 80 in the next.
       {"count, frames of two sizes",
        {.count = 20, .dtype = DataType::kF32, .peer = 0, .tag = 3},
        "at most 48 or more than 256 bytes against 80 bytes (20 f32, tag 3)"},
-      {"count, both in the large frame",
+      {"count, both in the 256-byte frame",
        {.count = 21, .dtype = DataType::kF32, .peer = 0, .tag = 3},
        "count 20 against 21",
        20},
-      {"count, both larger than a frame",
+      {"count, both in the 1 KiB frame",
        {.count = 101, .dtype = DataType::kF32, .peer = 0, .tag = 3},
        "count 100 against 101",
        100},
+      {"count, frames of the two largest sizes",
+       {.count = 300, .dtype = DataType::kF32, .peer = 0, .tag = 3},
+       "at most 1024 or more than 2048 bytes against 1200 bytes (300 f32, tag 3)",
+       100},
+      {"count, both larger than a frame",
+       {.count = 601, .dtype = DataType::kF32, .peer = 0, .tag = 3},
+       "count 600 against 601",
+       600},
   };
   for (const Mismatch& m : cases) {
     const auto statuses = on_ranks_p2p(2, [&](Communicator& comm) -> Status {
-      std::vector<float> buf(128, 1.0f);
+      std::vector<float> buf(1024, 1.0f);
       if (comm.rank() == 0) {
         HOOP_RETURN_IF_ERROR(
             send(comm, {.data = buf.data(), .count = m.sent, .peer = 1, .tag = 3}));

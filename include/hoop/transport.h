@@ -82,6 +82,9 @@ class SharedSlots {
 
   /// Whether read_peer() works between every pair of ranks (the same answer on every rank).
   virtual bool can_read_peers() const = 0;
+  /// Whether read_peer() works but copies at a fraction of memcpy's speed on this host, so that
+  /// the slots' copies pay for longer (the same answer on every rank).
+  virtual bool reads_slowly() const { return false; }
   /// Copies `bytes` bytes at `remote`, an address in `peer`'s memory that the peer published
   /// and keeps unchanged meanwhile, into `local`, in one copy (Linux cross-memory attach).
   virtual Status read_peer(int peer, const void* remote, void* local, std::size_t bytes) = 0;

@@ -278,6 +278,25 @@ TEST_F(ShmTest, SlotGatherEndsWhenAPeerShutsDownInOrder) {
   for (auto& th : threads) th.join();
 }
 
+// The collectives leave more to the slots where the reads are slow (one_host.h's budget), so
+// every rank must give the same answer: any rank's measurement counts for all. The ranks here
+// are threads of one process, which measures once.
+TEST_F(ShmTest, ReadSpeedVerdictIsTheSameOnEveryRank) {
+  constexpr int kRanks = 3;
+  run_shm_ranks(kRanks, shm_test_options(), [](int rank, Transport& t) {
+    SharedSlots& slots = *t.shared_slots();
+    ASSERT_TRUE(slots.can_read_peers());
+    EXPECT_EQ(slots.reads_slowly(), shm::cross_memory_reads_slow()) << "rank " << rank;
+    const auto verdict = static_cast<std::byte>(slots.reads_slowly());
+    *slots.own_slot(1) = verdict;
+    slots.publish(1);
+    std::vector<const std::byte*> at(kRanks);
+    const Status s = slots.gather(1, at, test_deadline());
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    for (int r = 0; r < kRanks; ++r) EXPECT_EQ(*at[r], verdict) << "rank " << rank << " and " << r;
+  });
+}
+
 TEST_F(ShmTest, ReadPeerCopiesFromTheAddressAPeerPublished) {
   constexpr int kRanks = 3;
   run_shm_ranks(kRanks, shm_test_options(), [](int rank, Transport& t) {

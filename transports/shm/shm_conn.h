@@ -107,6 +107,7 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   Status gather(std::uint64_t seq, std::span<const std::byte*> slots, Deadline deadline) override;
   Result<const std::byte*> gather_one(std::uint64_t seq, int peer, Deadline deadline) override;
   bool can_read_peers() const override { return reads_peers_; }
+  bool reads_slowly() const override { return reads_slowly_; }
   Status read_peer(int peer, const void* remote, void* local, std::size_t bytes) override;
   Status write_peer(int peer, const void* local, void* remote, std::size_t bytes) override;
   Status read_peer_pieces(int peer, std::span<const MemoryPiece> remote,
@@ -180,6 +181,7 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   // is published without a fence (publish_fence).
   bool sleepers_use_barrier_ = false;
   bool reads_peers_ = false;  // every rank could read every other's memory (set-up's verdict)
+  bool reads_slowly_ = false;  // and some rank measured its reads slow
   std::vector<int> missing_;  // await_slots' scratch: the ranks not yet seen
   std::vector<const std::byte*> one_slots_;  // gather_one's scratch, size_ entries
 

@@ -147,8 +147,11 @@ Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
       break;
     }
   }
-  own.header()->reads_peers.store(reads ? kReadsPeers : kCannotReadPeers,
-                                  std::memory_order_release);
+  // The reads' speed goes with the verdict, so that every rank leaves the same calls to the
+  // slots (one_host.h's budget), whatever each one measured.
+  own.header()->reads_peers.store(
+      !reads ? kCannotReadPeers : (cross_memory_reads_slow() ? kReadsPeersSlowly : kReadsPeers),
+      std::memory_order_release);
   HOOP_RETURN_IF_ERROR(store.set(key(o, "mapped", rank), "1"));
   HOOP_RETURN_IF_ERROR(
       wait_for_peers(store, o, "mapped", "map this rank's segment", peers, rank, deadline));

@@ -34,7 +34,14 @@ inline constexpr std::size_t kLine = 128;
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 
-enum ReadsPeers : std::uint32_t { kReadsPeers = 1, kCannotReadPeers = 2 };
+/// A rank's verdict on cross-memory attach: it reads every peer's memory (kReadsPeersSlowly:
+/// and its set-up measured such a read slower than kSlowReadRatio memcpys), or it cannot.
+enum ReadsPeers : std::uint32_t { kReadsPeers = 1, kCannotReadPeers = 2, kReadsPeersSlowly = 3 };
+
+/// Whether a ReadsPeers word says that its rank reads its peers' memory.
+inline bool reads_peers_word(std::uint32_t verdict) {
+  return verdict == kReadsPeers || verdict == kReadsPeersSlowly;
+}
 
 /// abort_state values: the first writer claims the slot, fills it, then marks it written.
 enum AbortState : std::uint32_t { kNoAbort = 0, kAbortWriting = 1, kAbortWritten = 2 };
@@ -64,8 +71,8 @@ struct SegmentHeader {
   // 1 when the owner runs a host-wide barrier (membarrier) before it sleeps, so that a peer
   // that registered for it publishes without a fence of its own (see publish_fence).
   std::uint32_t sleeper_barrier;
-  // The owner's verdict, written once it has mapped its peers: kReadsPeers when it could read
-  // every peer's memory, kCannotReadPeers otherwise (0: not yet known).
+  // The owner's verdict, written once it has mapped its peers: kReadsPeers (kReadsPeersSlowly)
+  // when it could read every peer's memory, kCannotReadPeers otherwise (0: not yet known).
   alignas(kLine) std::atomic<std::uint32_t> reads_peers;
   // The futex word: peers bump it after they put bytes in a ring of this segment or free space
   // in a ring this segment's owner writes to, and wake the owner when it sleeps.

@@ -33,7 +33,7 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segmen
   // Every rank wrote its verdict before the set-up's last store wait ended.
   for (auto& p : peers_)
     p->reads_us =
-        p->segment.header()->reads_peers.load(std::memory_order_acquire) == kReadsPeers;
+        reads_peers_word(p->segment.header()->reads_peers.load(std::memory_order_acquire));
   if (own_header_->slot_bytes > 0 && peers_.size() + 1 == static_cast<std::size_t>(size_)) {
     slot_bytes_ = own_header_->slot_bytes;
     for (auto& p : peers_)
@@ -43,10 +43,15 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segmen
     small_stride_ = own_header_->small_stride;
     if (small_slots_ > 0)
       for (auto& p : peers_) p->small = reinterpret_cast<const char*>(p->segment.small_slot(0));
-    reads_peers_ = own_header_->reads_peers.load(std::memory_order_acquire) == kReadsPeers;
-    for (auto& p : peers_)
-      reads_peers_ = reads_peers_ && p->segment.header()->reads_peers.load(
-                                         std::memory_order_acquire) == kReadsPeers;
+    const std::uint32_t mine = own_header_->reads_peers.load(std::memory_order_acquire);
+    reads_peers_ = reads_peers_word(mine);
+    reads_slowly_ = mine == kReadsPeersSlowly;
+    for (auto& p : peers_) {
+      const std::uint32_t theirs = p->segment.header()->reads_peers.load(std::memory_order_acquire);
+      reads_peers_ = reads_peers_ && reads_peers_word(theirs);
+      reads_slowly_ = reads_slowly_ || theirs == kReadsPeersSlowly;
+    }
+    reads_slowly_ = reads_slowly_ && reads_peers_;
   }
   crowded_ = static_cast<int>(peers_.size()) + 1 > usable_cores();
   sleepers_use_barrier_ = uses_sleeper_barrier();

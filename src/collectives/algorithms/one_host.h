@@ -48,6 +48,11 @@ inline CallFingerprint allreduce_fingerprint(std::size_t count, DataType dtype, 
 /// payload whatever the size: past this many bytes read per rank they win (measured on 2, 4 and 8
 /// ranks: docs/BENCHMARKS.md, "Shared slots and single-copy reads").
 inline constexpr std::size_t kReadAllBudget = std::size_t{512} << 10;
+/// kReadAllBudget where the peers' memory reads slowly (SharedSlots::reads_slowly: a read at
+/// under half memcpy's speed, a quarter on the AMD guest of 2026-12-07). The single-copy paths
+/// then pay 2x their reads' ratio in copies, the slots still n - 1: at 4 ranks on 2 cores a
+/// 256 KiB allreduce took 204 us through the slots against 440 us by reading.
+inline constexpr std::size_t kReadAllBudgetSlowReads = std::size_t{2} << 20;
 
 /// `impl`'s slots when a collective whose largest payload on any rank is `bytes` (and, where
 /// every rank reads every other's, `read_all`) goes through them; null otherwise. Inline: every
@@ -55,7 +60,9 @@ inline constexpr std::size_t kReadAllBudget = std::size_t{512} << 10;
 inline SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all) {
   SharedSlots* s = impl.slots();
   if (s == nullptr || bytes > impl.slot_sizes().slot_bytes - kSlotOverhead) return nullptr;
-  if (read_all && bytes * static_cast<std::size_t>(impl.size() - 1) > kReadAllBudget)
+  if (read_all && bytes * static_cast<std::size_t>(impl.size() - 1) > kReadAllBudget &&
+      (!s->reads_slowly() ||
+       bytes * static_cast<std::size_t>(impl.size() - 1) > kReadAllBudgetSlowReads))
     return nullptr;
   return s;
 }

@@ -82,8 +82,8 @@ class SharedSlots {
 
   /// Whether read_peer() works between every pair of ranks (the same answer on every rank).
   virtual bool can_read_peers() const = 0;
-  /// Whether read_peer() works but copies at a fraction of memcpy's speed on this host, so that
-  /// the slots' copies pay for longer (the same answer on every rank).
+  /// Whether read_peer() works but some rank's set-up measured it at under half memcpy's speed,
+  /// so that the slots' copies pay for longer (the same answer on every rank).
   virtual bool reads_slowly() const { return false; }
   /// Copies `bytes` bytes at `remote`, an address in `peer`'s memory that the peer published
   /// and keeps unchanged meanwhile, into `local`, in one copy (Linux cross-memory attach).

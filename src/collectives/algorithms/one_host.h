@@ -60,10 +60,11 @@ inline constexpr std::size_t kReadAllBudgetSlowReads = std::size_t{2} << 20;
 inline SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all) {
   SharedSlots* s = impl.slots();
   if (s == nullptr || bytes > impl.slot_sizes().slot_bytes - kSlotOverhead) return nullptr;
-  if (read_all && bytes * static_cast<std::size_t>(impl.size() - 1) > kReadAllBudget &&
-      (!s->reads_slowly() ||
-       bytes * static_cast<std::size_t>(impl.size() - 1) > kReadAllBudgetSlowReads))
-    return nullptr;
+  if (read_all) {
+    const std::size_t read = bytes * static_cast<std::size_t>(impl.size() - 1);
+    if (read > kReadAllBudget && (read > kReadAllBudgetSlowReads || !s->reads_slowly()))
+      return nullptr;
+  }
   return s;
 }
 

@@ -98,6 +98,8 @@ struct Posted {
                                  : ctx.scratch.get(slot, sizeof(Header) + framed);
   }
   std::byte* payload() const { return at + sizeof(Header); }
+  /// Whether the frame is in scratch, where the header must be copied in or out.
+  bool in_scratch() const { return at != reinterpret_cast<const std::byte*>(&frame); }
 };
 
 /// The scratch slots of the frames past kStackPayload: a sendrecv's two sides use both.
@@ -132,8 +134,7 @@ Status post_send(Context& ctx, const SendOptions& o, Posted& p, bool lend) {
   p.framed = framed(bytes);
   if (p.framed != 0) {
     p.place(ctx, kSendSlot);
-    if (p.at != reinterpret_cast<std::byte*>(&p.frame))
-      std::memcpy(p.at, &p.frame.header, sizeof(Header));
+    if (p.in_scratch()) std::memcpy(p.at, &p.frame.header, sizeof(Header));
     HOOP_RETURN_IF_ERROR(ctx.copy(p.payload(), o.data, bytes));
     HOOP_ASSIGN_OR_RETURN(p.ids[p.n++], ctx.send(o.peer, p.at, sizeof(Header) + p.framed));
     return Status::success();
@@ -197,8 +198,7 @@ Status finish_recv(Context& ctx, const RecvOptions& o, Posted& p, const Status& 
         o.peer, me, other_classes(bytes), bytes, o.count, dtype_name(o.dtype), o.tag));
   }
   // A frame in scratch brought its header there.
-  if (p.framed != 0 && p.at != reinterpret_cast<std::byte*>(&p.frame))
-    std::memcpy(&p.frame.header, p.at, sizeof(Header));
+  if (p.framed != 0 && p.in_scratch()) std::memcpy(&p.frame.header, p.at, sizeof(Header));
   HOOP_RETURN_IF_ERROR(compare(o, p.frame.header, me));
   if (!s.ok()) return s;
   return p.framed != 0 ? ctx.copy(o.data, p.payload(), bytes) : Status::success();

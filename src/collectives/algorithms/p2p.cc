@@ -9,9 +9,9 @@
 // sizes. Several classes rather than one: the receiver reads what the sender just wrote from the
 // other core's cache, and a 64-byte frame moves 8 bytes in 0.67x the time a 272-byte one took.
 // Frames up to 2 KiB of data: past the frames, header and data are two messages, and over
-// shared memory a 1-2 KiB sendrecv took 1.2x the time it takes in a frame. A frame copies at
-// most 4x its data. The frames past 256 bytes live in the communicator's scratch, not on the
-// stack: 4 KiB more stack in sendrecv made its 8-128 B exchanges up to 1.8x slower.
+// shared memory a 1-2 KiB sendrecv took 1.1-1.3x the time it takes in a frame; a 1 KiB or 2 KiB
+// frame copies at most 4x its data. The frames past 256 bytes live in the communicator's scratch,
+// not on the stack: 4 KiB more stack in sendrecv made its 8-128 B exchanges up to 1.8x slower.
 // (The collectives' call check inlines small payloads too, at their own length: it compares
 // whole fingerprints, where a receive here must read the sender's header to name its fields.)
 #include <fmt/format.h>

@@ -55,8 +55,12 @@ class SharedSlots {
  public:
   virtual ~SharedSlots() = default;
 
-  /// Bytes of one slot (every rank's alike).
+  /// Bytes of one slot (every rank's alike: the narrowest rank's).
   virtual std::size_t slot_bytes() const = 0;
+  /// Bytes of a slot the collectives fill unless the job is crowded and reads_slowly(), for
+  /// slots made wider for such jobs (the shm transport's where its size was left unset): at
+  /// most slot_bytes(), every rank's alike.
+  virtual std::size_t default_slot_bytes() const { return slot_bytes(); }
   /// Bytes of one small slot (every rank's alike); 0 where there are none.
   virtual std::size_t small_slot_bytes() const = 0;
   /// How many small slots each rank has (0: none).

@@ -1,6 +1,5 @@
 // Communicator::create: settings from options and the environment, then the transport.
 #include <fmt/format.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +11,7 @@
 #include "collectives/algorithms/validate.h"
 #include "connect/connect.h"
 #include "core/config.h"
+#include "core/cores.h"
 #include "core/timeline.h"
 #include "topology/routed_transport.h"
 
@@ -63,14 +63,6 @@ class SelfTransport final : public Transport {
     return invalid_argument(fmt::format("peer {} does not exist in a one-rank job", peer));
   }
 };
-
-/// The cores this process may run on (what `nproc` prints).
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
 
 /// Whether any host of the job runs more ranks than it has cores. Every rank must pick the same
 /// algorithm for a call, so the hosts' answers are combined by one small allreduce (max).

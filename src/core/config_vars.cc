@@ -167,12 +167,14 @@ constexpr Var kVars[] = {
     {"HOOP_SHM_SLOT_BYTES",
      "",
      kBytes,
-     "256K",
+     "",
      "Shared-memory transport: payload bytes of each rank's two shared slots, through which small "
-     "collectives run in one step on a host whose ranks all share memory; 0 turns them off.",
+     "collectives run in one step on a host whose ranks all share memory; 0 turns them off. "
+     "Unset: 256K, or 4M where the host runs more of the job's ranks than it has cores and a "
+     "cross-memory read copies at under half memcpy's speed (timed once at set-up).",
      {},
      0,
-     1024 * kKiB},
+     16 * 1024 * kKiB},
     {"HOOP_SHM_RUN_AHEAD",
      "",
      kInt,

@@ -57,6 +57,24 @@ TEST_P(CommCheckOneHost, EveryCollectiveMatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckOneHost, ::testing::Values(2, 3));
 
+// Shared slots of 4 MiB, filled whole (named: a job that leaves them unset fills them whole only
+// where it is crowded and its reads are slow): payloads from 256 KiB to 4 MiB go through the
+// slots, those every rank reads whole too where this machine's reads are slow.
+class CommCheckWideSlots : public CommCheck {};
+TEST_P(CommCheckWideSlots, EveryCollectiveMatchesTheReference) {
+  const int n = GetParam();
+  const RunResult r =
+      launch::testing::run_ranks(HOOP_COMM_CHECK_BIN, n,
+                                 {"check", "--algos", "auto", "--counts", "100003,700001",
+                                  "--dtypes", "f32,i8", "--ops", "sum,max"},
+                                 {"HOOP_SHM_SLOT_BYTES=4M"}, kDeadline);
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "checked", "cases"), n) << r.out << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, CommCheckWideSlots, ::testing::Values(2, 4));
+
 // Small rooted calls in the shared slots: the ranks that only give return without waiting for
 // the others (a broadcast's root, a gather's other ranks), 16 calls in a row through the small
 // slots (fewer than HOOP_SHM_RUN_AHEAD's default), while the others call only once those have

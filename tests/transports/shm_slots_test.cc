@@ -205,6 +205,53 @@ TEST_F(ShmTest, SlotSizesThatDifferBetweenRanksAreRefusedNamingTheVariable) {
       "HOOP_SHM_SLOT_BYTES");
 }
 
+// Slots of unset size are wide where a rank's set-up finds its host crowded and its reads slow
+// (forced here per rank): every rank fills no more than the narrowest rank's, and the default
+// part, which the collectives fill elsewhere, is the same on every rank.
+TEST_F(ShmTest, WideSlotsServeWholeOnlyWhereEveryRankMadeThem) {
+  constexpr int kRanks = 3;
+  const std::size_t narrow = shm::kSlotBytes + shm::kSlotReserve;
+  const std::size_t wide = shm::kWideSlotBytes + shm::kSlotReserve;
+  struct Case {
+    const char* prefix;
+    bool wide[kRanks];
+    bool explicit_narrow_on_0;
+    std::size_t want;
+  };
+  for (const Case& c : {Case{"hoop/shm-wide", {true, true, true}, false, wide},
+                        Case{"hoop/shm-mixed", {true, false, true}, false, narrow},
+                        Case{"hoop/shm-named", {false, true, true}, true, narrow}}) {
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < kRanks; ++rank) {
+      threads.emplace_back([&, rank] {
+        shm::ShmOptions o = shm_test_options();
+        o.key_prefix = c.prefix;
+        o.wide_slots = c.wide[rank];
+        if (rank == 0 && c.explicit_narrow_on_0) o.slot_bytes = shm::kSlotBytes;
+        auto t = connect_shm(rank, kRanks, o);
+        ASSERT_TRUE(t.ok()) << c.prefix << " rank " << rank << ": " << t.status().to_string();
+        SharedSlots& slots = *(*t)->shared_slots();
+        EXPECT_EQ(slots.slot_bytes(), c.want) << c.prefix << " rank " << rank;
+        EXPECT_EQ(slots.default_slot_bytes(), narrow) << c.prefix << " rank " << rank;
+        // A whole slot's worth crosses from every rank to every other, both slots in turn.
+        for (std::uint64_t seq = 1; seq <= 2; ++seq) {
+          const std::vector<std::byte> mine = pattern(rank, seq, slots.slot_bytes());
+          std::memcpy(slots.own_slot(seq), mine.data(), mine.size());
+          slots.publish(seq);
+          std::vector<const std::byte*> at(kRanks);
+          const Status s = slots.gather(seq, at, test_deadline());
+          ASSERT_TRUE(s.ok()) << s.to_string();
+          for (int r = 0; r < kRanks; ++r)
+            EXPECT_EQ(std::memcmp(at[r], pattern(r, seq, mine.size()).data(), mine.size()), 0)
+                << c.prefix << " rank " << rank << " read rank " << r;
+        }
+        meet(slots, 3, kRanks);
+      });
+    }
+    for (auto& th : threads) th.join();
+  }
+}
+
 TEST_F(ShmTest, RunAheadThatDiffersBetweenRanksIsRefusedNamingTheVariable) {
   expect_refused_naming([](shm::ShmOptions& o, int rank) { o.run_ahead = rank == 0 ? 16 : 4; },
                         "HOOP_SHM_RUN_AHEAD");

@@ -100,6 +100,7 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
 
   // SharedSlots (shm_slots.cc).
   std::size_t slot_bytes() const override { return slot_bytes_; }
+  std::size_t default_slot_bytes() const override { return default_slot_bytes_; }
   std::size_t small_slot_bytes() const override { return small_slots_ > 0 ? kSmallSlotBytes : 0; }
   std::size_t small_slots() const override { return small_slots_; }
   std::byte* own_slot(std::uint64_t seq, bool small = false) override;
@@ -170,7 +171,8 @@ class ShmTransport final : public transports::Skeleton<Request>, public SharedSl
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<Peer*> by_rank_;  // size_ entries, null for ranks not in `peers`
   Status aborted_;
-  std::size_t slot_bytes_ = 0;  // 0: no shared slots
+  std::size_t slot_bytes_ = 0;          // the narrowest rank's; 0: no shared slots
+  std::size_t default_slot_bytes_ = 0;  // every rank's alike, at most slot_bytes_
   std::size_t small_slots_ = 0;   // every rank's small slots alike; 0: none
   std::size_t small_stride_ = 0;  // bytes from one small slot to the next
   std::size_t read_bytes_ = 0;  // ShmOptions::read_bytes

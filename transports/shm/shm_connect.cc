@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/config.h"
+#include "core/cores.h"
 #include "core/log.h"
 #include "transports/shm/shm_conn.h"
 #include "transports/shm/shm_peers.h"
@@ -63,8 +64,10 @@ Result<ShmOptions> shm_options_from_env() {
   // The registry's range for the variable starts at kMinRingBytes.
   HOOP_ASSIGN_OR_RETURN(const std::int64_t ring, config::get_int("HOOP_SHM_RING_BYTES"));
   o.ring_bytes = static_cast<std::size_t>(ring);
-  HOOP_ASSIGN_OR_RETURN(const std::int64_t slot, config::get_int("HOOP_SHM_SLOT_BYTES"));
-  o.slot_bytes = static_cast<std::size_t>(slot);
+  if (config::is_set("HOOP_SHM_SLOT_BYTES")) {
+    HOOP_ASSIGN_OR_RETURN(const std::int64_t slot, config::get_int("HOOP_SHM_SLOT_BYTES"));
+    o.slot_bytes = static_cast<std::size_t>(slot);
+  }
   HOOP_ASSIGN_OR_RETURN(const std::int64_t ahead, config::get_int("HOOP_SHM_RUN_AHEAD"));
   o.run_ahead = static_cast<std::size_t>(ahead);
   if (config::is_set("HOOP_SHM_READ_BYTES")) {
@@ -86,11 +89,20 @@ Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
   o.ring_bytes = o.ring_bytes / 4096 * 4096;  // whole pages, so every ring starts on one
   const std::string own_name = segment_name(job_id, o.key_prefix, rank);
   // Slots only where every rank of the job is here: a collective uses them on all ranks or none.
-  if (peers.size() + 1 != static_cast<std::size_t>(size)) o.slot_bytes = 0;
   // The caller's header (a call fingerprint) comes on top of the payload the option names.
-  if (o.slot_bytes > 0) o.slot_bytes = (o.slot_bytes + kSlotReserve + 15) / 16 * 16;
-  HOOP_ASSIGN_OR_RETURN(Segment own, Segment::create(own_name, rank, peers.data(), peers.size(),
-                                                     o.ring_bytes, o.slot_bytes, 2 * o.run_ahead));
+  const auto with_reserve = [](std::size_t payload) {
+    return payload > 0 ? (payload + kSlotReserve + 15) / 16 * 16 : 0;
+  };
+  const bool all_here = peers.size() + 1 == static_cast<std::size_t>(size);
+  const std::size_t narrow = with_reserve(all_here ? o.slot_bytes.value_or(kSlotBytes) : 0);
+  const bool wide = narrow > 0 && !o.slot_bytes &&
+                    o.wide_slots.value_or(static_cast<int>(peers.size()) + 1 > usable_cores() &&
+                                          cross_memory_reads_slow());
+  HOOP_ASSIGN_OR_RETURN(Segment own,
+                        Segment::create(own_name, rank, peers.data(), peers.size(), o.ring_bytes,
+                                        {.bytes = wide ? with_reserve(kWideSlotBytes) : narrow,
+                                         .default_bytes = narrow},
+                                        2 * o.run_ahead));
   // Until the peers have mapped it the name must stay; after that (or on failure) it goes.
   struct Unlink {
     const std::string& name;
@@ -119,11 +131,11 @@ Result<std::unique_ptr<Transport>> connect(Store& store, int rank, int size,
     peer->in.ctl = in;
     peer->in.data = own.data(*in);
     peer->in.capacity = in->capacity;
-    if (seg.header()->slot_bytes != o.slot_bytes) {
+    if (seg.header()->default_slot_bytes != narrow) {
       return invalid_argument(fmt::format(
           "shm: rank {} has shared slots of {} bytes and rank {} of {} (HOOP_SHM_SLOT_BYTES must "
           "be the same on every rank)",
-          p, seg.header()->slot_bytes, rank, o.slot_bytes));
+          p, seg.header()->default_slot_bytes, rank, narrow));
     }
     if (seg.header()->small_slots != own.header()->small_slots) {
       return invalid_argument(fmt::format(

@@ -65,8 +65,9 @@ Segment::~Segment() {
 }
 
 Result<Segment> Segment::create(const std::string& name, int owner, const int* senders,
-                                std::size_t num_senders, std::size_t ring_bytes,
-                                std::size_t slot_bytes, std::size_t small_slots) {
+                                std::size_t num_senders, std::size_t ring_bytes, SlotBytes slots,
+                                std::size_t small_slots) {
+  const std::size_t slot_bytes = slots.bytes;
   const std::size_t board_offset =
       round_up(rings_offset() + num_senders * sizeof(RingControl), kLine);
   const std::size_t slot_stride = round_up(kSlotDataOffset + slot_bytes, kLine);
@@ -114,6 +115,7 @@ Result<Segment> Segment::create(const std::string& name, int owner, const int* s
   h->board_offset = board_offset;
   h->slot_stride = slot_stride;
   h->slot_bytes = slot_bytes;
+  h->default_slot_bytes = std::min(slots.default_bytes, slot_bytes);
   h->small_offset = small_offset;
   h->small_stride = small_stride;
   h->small_bytes = small_slots > 0 ? kSmallSlotBytes : 0;
@@ -149,7 +151,8 @@ Result<Segment> Segment::open(const std::string& name, int owner) {
       (h.slot_bytes > 0 &&
        (h.board_offset < rings_end || h.board_offset % kLine != 0 ||
         h.slot_stride < kSlotDataOffset + h.slot_bytes || h.slot_stride % kLine != 0 ||
-        h.slot_stride > seg.bytes_ / 2 || h.board_offset > seg.bytes_ - 2 * h.slot_stride)) ||
+        h.default_slot_bytes > h.slot_bytes || h.slot_stride > seg.bytes_ / 2 ||
+        h.board_offset > seg.bytes_ - 2 * h.slot_stride)) ||
       (h.small_slots > 0 &&
        (h.small_offset % kLine != 0 || h.small_offset < rings_end ||
         h.small_bytes != kSmallSlotBytes || h.small_stride < kSlotDataOffset + h.small_bytes ||

@@ -23,7 +23,7 @@
 namespace hoop::shm {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x686f6f702d73686dULL;  // "hoop-shm"
-inline constexpr std::uint32_t kLayoutVersion = 4;
+inline constexpr std::uint32_t kLayoutVersion = 5;
 /// Longest abort message a header carries; a longer one is cut.
 inline constexpr std::size_t kMaxAbortText = 1024;
 /// Smallest ring that HOOP_SHM_RING_BYTES may ask for.
@@ -55,10 +55,12 @@ struct SegmentHeader {
   std::uint32_t num_rings;
   std::uint64_t total_bytes;
   // The owner's two shared slots: the first at board_offset, the second slot_stride later;
-  // slot_bytes 0: none.
+  // slot_bytes 0: none. default_slot_bytes (at most slot_bytes, the same on every rank) is what
+  // the collectives fill where the slots are not filled whole (SharedSlots::default_slot_bytes).
   std::uint64_t board_offset;
   std::uint64_t slot_stride;
   std::uint64_t slot_bytes;
+  std::uint64_t default_slot_bytes;
   // The owner's small slots: small_slots of them from small_offset, small_stride apart, of
   // small_bytes each; small_slots 0: none.
   std::uint64_t small_offset;
@@ -126,6 +128,13 @@ inline std::uint64_t footprint(std::uint64_t len) {
   return kMessageHeaderBytes + ((len + kMessageAlign - 1) & ~std::uint64_t{kMessageAlign - 1});
 }
 
+/// The bytes of a segment's two shared slots (kSlotReserve included; 0: none), and of the part
+/// the collectives fill unless they fill them whole (SegmentHeader::default_slot_bytes).
+struct SlotBytes {
+  std::size_t bytes = 0;
+  std::size_t default_bytes = 0;
+};
+
 /// A mapping of one segment, unmapped on destruction.
 class Segment {
  public:
@@ -137,11 +146,12 @@ class Segment {
   ~Segment();
 
   /// Creates /dev/shm `name` (mode 0600, replacing a stale one) for `owner` with one ring of
-  /// `ring_bytes` per rank in `senders`, two shared slots of `slot_bytes` (0: none) and, beside
-  /// them, `small_slots` of kSmallSlotBytes, reserves its pages and initializes the header.
+  /// `ring_bytes` per rank in `senders`, two shared slots of `slots` (none by default) and,
+  /// beside them, `small_slots` of kSmallSlotBytes, reserves its pages and initializes the
+  /// header.
   static Result<Segment> create(const std::string& name, int owner, const int* senders,
                                 std::size_t num_senders, std::size_t ring_bytes,
-                                std::size_t slot_bytes = 0, std::size_t small_slots = 0);
+                                SlotBytes slots = {}, std::size_t small_slots = 0);
   /// Maps the existing segment `name` of rank `owner` and checks its header.
   static Result<Segment> open(const std::string& name, int owner);
 

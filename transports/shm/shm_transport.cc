@@ -1,25 +1,14 @@
 // The shared-memory transport's requests: posting, wait/test/poll, abort and shutdown.
 #include <fmt/format.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <utility>
 
+#include "core/cores.h"
 #include "transports/shm/shm_conn.h"
 #include "transports/shm/shm_peers.h"
 
 namespace hoop::shm {
-namespace {
-
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
-
-}  // namespace
-
 ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segment own,
                            std::vector<std::unique_ptr<Peer>> peers)
     : rank_(rank),
@@ -35,7 +24,12 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segmen
     p->reads_us =
         reads_peers_word(p->segment.header()->reads_peers.load(std::memory_order_acquire));
   if (own_header_->slot_bytes > 0 && peers_.size() + 1 == static_cast<std::size_t>(size_)) {
+    // Ranks that measured differently made slots of different sizes; connect() checked that
+    // their default parts agree.
     slot_bytes_ = own_header_->slot_bytes;
+    for (auto& p : peers_)
+      slot_bytes_ = std::min<std::size_t>(slot_bytes_, p->segment.header()->slot_bytes);
+    default_slot_bytes_ = own_header_->default_slot_bytes;
     for (auto& p : peers_)
       for (int i = 0; i < 2; ++i) p->slots[i] = p->segment.slot(i);
     // connect() checked that every peer has as many small slots as this rank.

@@ -67,14 +67,27 @@
 
 namespace hoop::shm {
 
+/// Payload bytes of a shared slot where HOOP_SHM_SLOT_BYTES is unset.
+inline constexpr std::size_t kSlotBytes = std::size_t{256} << 10;
+/// The same where the ranks outnumber the cores and cross-memory reads are slow: the payloads
+/// that every rank reads whole from 512 KiB to 4 MiB then take 0.3-0.8x their time by reading
+/// (4 and 8 ranks on 2 cores, docs/BENCHMARKS.md "Wide slots where reads are slow").
+inline constexpr std::size_t kWideSlotBytes = std::size_t{4} << 20;
+
 /// How the shared-memory transport sizes its rings and waits.
 struct ShmOptions {
   /// Bytes of each ring (one per ordered pair of ranks on the host); HOOP_SHM_RING_BYTES.
   std::size_t ring_bytes = std::size_t{4} << 20;
   /// Payload bytes of each of this rank's two shared slots (hoop::SharedSlots; each slot has 64
   /// bytes more for a header), offered when every rank of the job is a peer here; 0: none.
+  /// Unset: kSlotBytes, in slots of kWideSlotBytes where `wide_slots` holds (the collectives
+  /// fill them whole only in a crowded job whose reads are slow, one_host.h).
   /// HOOP_SHM_SLOT_BYTES.
-  std::size_t slot_bytes = std::size_t{256} << 10;
+  std::optional<std::size_t> slot_bytes;
+  /// Whether slots of unset size are kWideSlotBytes; unset: where this host runs more of the
+  /// job's ranks than this process has cores and cross-memory reads are slow here
+  /// (cross_memory_reads_slow). Ranks may differ: every rank fills no more than the narrowest.
+  std::optional<bool> wide_slots;
   /// Calls a rank that only gives may run ahead of the slowest rank through its small slots
   /// (hoop::SharedSlots::small_slots, twice this many; none with slot_bytes 0); 0: none.
   /// HOOP_SHM_RUN_AHEAD.

@@ -48,7 +48,8 @@ class CommImpl final : public Communicator {
         // A split's view renumbers the ranks; its collectives go through messages.
         slots_(view_ == nullptr && transport_->size() > 1 ? transport_->shared_slots() : nullptr) {
     if (slots_ != nullptr)
-      slot_sizes_ = {slots_->slot_bytes(), slots_->small_slot_bytes(), slots_->small_slots()};
+      slot_sizes_ = {slots_->default_slot_bytes(), slots_->small_slot_bytes(),
+                     slots_->small_slots()};
   }
   /// Waits for the non-blocking calls still queued (some may be this communicator's).
   ~CommImpl() override { connections_->queue.drain(); }
@@ -66,8 +67,14 @@ class CommImpl final : public Communicator {
   std::chrono::milliseconds timeout() const override { return timeout_; }
   /// The cost-model constants used for kAuto.
   const CostParams& cost() const { return cost_; }
-  /// Marks the job crowded (CostParams::crowded) once all ranks have agreed on it.
-  void set_crowded(bool crowded) { cost_.crowded = crowded; }
+  /// Marks the job crowded (CostParams::crowded) once all ranks have agreed on it. Such a job
+  /// whose reads are slow fills its slots whole (SharedSlots::default_slot_bytes).
+  void set_crowded(bool crowded) {
+    cost_.crowded = crowded;
+    if (slots_ != nullptr)
+      slot_sizes_.slot_bytes =
+          crowded && slots_->reads_slowly() ? slots_->slot_bytes() : slots_->default_slot_bytes();
+  }
   /// Makes the hierarchical allreduce available over `h` (CostParams::hierarchical).
   void set_hierarchy(Hierarchy h) {
     hierarchy_ = std::move(h);
@@ -102,7 +109,7 @@ class CommImpl final : public Communicator {
   SharedSlots* slots() const { return slots_; }
   /// The slots' sizes (SharedSlots' own, all zero without slots).
   struct SlotSizes {
-    std::size_t slot_bytes = 0;        ///< a large slot's bytes
+    std::size_t slot_bytes = 0;        ///< the bytes of a large slot that calls fill
     std::size_t small_slot_bytes = 0;  ///< a small slot's bytes
     std::size_t small_slots = 0;       ///< how many small slots each rank has
   };

@@ -47,18 +47,18 @@ namespace {
 /// Where a slot's fingerprint lies: at its end, and the slot is a small one where the low bit
 /// of its hash (its first word) is set. A rank that took the other kind of slot for a call has
 /// another hash, so the fingerprints are compared, each read where its own slot keeps it.
-std::size_t trailer_of(const SharedSlots& slots, const std::byte* slot) {
+std::size_t trailer_of(const CommImpl::SlotSizes& sizes, const std::byte* slot) {
   std::uint64_t hash;
   std::memcpy(&hash, slot, sizeof hash);
-  return ((hash & 1) != 0 ? slots.small_slot_bytes() : slots.slot_bytes()) - kFingerprintBytes;
+  return ((hash & 1) != 0 ? sizes.small_slot_bytes : sizes.slot_bytes) - kFingerprintBytes;
 }
 
 /// Compares this rank's slot `own` with rank r's, `theirs`: the hashes of the fingerprints, and
 /// the fingerprints themselves where those differ.
-Status check_slot(const SharedSlots& slots, const std::byte* own, const std::byte* theirs, int me,
-                  int r) {
+Status check_slot(const CommImpl::SlotSizes& sizes, const std::byte* own, const std::byte* theirs,
+                  int me, int r) {
   if (std::memcmp(theirs, own, sizeof(std::uint64_t)) == 0) return Status::success();
-  return compare_fingerprints(own + trailer_of(slots, own), theirs + trailer_of(slots, theirs), me,
+  return compare_fingerprints(own + trailer_of(sizes, own), theirs + trailer_of(sizes, theirs), me,
                               r);
 }
 
@@ -73,7 +73,8 @@ Status gather_checked(CommImpl& impl, std::uint64_t seq, std::vector<const std::
   const std::byte* own = at[static_cast<std::size_t>(me)];
   for (int r = 0; r < impl.size(); ++r)
     if (r != me)
-      HOOP_RETURN_IF_ERROR(check_slot(slots, own, at[static_cast<std::size_t>(r)], me, r));
+      HOOP_RETURN_IF_ERROR(
+          check_slot(impl.slot_sizes(), own, at[static_cast<std::size_t>(r)], me, r));
   return Status::success();
 }
 
@@ -165,7 +166,7 @@ Status meet_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* payl
   at[static_cast<std::size_t>(me)] = own + kSlotHeaderBytes;
   if (need == SlotNeed::kRoot) {
     HOOP_ASSIGN_OR_RETURN(const std::byte* theirs, slots.gather_one(seq, role.root, deadline));
-    HOOP_RETURN_IF_ERROR(check_slot(slots, own, theirs, me, role.root));
+    HOOP_RETURN_IF_ERROR(check_slot(sizes, own, theirs, me, role.root));
     at[static_cast<std::size_t>(role.root)] = theirs + kSlotHeaderBytes;
   }
   return Status::success();

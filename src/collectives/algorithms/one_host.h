@@ -51,7 +51,10 @@ inline constexpr std::size_t kReadAllBudget = std::size_t{512} << 10;
 /// kReadAllBudget where the peers' memory reads slowly (SharedSlots::reads_slowly: a read at
 /// under half memcpy's speed, a quarter on the AMD guest of 2026-12-07). The single-copy paths
 /// then pay 2x their reads' ratio in copies, the slots still n - 1: at 4 ranks on 2 cores a
-/// 256 KiB allreduce took 204 us through the slots against 440 us by reading.
+/// 256 KiB allreduce took 204 us through the slots against 440 us by reading. Where the job is
+/// crowded too, the slots take whatever fits them (their default_slot_bytes() widened): the
+/// reading paths' steps wait for ranks that have no core, and 4 and 8 ranks on 2 cores took
+/// 0.3-0.8x their time through the slots up to 4 MiB (28 MiB read per rank at 8 ranks).
 inline constexpr std::size_t kReadAllBudgetSlowReads = std::size_t{2} << 20;
 
 /// `impl`'s slots when a collective whose largest payload on any rank is `bytes` (and, where
@@ -62,7 +65,8 @@ inline SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all) 
   if (s == nullptr || bytes > impl.slot_sizes().slot_bytes - kSlotOverhead) return nullptr;
   if (read_all) {
     const std::size_t read = bytes * static_cast<std::size_t>(impl.size() - 1);
-    if (read > kReadAllBudget && (read > kReadAllBudgetSlowReads || !s->reads_slowly()))
+    if (read > kReadAllBudget &&
+        (!s->reads_slowly() || (read > kReadAllBudgetSlowReads && !impl.cost().crowded)))
       return nullptr;
   }
   return s;

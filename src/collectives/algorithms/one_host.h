@@ -194,6 +194,10 @@ Status alltoall_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* 
 /// gathers every block (`root_reads_all`: gather) not so large that the messages' two-sided
 /// copies win.
 bool reads_take_moves(CommImpl& impl, std::size_t block, bool root_reads_all);
+/// Whether a gather or scatter whose root holds `root_bytes` in all goes through the slots
+/// where it fits them, before reads_take_moves: in a crowded job whose reads are slow
+/// (SharedSlots::reads_slowly), up to 1 MiB.
+bool slots_before_reads(const CommImpl& impl, std::size_t root_bytes);
 
 /// The first part of a block of `bytes` that a rooted call's root moves itself where the
 /// block's own rank moves the rest (move_by_reading in gather, scatter and broadcast): 1/size

@@ -29,6 +29,9 @@ constexpr std::size_t kReadMoveMin = std::size_t{32} << 10;
 // were as fast once the givers wrote most of their blocks themselves (4-64 MiB at 2 and 4
 // ranks: 0.61-1.36x either way, 6 pairs).
 constexpr std::size_t kRootReadsMax = std::size_t{2} << 20;
+// A gather's or scatter's root buffer up to which a crowded job whose reads are slow takes the
+// slots before reading (slots_before_reads).
+constexpr std::size_t kCrowdedRootSlotsMax = std::size_t{1} << 20;
 // Elements reduced per pass: the running sum and one peer's piece stay in the L2 cache. 256 KiB
 // pieces took 0.82-0.95x the time of 64 KiB ones in 2-rank reads from 512 KiB to 8 MiB (fewer
 // cross-memory calls); 512 KiB ones were as fast from 1 MiB and 1.46x slower at 512 KiB.
@@ -327,6 +330,14 @@ bool reads_take_moves(CommImpl& impl, std::size_t block, bool root_reads_all) {
   return s != nullptr && s->can_read_peers() && block >= kReadMoveMin &&
          (!root_reads_all || block < kRootReadsMax) &&
          s->slot_bytes() >= kSlotOverhead + sizeof(std::uint64_t);
+}
+
+bool slots_before_reads(const CommImpl& impl, std::size_t root_bytes) {
+  // The root's one copy of every block beats a slow cross-memory read per rank where the ranks
+  // wait for cores anyway (4 and 8 ranks on 2 cores, 128 KiB-1 MiB in all: 0.48-0.82x the
+  // time by reading; past 2 MiB 0.93-1.71x).
+  return root_bytes <= kCrowdedRootSlotsMax && impl.cost().crowded && impl.slots() != nullptr &&
+         impl.slots()->reads_slowly();
 }
 
 bool reads_take_copies(CommImpl& impl, std::size_t bytes, bool read_all) {

@@ -52,9 +52,10 @@ inline constexpr std::size_t kReadAllBudget = std::size_t{512} << 10;
 /// under half memcpy's speed, a quarter on the AMD guest of 2026-12-07). The single-copy paths
 /// then pay 2x their reads' ratio in copies, the slots still n - 1: at 4 ranks on 2 cores a
 /// 256 KiB allreduce took 204 us through the slots against 440 us by reading. Where the job is
-/// crowded too, the slots take whatever fits them (their default_slot_bytes() widened): the
-/// reading paths' steps wait for ranks that have no core, and 4 and 8 ranks on 2 cores took
-/// 0.3-0.8x their time through the slots up to 4 MiB (28 MiB read per rank at 8 ranks).
+/// crowded too, the slots take whatever fits them (SharedSlots::slot_bytes, which the shm
+/// transport widens for such jobs): the reading paths' steps wait for ranks that have no core,
+/// and 4 and 8 ranks on 2 cores took 0.3-0.8x their time through the slots up to 4 MiB (28 MiB
+/// read per rank at 8 ranks).
 inline constexpr std::size_t kReadAllBudgetSlowReads = std::size_t{2} << 20;
 
 /// `impl`'s slots when a collective whose largest payload on any rank is `bytes` (and, where
@@ -194,8 +195,8 @@ Status alltoall_in_slots(CommImpl& impl, const CallFingerprint& fp, const void* 
 /// gathers every block (`root_reads_all`: gather) not so large that the messages' two-sided
 /// copies win.
 bool reads_take_moves(CommImpl& impl, std::size_t block, bool root_reads_all);
-/// Whether a gather or scatter whose root holds `root_bytes` in all goes through the slots
-/// where it fits them, before reads_take_moves: in a crowded job whose reads are slow
+/// Whether a gather or scatter whose root holds `root_bytes` in all goes through the slots,
+/// where it fits them, rather than by reads_take_moves: in a crowded job whose reads are slow
 /// (SharedSlots::reads_slowly), up to 1 MiB.
 bool slots_before_reads(const CommImpl& impl, std::size_t root_bytes);
 

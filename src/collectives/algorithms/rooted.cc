@@ -246,13 +246,14 @@ struct OneHostRoute {
                             {{mine, gather ? "input" : "output"},
                              {is_root ? blocks : nullptr, gather ? "output" : "input"}});
   if (one_host == nullptr) return {};
+  const std::size_t slot_bytes = gather ? largest : root_bytes;
+  const bool fits = collectives::slots_for(*one_host, slot_bytes, gather) != nullptr;
   const std::size_t root_total =
       gather ? largest * static_cast<std::size_t>(one_host->size()) : root_bytes;
-  if (!collectives::slots_before_reads(*one_host, root_total) &&
+  if (!(fits && collectives::slots_before_reads(*one_host, root_total)) &&
       collectives::reads_take_moves(*one_host, largest, gather))
     return {.reading = one_host};
-  const std::size_t slot_bytes = gather ? largest : root_bytes;
-  if (collectives::slots_for(*one_host, slot_bytes, gather) == nullptr) return {};
+  if (!fits) return {};
   return {.slots = one_host, .slot_bytes = slot_bytes};
 }
 

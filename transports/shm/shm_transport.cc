@@ -27,11 +27,11 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options, Segmen
     // Ranks that measured differently made slots of different sizes; connect() checked that
     // their default parts agree.
     slot_bytes_ = own_header_->slot_bytes;
-    for (auto& p : peers_)
-      slot_bytes_ = std::min<std::size_t>(slot_bytes_, p->segment.header()->slot_bytes);
     default_slot_bytes_ = own_header_->default_slot_bytes;
-    for (auto& p : peers_)
+    for (auto& p : peers_) {
+      slot_bytes_ = std::min<std::size_t>(slot_bytes_, p->segment.header()->slot_bytes);
       for (int i = 0; i < 2; ++i) p->slots[i] = p->segment.slot(i);
+    }
     // connect() checked that every peer has as many small slots as this rank.
     small_slots_ = own_header_->small_slots;
     small_stride_ = own_header_->small_stride;

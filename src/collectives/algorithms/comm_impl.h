@@ -68,13 +68,19 @@ class CommImpl final : public Communicator {
   /// The cost-model constants used for kAuto.
   const CostParams& cost() const { return cost_; }
   /// Marks the job crowded (CostParams::crowded) once all ranks have agreed on it. Such a job
-  /// whose reads are slow fills its slots whole (SharedSlots::default_slot_bytes).
+  /// whose reads are slow prefers the slots (slots_over_reads) and fills them whole
+  /// (SharedSlots::default_slot_bytes).
   void set_crowded(bool crowded) {
     cost_.crowded = crowded;
+    slots_over_reads_ = crowded && slots_ != nullptr && slots_->reads_slowly();
     if (slots_ != nullptr)
       slot_sizes_.slot_bytes =
-          crowded && slots_->reads_slowly() ? slots_->slot_bytes() : slots_->default_slot_bytes();
+          slots_over_reads_ ? slots_->slot_bytes() : slots_->default_slot_bytes();
   }
+  /// A crowded job whose cross-memory reads are slow, the same on every rank: the ranks wait
+  /// for cores at each step of the reading paths, and the slots win larger calls
+  /// (one_host.h's budgets, slots_before_reads).
+  bool slots_over_reads() const { return slots_over_reads_; }
   /// Makes the hierarchical allreduce available over `h` (CostParams::hierarchical).
   void set_hierarchy(Hierarchy h) {
     hierarchy_ = std::move(h);
@@ -160,6 +166,7 @@ class CommImpl final : public Communicator {
   std::uint64_t splits_ = 0;
   SharedSlots* slots_;
   SlotSizes slot_sizes_;
+  bool slots_over_reads_ = false;
   std::uint64_t slot_calls_ = 0;
   std::vector<const std::byte*> slot_payloads_;
   SlotLedger slot_ledger_;

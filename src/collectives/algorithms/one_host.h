@@ -66,8 +66,8 @@ inline SharedSlots* slots_for(CommImpl& impl, std::size_t bytes, bool read_all) 
   if (s == nullptr || bytes > impl.slot_sizes().slot_bytes - kSlotOverhead) return nullptr;
   if (read_all) {
     const std::size_t read = bytes * static_cast<std::size_t>(impl.size() - 1);
-    if (read > kReadAllBudget &&
-        (!s->reads_slowly() || (read > kReadAllBudgetSlowReads && !impl.cost().crowded)))
+    if (read > kReadAllBudget && !impl.slots_over_reads() &&
+        (!s->reads_slowly() || read > kReadAllBudgetSlowReads))
       return nullptr;
   }
   return s;

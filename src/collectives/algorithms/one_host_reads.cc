@@ -336,8 +336,7 @@ bool slots_before_reads(const CommImpl& impl, std::size_t root_bytes) {
   // The root's one copy of every block beats a slow cross-memory read per rank where the ranks
   // wait for cores anyway (4 and 8 ranks on 2 cores, 128 KiB-1 MiB in all: 0.48-0.82x the
   // time by reading; past 2 MiB 0.93-1.71x).
-  return root_bytes <= kCrowdedRootSlotsMax && impl.cost().crowded && impl.slots() != nullptr &&
-         impl.slots()->reads_slowly();
+  return root_bytes <= kCrowdedRootSlotsMax && impl.slots_over_reads();
 }
 
 bool reads_take_copies(CommImpl& impl, std::size_t bytes, bool read_all) {
